@@ -1,0 +1,210 @@
+"""The command line: parse flags, call one workflow, print. The only module that imports click.
+
+torch and jieba are imported inside the commands so `grammar-induce --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+
+from . import config as config_module
+from .config import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART_CONFIG = ROOT / "configs" / "quickstart.toml"
+
+
+def user_errors(command):
+    """Report a user's mistake (bad file, bad config) as one line and a non-zero exit, never a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        from .data import InputError
+        from .train import TrainingStopped
+
+        try:
+            return command(*args, **kwargs)
+        except (InputError, ConfigError, TrainingStopped) as e:
+            raise click.ClickException(str(e)) from None
+
+    return wrapper
+
+
+def device_option(command):
+    return click.option("--device", default=None, help="auto, cpu, cuda or cuda:N [default: auto]")(command)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Unsupervised grammar induction with ON-LSTM (Shen et al., ICLR 2019)."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="TOML config [default: configs/quickstart.toml]")
+@click.option("--train", "train_file", default=None, help="training text, one sentence per line")
+@click.option("--valid", "valid_file", default=None, help="validation text")
+@click.option("--test", "test_file", default=None, help="test text")
+@click.option("--tokenizer", type=click.Choice(["whitespace", "jieba", "char"]), default=None)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="run directory [default: runs/<config name>]")
+@device_option
+@click.option("--epochs", type=int, default=None)
+@click.option("--max-steps", type=int, default=None, help="stop after this many batches in all")
+@click.option("--max-minutes", type=float, default=None, help="stop at this wall time")
+@click.option("--seed", type=int, default=None)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key")
+@click.option("--resume", is_flag=True, help="continue the run in --out from its last.pt")
+@click.option("--force", is_flag=True, help="overwrite an existing run directory")
+@click.option("--quiet", is_flag=True, help="no progress bars")
+@user_errors
+def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
+          max_minutes, seed, overrides, resume, force, quiet) -> None:
+    """Train an ON-LSTM language model (the paper's AWD-LSTM recipe)."""
+    from . import train as train_workflow
+
+    config_path = config_path or QUICKSTART_CONFIG
+    out_dir = out_dir or Path("runs") / config_path.stem
+    raw = train_workflow.resume_config(out_dir) if resume else config_module.load(config_path)
+    flags = {
+        "data.train": _absolute(train_file), "data.valid": _absolute(valid_file), "data.test": _absolute(test_file),
+        "data.tokenizer": tokenizer, "train.device": device, "train.epochs": epochs, "train.max_steps": max_steps,
+        "train.max_minutes": max_minutes, "train.seed": seed,
+    }
+    for key, value in flags.items():
+        if value is not None:
+            section, name = key.split(".")
+            raw.setdefault(section, {})[name] = value
+    config = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(config_path))
+    result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, log=click.echo)
+    if result.best_valid_ppl is not None:
+        click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir / 'best.pt'}")
+
+
+def _absolute(path: str | None) -> str | None:
+    return str(Path(path).resolve()) if path else None
+
+
+def model_options(command):
+    """Options shared by `parse` and `evaluate` for choosing and running the model."""
+    for option in reversed([
+        click.option("--layer", type=int, default=None, help="layer whose distances make the tree [default: middle]"),
+        click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True),
+        click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True),
+    ]):
+        command = option(command)
+    return device_option(command)
+
+
+FORMATS = ("brackets", "ptb", "json", "jsonl", "ascii")
+
+
+@main.command()
+@click.option("--model", "model_path", type=click.Path(path_type=Path), required=True, help="checkpoint (best.pt)")
+@click.argument("sentences", nargs=-1)
+@click.option("--input", "input_path", default=None, help="file of sentences, one per line, or - for stdin")
+@click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True)
+@model_options
+@user_errors
+def parse(model_path, sentences, input_path, output_path, fmt, layer, distance, batch_size, device) -> None:
+    """Parse sentences into unlabeled binary trees."""
+    from . import parse as parse_workflow
+
+    lines = _read_sentences(sentences, input_path)
+    loaded = _load_model(model_path, device)
+    layer = _resolve_layer(layer, loaded)
+    words = [loaded.tokenizer.split(line) for line in lines]
+    parsed = parse_workflow.parse_words(loaded, words, batch_size)
+    text = "".join(parse_workflow.render(p, fmt, layer, distance) + "\n" for p in parsed)
+    _write_output(text, output_path)
+
+
+@main.command()
+@click.option("--model", "model_path", type=click.Path(path_type=Path), default=None, help="checkpoint to evaluate")
+@click.option("--pred", "pred_path", type=click.Path(path_type=Path), default=None,
+              help="file of predicted trees instead of a model, one per line")
+@click.option("--pred-format", type=click.Choice(["brackets", "ptb"]), default="brackets", show_default=True)
+@click.option("--gold", default=None, help="gold trees: a .mrg or one-tree-per-line file, a folder of .mrg, "
+              "or nltk:treebank [default: data/synthetic/test.trees]")
+@click.option("--treebank", "preset", type=click.Choice(["ptb", "ctb"]), default="ptb", show_default=True,
+              help="which leaves count as words: PTB word tags, or all but PU and -NONE- (Chinese Treebank)")
+@click.option("--punct-tags", default=None, help="drop leaves with these tags instead (comma-separated)")
+@click.option("--max-length", type=click.IntRange(min=0), default=0, help="only sentences of at most N words")
+@click.option("--skip-bad", is_flag=True, help="skip malformed gold trees and count them")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every number here")
+@click.option("--save-trees", type=click.Path(path_type=Path), default=None, help="write the predicted trees here")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random baseline")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@model_options
+@user_errors
+def evaluate(model_path, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
+             save_trees, seed, quiet, layer, distance, batch_size, device) -> None:
+    """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
+    from . import evaluate as evaluate_workflow
+    from .treebank import TagFilter
+    from .trees import to_brackets
+
+    if (model_path is None) == (pred_path is None):
+        raise click.UsageError("give exactly one of --model and --pred")
+    options = evaluate_workflow.EvalOptions(
+        gold or str(ROOT / "data" / "synthetic" / "test.trees"), TagFilter.from_options(preset, punct_tags),
+        max_length, skip_bad, batch_size, seed, quiet=quiet)
+    if model_path is not None:
+        loaded = _load_model(model_path, device)
+        report = evaluate_workflow.evaluate_model(loaded, options, _resolve_layer(layer, loaded), distance)
+    else:
+        report = evaluate_workflow.evaluate_file(pred_path, options, labeled=pred_format == "ptb")
+    click.echo(report.table())
+    if json_path:
+        evaluate_workflow.write_json(report, json_path)
+    if save_trees:
+        _write_output("".join(to_brackets(t) + "\n" for t in report.predicted), save_trees)
+
+
+def _load_model(path: Path, device: str | None):
+    from . import checkpoint
+    from .train import resolve_device
+
+    return checkpoint.load(path, resolve_device(device or "auto"))
+
+
+def _resolve_layer(layer: int | None, loaded) -> int:
+    from .parse import check_layer, middle_layer
+
+    n_layers = loaded.config.model.n_layers
+    layer = middle_layer(n_layers) if layer is None else layer
+    check_layer(layer, n_layers)
+    return layer
+
+
+def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[str]:
+    from .data import InputError, read_lines
+
+    if arguments and input_path:
+        raise click.UsageError("give sentences as arguments or with --input, not both")
+    if arguments:
+        return list(arguments)
+    if input_path is None:
+        raise click.UsageError("no sentences: give them as arguments or with --input FILE (- for stdin)")
+    if input_path == "-":
+        stdin = click.get_text_stream("stdin")
+        try:
+            lines = stdin.read().split("\n")
+        except UnicodeDecodeError:
+            raise InputError("<stdin>: not UTF-8 text") from None
+    else:
+        lines = [text for _, text in read_lines(input_path)]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _write_output(text: str, path: Path | None) -> None:
+    from .checkpoint import atomic_write
+
+    if path is None:
+        click.echo(text, nl=False)
+    else:
+        atomic_write(path, lambda f: f.write(text.encode("utf-8")))

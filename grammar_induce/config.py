@@ -1,0 +1,194 @@
+"""Run configuration: frozen dataclasses loaded from TOML.
+
+A config file has three sections, `[model]`, `[data]` and `[train]`; every key must be
+a field below (unknown keys are errors), and `--set section.key=value` overrides any key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration the user wrote that cannot be used."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    emb_size: int = 400
+    hidden_size: int = 1150
+    chunk_size: int = 10
+    n_layers: int = 3
+    dropout: float = 0.45  # locked dropout on the last layer's output
+    dropouth: float = 0.3  # locked dropout between layers
+    dropouti: float = 0.5  # locked dropout on the embedding output
+    dropoute: float = 0.1  # word-type dropout on the embedding matrix
+    wdrop: float = 0.45  # DropConnect on hidden-to-hidden weights
+
+    def validate(self) -> None:
+        for name in ("emb_size", "hidden_size", "chunk_size", "n_layers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
+        for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop"):
+            p = getattr(self, name)
+            if not 0.0 <= p < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {p}")
+        for name in ("emb_size", "hidden_size"):
+            if getattr(self, name) % self.chunk_size:
+                raise ConfigError(
+                    f"model.chunk_size {self.chunk_size} does not divide model.{name} {getattr(self, name)}"
+                )
+
+    @property
+    def layer_sizes(self) -> list[int]:
+        """Input size of the first layer, then each layer's hidden size (emb -> H ... H -> emb)."""
+        return [self.emb_size] + [self.hidden_size] * (self.n_layers - 1) + [self.emb_size]
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    train: str = ""
+    valid: str = ""
+    test: str = ""
+    tokenizer: str = "whitespace"  # whitespace | jieba | char
+    lowercase: bool = False
+    replace_digits: bool = False  # digit runs -> "N", as the paper's code does to treebank words
+    # false: lowercase/replace_digits apply only to text parsed later, not to the training files.
+    # The PTB LM text is already normalised its own way ("30-year" stays), and the paper trains on it as is.
+    normalize_training_text: bool = True
+    max_vocab: int = 0  # 0: no limit
+    min_freq: int = 1
+
+    def validate(self) -> None:
+        if self.tokenizer not in ("whitespace", "jieba", "char"):
+            raise ConfigError(f"data.tokenizer must be whitespace, jieba or char, got {self.tokenizer!r}")
+        if self.max_vocab < 0 or self.min_freq < 1:
+            raise ConfigError("data.max_vocab must be >= 0 and data.min_freq >= 1")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 20
+    eval_batch_size: int = 10
+    test_batch_size: int = 1
+    bptt: int = 70
+    lr: float = 30.0
+    clip: float = 0.25
+    weight_decay: float = 1.2e-6
+    alpha: float = 2.0  # activation regularisation
+    beta: float = 1.0  # temporal activation regularisation
+    epochs: int = 1000
+    max_steps: int = 0  # 0: no limit; otherwise stop after this many batches in all
+    max_minutes: float = 0.0  # 0: no limit; otherwise stop at the first epoch end past it
+    nonmono: int = 5
+    seed: int = 141
+    device: str = "auto"
+
+    def validate(self) -> None:
+        for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")
+        for name in ("lr", "clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name} must not be negative, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def validate(self) -> Config:
+        self.model.validate()
+        self.data.validate()
+        self.train.validate()
+        return self
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
+
+
+def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
+    """Build a validated Config; unknown sections or keys are errors naming them."""
+    sections = {}
+    for name, values in raw.items():
+        if name not in SECTIONS:
+            raise ConfigError(f"{source}: unknown section [{name}] (expected one of {', '.join(SECTIONS)})")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: [{name}] must be a table")
+        sections[name] = _build_section(name, values, source)
+    return Config(**sections).validate()
+
+
+def _build_section(name: str, values: dict[str, Any], source: str) -> Any:
+    cls = SECTIONS[name]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"{source}: unknown key {name}.{key}")
+        expected = type(fields[key].default)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            values[key] = float(value)
+        elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ConfigError(f"{source}: {name}.{key} must be {expected.__name__}, got {value!r}")
+    return cls(**values)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Read a TOML config as a raw dict; data paths become relative to the config's folder."""
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    for key in ("train", "valid", "test"):
+        value = raw.get("data", {}).get(key)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            raw["data"][key] = str((path.parent / value).resolve())
+    return raw
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string."""
+    for item in overrides:
+        dotted, sep, text = item.partition("=")
+        section, dot, key = dotted.strip().partition(".")
+        if not sep or not dot or not key:
+            raise ConfigError(f"--set {item!r}: expected section.key=value")
+        raw.setdefault(section, {})[key] = parse_value(text.strip())
+    return raw
+
+
+def parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def to_toml(config: Config) -> str:
+    lines = []
+    for section, values in config.to_dict().items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)

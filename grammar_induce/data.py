@@ -1,0 +1,140 @@
+"""Text in, token ids out: tokenizers, normalisation, vocabulary, stream batching.
+
+Every reader here reports a user's mistake as an `InputError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+UNK = "<unk>"
+EOS = "<eos>"
+TOKENIZERS = ("whitespace", "jieba", "char")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+class InputError(Exception):
+    """A problem with a user's file or argument; printed as one line, never as a traceback."""
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    kind: str = "whitespace"
+    lowercase: bool = False
+    replace_digits: bool = False
+
+    def __call__(self, line: str) -> list[str]:
+        return [self.normalize(word) for word in self.split(line)]
+
+    def split(self, line: str) -> list[str]:
+        if self.kind == "whitespace":
+            return line.split()
+        if self.kind == "char":
+            return [ch for ch in line if not ch.isspace()]
+        return [word for word in _jieba().lcut(line) if word.strip()]
+
+    def normalize(self, word: str) -> str:
+        if self.lowercase:
+            word = word.lower()
+        if self.replace_digits:
+            word = _DIGITS.sub("N", word)
+        return word
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _jieba():
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
+
+
+class Vocab:
+    """Words <-> ids. Ids 0 and 1 are `<unk>` and `<eos>`; the rest by frequency, then alphabetically."""
+
+    def __init__(self, words: list[str]):
+        self.words = list(words)
+        self.index = {word: k for k, word in enumerate(self.words)}
+        if self.words[:2] != [UNK, EOS] or len(self.index) != len(self.words):
+            raise ValueError("a vocabulary starts with <unk>, <eos> and has no repeated word")
+
+    @classmethod
+    def build(cls, counts: Counter, max_size: int = 0, min_freq: int = 1) -> Vocab:
+        ranked = sorted((w for w, c in counts.items() if c >= min_freq and w not in (UNK, EOS)), key=lambda w: (-counts[w], w))
+        if max_size:
+            ranked = ranked[: max(0, max_size - 2)]
+        return cls([UNK, EOS] + ranked)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def encode(self, words: Iterable[str]) -> list[int]:
+        return [self.index.get(word, 0) for word in words]
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) of a UTF-8 file; undecodable bytes are an error naming the line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            yield lineno, line.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {e.start + 1} of the line)") from None
+
+
+def read_corpus(path: str | Path, tokenizer: Tokenizer) -> list[list[str]]:
+    """One sentence per line; blank lines are skipped. An empty result is an error."""
+    sentences = [words for _, line in read_lines(path) if (words := tokenizer(line))]
+    if not sentences:
+        raise InputError(f"{path}: no sentences (the file is empty or has only blank lines)")
+    return sentences
+
+
+def build_vocab(sentences: list[list[str]], max_size: int = 0, min_freq: int = 1) -> Vocab:
+    return Vocab.build(Counter(word for sentence in sentences for word in sentence), max_size, min_freq)
+
+
+def encode_stream(sentences: list[list[str]], vocab: Vocab) -> Tensor:
+    """All sentences as one id stream, each followed by `<eos>` as in the paper's code. (N,)"""
+    eos = vocab.index[EOS]
+    ids = [i for sentence in sentences for i in (*vocab.encode(sentence), eos)]
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def batchify(stream: Tensor, batch_size: int) -> Tensor:
+    """Cut a stream into `batch_size` rows, dropping the remainder; returns (T, B).
+
+    With the stream a b c ... x and batch size 4:
+        a g m s
+        b h n t
+        c i o u
+        d j p v
+        e k q w
+        f l r x
+    Columns are independent; the hidden state is carried down each column across batches.
+    """
+    steps = stream.numel() // batch_size
+    if steps < 2:
+        raise InputError(f"the corpus has {stream.numel()} tokens, too few for batch size {batch_size}")
+    return stream[: steps * batch_size].view(batch_size, steps).t().contiguous()
+
+
+def get_batch(source: Tensor, start: int, seq_len: int) -> tuple[Tensor, Tensor]:
+    """Inputs source[start:start+L] and next-token targets, both (L, B)."""
+    seq_len = min(seq_len, source.shape[0] - 1 - start)
+    return source[start : start + seq_len], source[start + 1 : start + 1 + seq_len]

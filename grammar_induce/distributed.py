@@ -1,0 +1,82 @@
+"""torch.distributed in a few lines: which process this is, and the collectives training needs.
+
+Under `torchrun` (RANK and WORLD_SIZE set) training runs DistributedDataParallel, NCCL on
+GPUs and gloo on CPUs; otherwise `World()` is a single process and every call is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .data import InputError
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @classmethod
+    def from_env(cls) -> World:
+        if "RANK" not in os.environ or int(os.environ.get("WORLD_SIZE", "1")) < 2:
+            return cls()
+        return cls(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")))
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def device_for(self, device: torch.device) -> torch.device:
+        """Pick this process's GPU and join the process group (the first call does)."""
+        if self.size == 1:
+            return device
+        if device.type == "cuda":
+            device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(device)
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        return device
+
+    def split_rows(self, rows: Tensor) -> Tensor:
+        """This process's share of the batch columns (T, B) -> (T, B / size); the global batch is B."""
+        batch = rows.shape[1]
+        if batch % self.size:
+            raise InputError(f"train.batch_size {batch} is not divisible by the {self.size} processes")
+        share = batch // self.size
+        return rows[:, self.rank * share : (self.rank + 1) * share].contiguous()
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.size == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = [model.embedding.weight.device] if model.embedding.weight.is_cuda else None
+        return DistributedDataParallel(model, device_ids=device_ids)
+
+    def _collective(self, value: float, op) -> float:
+        if self.size == 1:
+            return value
+        device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+        t = torch.tensor([value], dtype=torch.float64, device=device)
+        op(t)
+        return t.item()
+
+    def mean(self, value: float) -> float:
+        return self._collective(value, lambda t: torch.distributed.all_reduce(t)) / self.size
+
+    def broadcast(self, value: float) -> float:
+        """Rank 0's value on every rank, so all take the same decisions."""
+        return self._collective(value, lambda t: torch.distributed.broadcast(t, src=0))
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            torch.distributed.barrier()
+
+    def close(self) -> None:
+        if self.size > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

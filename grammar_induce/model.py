@@ -1,0 +1,274 @@
+"""The ON-LSTM language model of Shen et al., "Ordered Neurons" (ICLR 2019), in one file.
+
+The maths follows the paper's reference code (yikangshen/Ordered-Neurons, ON_LSTM.py and
+model.py) equation for equation. The recurrence of one layer runs as a single autograd
+Function with a hand-written backward through time: the input projection is computed for
+all steps at once, and the hidden-to-hidden weight gradient is one matrix product per batch.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import ModelConfig
+
+State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
+
+
+class Distances(NamedTuple):
+    forget: Tensor  # (L, T, B): 1 - mean(master forget), the expected split level / n
+    input: Tensor  # (L, T, B): mean(master input)
+
+
+class LMOutput(NamedTuple):
+    logits: Tensor  # (T, B, V)
+    hidden: State
+    distances: Distances
+    top_output: Tensor  # (T, B, E): last layer's output before output dropout (for AR/TAR)
+
+
+def cumax(x: Tensor) -> Tensor:
+    """cumax(x) = cumsum(softmax(x)) over the last dimension (paper eq. 6)."""
+    return torch.cumsum(torch.softmax(x, dim=-1), dim=-1)
+
+
+# Master gates are kept stacked as (..., 2, n) = [input, forget] so that one fused op serves
+# both: master = cumsum(softmax) * _SIGN + _OFFSET gives [1 - cumax(l_i), cumax(l_f)].
+def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
+    return x.new_tensor([[-1.0], [1.0]]), x.new_tensor([[1.0], [0.0]])
+
+
+def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, save: bool):
+    """The time loop of one layer.
+
+    xproj: (T, B, G) input projection plus both biases, G = 2n + 4H with columns
+    [master input | master forget | o | candidate | i | f]; weight: (G, H) hidden map.
+    Returns hs (T, B, H), cs (T, B, n, C), master softmaxes (T, B, 2, n) and, when `save`,
+    the gate activations (T, B, 4, n, C) with tanh in the candidate slot, for backward.
+    """
+    steps, batch, _ = xproj.shape
+    hidden_size = h0.shape[-1]
+    chunk = hidden_size // n
+    sign, offset = _sign_offset(xproj)
+    hs = xproj.new_empty(steps, batch, hidden_size)
+    cs = xproj.new_empty(steps, batch, n, chunk)
+    acts = xproj.new_empty(steps if save else 1, batch, 4, n, chunk)
+    probs = []
+    h, c = h0, c0.view(batch, n, chunk)
+    weight_t = weight.t()
+    for t, x_t in enumerate(xproj.unbind(0)):
+        gates = torch.addmm(x_t, h, weight_t)  # (B, G)
+        p = torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1)  # (B, 2, n)
+        master = torch.addcmul(offset, p.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
+        overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
+        a = acts[t if save else 0]
+        pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
+        torch.sigmoid(pre, out=a)
+        torch.tanh(pre[:, 1], out=a[:, 1])
+        # [i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1)
+        in_forget = torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0)  # (B, 2, n, C)
+        c = torch.addcmul(in_forget[:, 1] * c, in_forget[:, 0], a[:, 1], out=cs[t])  # eq. 13
+        h = torch.mul(a[:, 0], torch.tanh(c), out=hs[t].view(batch, n, chunk)).view(batch, hidden_size)  # eq. 14
+        probs.append(p)
+    return hs, cs, torch.stack(probs), acts if save else None
+
+
+def _masters(probs: Tensor) -> Tensor:
+    """Softmaxes (..., 2, n) -> [master input, master forget] (..., 2, n)."""
+    sign, offset = _sign_offset(probs)
+    return torch.addcmul(offset, probs.cumsum(-1), sign)
+
+
+def _distances(probs: Tensor) -> tuple[Tensor, Tensor]:
+    """Softmaxes (T, B, 2, n) -> forget distance 1 - mean(f~) and input distance mean(i~), each (T, B)."""
+    master = _masters(probs)
+    return 1.0 - master[..., 1, :].mean(-1), master[..., 0, :].mean(-1)
+
+
+class _Recurrence(torch.autograd.Function):
+    """One ON-LSTM layer over a sequence, with backpropagation through time written out.
+
+    Everything the backward pass needs that does not depend on the incoming gradient is
+    computed for all steps at once before the loop, so each step is a handful of kernels.
+    """
+
+    @staticmethod
+    def forward(ctx, xproj, h0, c0, weight, n):
+        hs, cs, probs, acts = _run_forward(xproj, h0, c0, weight, n, save=True)
+        ctx.save_for_backward(h0, c0, weight, hs, cs, probs, acts)
+        ctx.n = n
+        return (hs, cs[-1].reshape(c0.shape)) + _distances(probs)
+
+    @staticmethod
+    def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
+        h0, c0, weight, hs, cs, probs, acts = ctx.saved_tensors
+        n = ctx.n
+        steps, batch, hidden_size = hs.shape
+        coef = _backward_coefficients(c0, cs, probs, acts, n)
+        # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
+        grad_master_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) / n  # (T, B, 2, 1)
+        sign = _sign_offset(probs)[0]
+        lower = torch.ones(n, n, dtype=probs.dtype, device=probs.device).tril()  # x @ lower = reversed cumsum
+        grad_gates = hs.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
+        dh = torch.zeros_like(h0)
+        dc = grad_c_last.reshape(batch, n, -1).clone()
+        for t in range(steps - 1, -1, -1):
+            out = grad_gates[t]
+            d_acts = out[:, 2 * n :].view(batch, 4, n, -1)
+            dh = (grad_hs[t] + dh).view(batch, n, -1)
+            dc = torch.addcmul(dc, dh, coef.dc_from_h[t])
+            torch.mul(dh, coef.d_out[t], out=d_acts[:, 0])
+            torch.mul(dc.unsqueeze(1), coef.d_rest[t], out=d_acts[:, 1:])
+            sums = (dc.unsqueeze(-2) * coef.sum_terms[t]).sum(-1)  # (B, n, 3)
+            d_master = torch.addcmul(sums[..., :2], sums[..., 2:], coef.master_swapped[t]).transpose(1, 2)
+            d_probs = ((d_master + grad_master_dist[t]) * sign) @ lower  # (B, 2, n)
+            p = probs[t]
+            p_dp = p * d_probs
+            torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
+            dc = dc * coef.forget[t]
+            dh = out @ weight  # (B, H)
+        h_prev = torch.cat([h0.unsqueeze(0), hs[:-1]])  # (T, B, H)
+        grad_weight = grad_gates.view(-1, grad_gates.shape[-1]).t() @ h_prev.view(-1, hidden_size)
+        return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
+
+
+class _Coefficients(NamedTuple):
+    dc_from_h: Tensor  # (T, B, n, C): o * (1 - tanh(c)^2)
+    d_out: Tensor  # (T, B, n, C): d(loss)/d(o logit) per unit dh
+    d_rest: Tensor  # (T, B, 3, n, C): d(candidate, i, f logits) per unit dc
+    sum_terms: Tensor  # (T, B, n, 3, C): [candidate, c_prev, d(c)/d(w)], summed over C against dc
+    master_swapped: Tensor  # (T, B, n, 2): [f~, i~]
+    forget: Tensor  # (T, B, n, C): f^, the carry of dc
+
+
+def _backward_coefficients(c0: Tensor, cs: Tensor, probs: Tensor, acts: Tensor, n: int) -> _Coefficients:
+    """The local derivatives of every step, computed for all steps at once."""
+    steps, batch = cs.shape[:2]
+    o, cand, i, f = acts.unbind(2)  # (T, B, n, C)
+    c_prev = torch.cat([c0.view(1, batch, n, -1), cs[:-1]])
+    master = _masters(probs)  # (T, B, 2, n)
+    m_in, m_forget = master[:, :, 0, :, None], master[:, :, 1, :, None]  # (T, B, n, 1)
+    overlap = m_in * m_forget
+    tanh_c = torch.tanh(cs)
+    gate_in = m_in + overlap * (i - 1.0)
+    d_rest = torch.stack([gate_in * (1.0 - cand * cand), cand * overlap * i * (1.0 - i),
+                          c_prev * overlap * f * (1.0 - f)], dim=2)
+    d_overlap = c_prev * (f - 1.0) + cand * (i - 1.0)
+    return _Coefficients(
+        dc_from_h=o * (1.0 - tanh_c * tanh_c),
+        d_out=tanh_c * o * (1.0 - o),
+        d_rest=d_rest,
+        sum_terms=torch.stack([cand, c_prev, d_overlap], dim=3),
+        master_swapped=torch.stack([master[:, :, 1], master[:, :, 0]], dim=-1),
+        forget=m_forget + overlap * (f - 1.0),
+    )
+
+
+def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
+    """Run one layer: returns hs (T, B, H), c_last (B, H), forget and input distances (T, B)."""
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, h0, c0, weight)):
+        return _Recurrence.apply(xproj, h0, c0, weight, n)
+    hs, cs, probs, _ = _run_forward(xproj, h0, c0, weight, n, save=False)
+    return (hs, cs[-1].reshape(c0.shape)) + _distances(probs)
+
+
+class ONLSTMLayer(nn.Module):
+    """One ON-LSTM layer: input map I -> 4H+2n, hidden map H -> 4H+2n, DropConnect on the latter."""
+
+    def __init__(self, input_size: int, hidden_size: int, chunk_size: int, wdrop: float = 0.0):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.n_levels = hidden_size // chunk_size
+        gate_size = 4 * hidden_size + 2 * self.n_levels
+        self.ih = nn.Linear(input_size, gate_size)
+        self.hh = nn.Linear(hidden_size, gate_size)
+        self.wdrop = wdrop
+
+    def recurrent_weight(self) -> Tensor:
+        """DropConnect as the paper's code: one mask per batch, unscaled; weight * (1-p) in evaluation."""
+        if not self.wdrop:
+            return self.hh.weight
+        if self.training:
+            return self.hh.weight.masked_fill(torch.rand_like(self.hh.weight) < self.wdrop, 0.0)
+        return self.hh.weight * (1.0 - self.wdrop)
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
+        h0, c0 = state
+        xproj = self.ih(x) + self.hh.bias  # (T, B, G)
+        return recurrence(xproj, h0, c0, self.recurrent_weight(), self.n_levels)
+
+
+def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """Variational dropout: one mask per sequence, shared over time. x: (T, B, D)."""
+    if not training or not p:
+        return x
+    mask = x.new_empty(1, x.shape[1], x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p)
+    return x * mask
+
+
+def embedding_dropout(embedding: nn.Embedding, tokens: Tensor, p: float, training: bool) -> Tensor:
+    """Word-type dropout: drop whole rows of the embedding matrix (Gal & Ghahramani, 2016)."""
+    weight = embedding.weight
+    if training and p:
+        weight = weight * (weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p))
+    return F.embedding(tokens, weight)
+
+
+class ONLSTMLanguageModel(nn.Module):
+    """Embedding -> ON-LSTM stack (emb -> H -> ... -> H -> emb) -> decoder tied to the embedding."""
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        sizes = config.layer_sizes
+        self.embedding = nn.Embedding(vocab_size, config.emb_size)
+        self.layers = nn.ModuleList(
+            ONLSTMLayer(sizes[k], sizes[k + 1], config.chunk_size, config.wdrop) for k in range(config.n_layers)
+        )
+        self.decoder = nn.Linear(config.emb_size, vocab_size)
+        self.decoder.weight = self.embedding.weight
+        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+
+    def init_hidden(self, batch_size: int) -> State:
+        weight = self.embedding.weight
+        return [
+            (weight.new_zeros(batch_size, layer.hidden_size), weight.new_zeros(batch_size, layer.hidden_size))
+            for layer in self.layers
+        ]
+
+    def run_stack(self, tokens: Tensor, hidden: State | None = None) -> tuple[Tensor, State, Distances]:
+        """tokens (T, B) -> last layer output (T, B, E), new state, distances (L, T, B)."""
+        cfg = self.config
+        hidden = hidden if hidden is not None else self.init_hidden(tokens.shape[1])
+        x = embedding_dropout(self.embedding, tokens, cfg.dropoute, self.training)  # (T, B, E)
+        x = locked_dropout(x, cfg.dropouti, self.training)
+        new_hidden, forget, inp = [], [], []
+        for k, layer in enumerate(self.layers):
+            hs, c_last, dist_f, dist_i = layer(x, hidden[k])  # (T, B, H_k)
+            new_hidden.append((hs[-1], c_last))
+            forget.append(dist_f)
+            inp.append(dist_i)
+            x = locked_dropout(hs, cfg.dropouth, self.training) if k < len(self.layers) - 1 else hs
+        return x, new_hidden, Distances(torch.stack(forget), torch.stack(inp))
+
+    def forward(self, tokens: Tensor, hidden: State | None = None) -> LMOutput:
+        top, new_hidden, distances = self.run_stack(tokens, hidden)
+        logits = self.decoder(locked_dropout(top, self.config.dropout, self.training))  # (T, B, V)
+        return LMOutput(logits, new_hidden, distances, top)
+
+    def distances(self, tokens: Tensor, hidden: State | None = None) -> Distances:
+        """Per-token distances without the decoder, for parsing."""
+        return self.run_stack(tokens, hidden)[2]
+
+
+def detach_state(hidden: State) -> State:
+    return [(h.detach(), c.detach()) for h, c in hidden]
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

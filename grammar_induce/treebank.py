@@ -1,0 +1,155 @@
+"""Gold trees: reading PTB-style files and nltk corpora, and the paper's preprocessing.
+
+Preprocessing (as the paper's data_ptb.py): keep only leaves whose POS tag is a word tag
+(which drops punctuation, traces, `$` and `#`), drop emptied nodes, collapse unary chains.
+The result is an unlabeled tree (see `trees`) over the kept words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .data import InputError, read_lines
+from .trees import Tree, leaves
+
+# The 36 word tags of the paper's code; every other tag is dropped.
+PTB_WORD_TAGS = frozenset(
+    "CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH "
+    "VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB".split()
+)
+# Tags to drop for other treebanks: keep every leaf whose tag is not listed.
+DROP_PRESETS = {"ctb": frozenset({"PU", "-NONE-"})}
+
+
+@dataclass(frozen=True)
+class TagFilter:
+    """Which preterminals to keep: the PTB word tags by default, or all but a drop list."""
+
+    keep: frozenset[str] | None = PTB_WORD_TAGS
+    drop: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_options(cls, preset: str, punct_tags: str | None) -> TagFilter:
+        if punct_tags:
+            return cls(keep=None, drop=frozenset(punct_tags.replace(",", " ").split()))
+        if preset == "ptb":
+            return cls()
+        if preset in DROP_PRESETS:
+            return cls(keep=None, drop=DROP_PRESETS[preset])
+        raise InputError(f"unknown treebank preset {preset!r} (expected ptb or {', '.join(DROP_PRESETS)})")
+
+    def keeps(self, tag: str) -> bool:
+        return tag in self.keep if self.keep is not None else tag not in self.drop
+
+
+@dataclass(frozen=True)
+class GoldTree:
+    source: str  # "file:line" of the tree's first line
+    words: list[str]  # kept words, as in the file
+    tree: Tree  # unlabeled, over `words`
+
+
+def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False) -> tuple[list[GoldTree], int]:
+    """Read gold trees from a file, a folder of .mrg files or `nltk:<corpus>`.
+
+    Returns the non-empty preprocessed trees and the number of trees skipped (emptied by
+    preprocessing, or malformed when `skip_bad`).
+    """
+    gold, skipped = [], 0
+    for source, text in _tree_strings(spec, skip_bad):
+        try:
+            tree = parse_bracketed(text, source)
+        except InputError:
+            if not skip_bad:
+                raise
+            skipped += 1
+            continue
+        kept = preprocess(tree, tags)
+        if kept is None:
+            skipped += 1
+            continue
+        gold.append(GoldTree(source, leaves(kept), kept))
+    if not gold:
+        raise InputError(f"{spec}: no gold trees with words in them")
+    return gold, skipped
+
+
+def _tree_strings(spec: str, skip_bad: bool) -> Iterator[tuple[str, str]]:
+    if spec.startswith("nltk:"):
+        yield from _nltk_tree_strings(spec)
+        return
+    path = Path(spec)
+    if path.is_dir():
+        files = sorted(path.rglob("*.mrg"))
+        if not files:
+            raise InputError(f"{path}: folder has no .mrg files")
+    elif path.exists():
+        files = [path]
+    else:
+        raise InputError(f"{path}: no such file or folder")
+    for file in files:
+        yield from split_trees(file, skip_bad)
+
+
+def split_trees(path: Path, skip_bad: bool = False) -> Iterator[tuple[str, str]]:
+    """Cut a file into top-level bracketed trees (one per line or spread over lines)."""
+    depth, start_line, buffer = 0, 0, []
+    for lineno, line in read_lines(path):
+        for ch in line:
+            if depth == 0 and ch.isspace():
+                continue
+            if depth == 0:
+                if ch != "(":
+                    if skip_bad:
+                        continue
+                    raise InputError(f"{path}:{lineno}: text outside a tree (expected '(')")
+                start_line, buffer = lineno, []
+            buffer.append(ch)
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0:
+                yield f"{path}:{start_line}", "".join(buffer)
+        if depth:
+            buffer.append(" ")
+    if depth:
+        if not skip_bad:
+            raise InputError(f"{path}:{start_line}: unbalanced brackets (a tree is never closed)")
+
+
+def _nltk_tree_strings(spec: str) -> Iterator[tuple[str, str]]:
+    import nltk
+
+    name = spec.removeprefix("nltk:")
+    try:
+        reader = getattr(nltk.corpus, name)
+        fileids = reader.fileids()
+    except (AttributeError, LookupError, OSError) as e:
+        raise InputError(f"{spec}: nltk cannot load this corpus ({str(e).strip().splitlines()[0]})") from None
+    for fileid in fileids:
+        yield from split_trees(Path(reader.abspath(fileid)))
+
+
+def parse_bracketed(text: str, source: str):
+    """One bracketed tree -> nltk.Tree; errors name `source` (file:line)."""
+    import nltk
+
+    try:
+        tree = nltk.Tree.fromstring(text, remove_empty_top_bracketing=True)
+    except ValueError as e:
+        raise InputError(f"{source}: malformed tree ({str(e).strip().splitlines()[0][:120]})") from None
+    if isinstance(tree, str) or len(tree) == 0:
+        raise InputError(f"{source}: empty tree")
+    return tree
+
+
+def preprocess(tree, tags: TagFilter) -> Tree | None:
+    """Keep word-tagged leaves, drop emptied nodes, collapse unary chains; None if nothing is left."""
+    if isinstance(tree, str):
+        return None
+    if len(tree) == 1 and isinstance(tree[0], str):  # a preterminal
+        return tree[0] if tags.keeps(tree.label()) else None
+    children = [kept for child in tree if (kept := preprocess(child, tags)) is not None]
+    if not children:
+        return None
+    return children[0] if len(children) == 1 else children

@@ -1,0 +1,169 @@
+"""Unlabeled binary trees as nested lists of words: building, spans and rendering. No torch.
+
+A tree is a word (str) or a list of trees. Spans are (start, end) word offsets, end exclusive.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+
+Tree = str | list
+
+
+def tree_from_distances(distances: Sequence[float], words: Sequence[str]) -> Tree:
+    """The paper's greedy top-down split, in linear time.
+
+    For words w1..wn with distances d1..dn, i is the first index of the maximum and the tree
+    is [tree(w1..w{i-1}), [wi, tree(w{i+1}..wn)]], dropping an empty side. The split points
+    form the Cartesian tree of the distances (first maximum on top), built with a stack.
+    """
+    if len(distances) != len(words):
+        raise ValueError(f"{len(distances)} distances for {len(words)} words")
+    if not words:
+        raise ValueError("cannot build a tree over no words")
+    left, right = [-1] * len(words), [-1] * len(words)
+    stack: list[int] = []
+    for k, d in enumerate(distances):
+        last = -1
+        while stack and distances[stack[-1]] < d:  # strict: an earlier equal value stays above
+            last = stack.pop()
+        left[k] = last
+        if stack:
+            right[stack[-1]] = k
+        stack.append(k)
+    return _assemble(stack[0], left, right, words)
+
+
+def _assemble(root: int, left: list[int], right: list[int], words: Sequence[str]) -> Tree:
+    """Turn the Cartesian tree into the parse tree, iteratively (sentences can be long)."""
+    built: dict[int, Tree] = {}
+    todo = [(root, False)]
+    while todo:
+        k, children_done = todo.pop()
+        if not children_done:
+            todo.append((k, True))
+            todo.extend((child, False) for child in (left[k], right[k]) if child >= 0)
+            continue
+        node: Tree = words[k] if right[k] < 0 else [words[k], built.pop(right[k])]
+        built[k] = node if left[k] < 0 else [built.pop(left[k]), node]
+    return built[root]
+
+
+def _events(tree: Tree):
+    """Walk a tree without recursion (trees of long sentences are deep): yields "(", ")" or a word."""
+    stack = [iter([tree])]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            if stack:
+                yield ")"
+        elif isinstance(node, str):
+            yield node
+        else:
+            yield "("
+            stack.append(iter(node))
+
+
+def leaves(tree: Tree) -> list[str]:
+    return [e for e in _events(tree) if e not in ("(", ")")] if not isinstance(tree, str) else [tree]
+
+
+def spans(tree: Tree) -> set[tuple[int, int]]:
+    """Every constituent of two or more words except the whole sentence, as in the paper's code."""
+    found, starts, position = set(), [], 0
+    for event in _events(tree):
+        if event == "(":
+            starts.append(position)
+        elif event == ")":
+            start = starts.pop()
+            if position - start > 1:
+                found.add((start, position))
+        else:
+            position += 1
+    found.discard((0, position))
+    return found
+
+
+def left_branching(words: Sequence[str]) -> Tree:
+    tree: Tree = words[0]
+    for word in words[1:]:
+        tree = [tree, word]
+    return tree
+
+
+def right_branching(words: Sequence[str]) -> Tree:
+    tree: Tree = words[-1]
+    for word in reversed(words[:-1]):
+        tree = [word, tree]
+    return tree
+
+
+def balanced(words: Sequence[str]) -> Tree:
+    if len(words) == 1:
+        return words[0]
+    half = (len(words) + 1) // 2
+    return [balanced(words[:half]), balanced(words[half:])]
+
+
+def random_tree(words: Sequence[str], rng: random.Random) -> Tree:
+    """A random binary tree: split at a uniformly chosen point, recursively."""
+    if len(words) == 1:
+        return words[0]
+    cut = rng.randint(1, len(words) - 1)
+    return [random_tree(words[:cut], rng), random_tree(words[cut:], rng)]
+
+
+def _render(tree: Tree, word, open_: str, close: str, sep: str) -> str:
+    parts: list[str] = []
+    for event in _events(tree):
+        if event == ")":
+            parts.append(close)
+            continue
+        if parts and parts[-1] != open_:
+            parts.append(sep)
+        parts.append(open_ if event == "(" else word(event))
+    return "".join(parts)
+
+
+def to_brackets(tree: Tree) -> str:
+    """`(the (quick (brown fox)))`; brackets inside words are escaped as -LRB- / -RRB-."""
+    return _render(tree, escape, "(", ")", " ")
+
+
+def to_ptb(tree: Tree) -> str:
+    """A labeled tree that EVALB and nltk read: every node X, every word under its own X."""
+    return _render(tree, lambda w: f"(X {escape(w)})", "(X ", ")", " ")
+
+
+def to_json(tree: Tree) -> str:
+    """Nested lists of words; non-ASCII kept as is."""
+    return _render(tree, lambda w: json.dumps(w, ensure_ascii=False), "[", "]", ", ")
+
+
+def escape(word: str) -> str:
+    return word.replace("(", "-LRB-").replace(")", "-RRB-")
+
+
+def parse_brackets(text: str) -> Tree:
+    """Read `(the (quick (brown fox)))` back; -LRB-/-RRB- become brackets again."""
+    stack: list[list] = [[]]
+    for token in text.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            stack.append([])
+        elif token == ")":
+            if len(stack) == 1:
+                raise ValueError("unbalanced brackets: too many ')'")
+            node = stack.pop()
+            if not node:
+                raise ValueError("empty brackets ()")
+            stack[-1].append(node[0] if len(node) == 1 else node)
+        else:
+            stack[-1].append(token.replace("-LRB-", "(").replace("-RRB-", ")"))
+    if len(stack) != 1:
+        raise ValueError("unbalanced brackets: a '(' is never closed")
+    if len(stack[0]) != 1:
+        raise ValueError("expected one tree")
+    return stack[0][0]

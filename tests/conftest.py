@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grammar_induce import config as config_module
+from grammar_induce.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
+    """configs/tiny.toml with section overrides, e.g. train={"epochs": 1}."""
+    raw = config_module.load(ROOT / "configs" / "tiny.toml")
+    raw["train"]["device"] = "cpu"
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return config_module.from_dict(raw)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """A trained tiny model's run directory (trained once per test session)."""
+    from grammar_induce.train import train
+
+    out = tmp_path_factory.mktemp("tiny_run")
+    train(tiny_config(), out, quiet=True, log=lambda s: None)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_run):
+    from grammar_induce import checkpoint
+
+    return checkpoint.load(tiny_run / "best.pt")

@@ -1,0 +1,156 @@
+import math
+
+import torch
+
+from grammar_induce.config import ModelConfig
+from grammar_induce.model import ONLSTMLanguageModel, _Recurrence, count_parameters, cumax, recurrence
+from grammar_induce.reference import reference_distances, reference_layer
+
+torch.set_default_dtype(torch.float32)
+
+
+def one_step_by_hand(x, h, c, w_ih, b_ih, w_hh, b_hh, chunk):
+    """The paper's equations for one step, written out in float64 with plain loops over levels."""
+    hidden = h.shape[-1]
+    n = hidden // chunk
+    g = x @ w_ih.T + b_ih + h @ w_hh.T + b_hh  # (B, 4H + 2n)
+    batch = g.shape[0]
+    h_new, c_new = torch.zeros(batch, hidden, dtype=torch.float64), torch.zeros(batch, hidden, dtype=torch.float64)
+    dist_f, dist_i = torch.zeros(batch, dtype=torch.float64), torch.zeros(batch, dtype=torch.float64)
+    for b in range(batch):
+        p_i = torch.exp(g[b, :n]) / torch.exp(g[b, :n]).sum()
+        p_f = torch.exp(g[b, n : 2 * n]) / torch.exp(g[b, n : 2 * n]).sum()
+        rest = g[b, 2 * n :].view(4 * n, chunk)
+        o, cand, i, f = rest[:n], rest[n : 2 * n], rest[2 * n : 3 * n], rest[3 * n :]
+        for level in range(n):
+            m_f = p_f[: level + 1].sum()  # cumax
+            m_i = 1 - p_i[: level + 1].sum()
+            w = m_f * m_i
+            for k in range(chunk):
+                unit = level * chunk + k
+                fg = torch.sigmoid(f[level, k]) * w + (m_f - w)
+                ig = torch.sigmoid(i[level, k]) * w + (m_i - w)
+                c_new[b, unit] = fg * c[b, unit] + ig * torch.tanh(cand[level, k])
+                h_new[b, unit] = torch.sigmoid(o[level, k]) * torch.tanh(c_new[b, unit])
+            dist_f[b] += (1 - m_f) / n
+            dist_i[b] += m_i / n
+    return h_new, c_new, dist_f, dist_i
+
+
+def random_layer(seed=0, batch=3, inp=5, hidden=8, chunk=2, steps=1, scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    n = hidden // chunk
+    gates = 4 * hidden + 2 * n
+
+    def r(*shape):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) * scale).requires_grad_()
+
+    return dict(x=r(steps, batch, inp), h=r(batch, hidden), c=r(batch, hidden), w_ih=r(gates, inp),
+                b_ih=r(gates), w_hh=r(gates, hidden), b_hh=r(gates), chunk=chunk, n=n)
+
+
+def fast(p):
+    xproj = p["x"] @ p["w_ih"].T + p["b_ih"] + p["b_hh"]
+    return recurrence(xproj, p["h"], p["c"], p["w_hh"], p["n"])
+
+
+def test_one_step_matches_the_equations_by_hand():
+    p = random_layer()
+    hs, c_last, dist_f, dist_i = fast(p)
+    expected = one_step_by_hand(p["x"][0], p["h"], p["c"], p["w_ih"], p["b_ih"], p["w_hh"], p["b_hh"], p["chunk"])
+    for got, want in zip((hs[0], c_last, dist_f[0], dist_i[0]), expected):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_distances_are_expected_levels_over_n():
+    logits = torch.randn(4, 6, dtype=torch.float64)
+    p = torch.softmax(logits, -1)
+    n = 6
+    expected = (p * torch.arange(n, dtype=torch.float64)).sum(-1) / n
+    torch.testing.assert_close(1 - cumax(logits).mean(-1), expected)  # forget: 1 - mean(f~)
+    torch.testing.assert_close((1 - cumax(logits)).mean(-1), expected)  # input: mean(i~)
+
+
+def test_fast_layer_equals_reference_values_and_gradients():
+    p = random_layer(seed=1, steps=7, batch=4, hidden=12, chunk=3)
+    ref = reference_layer(p["x"], (p["h"], p["c"]), p["w_ih"], p["b_ih"], p["w_hh"], p["b_hh"], p["chunk"])
+    out = fast(p)
+    weights = [torch.randn_like(r) for r in ref]
+    params = [p[k] for k in ("x", "h", "c", "w_ih", "b_ih", "w_hh", "b_hh")]
+    grads_ref = torch.autograd.grad(sum((r * w).sum() for r, w in zip(ref, weights)), params)
+    grads_out = torch.autograd.grad(sum((r * w).sum() for r, w in zip(out, weights)), params)
+    for a, b in zip(ref, out):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    for a, b in zip(grads_ref, grads_out):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_gradcheck_of_the_recurrence():
+    p = random_layer(seed=2, steps=4, batch=2, hidden=6, chunk=2)
+    xproj = (p["x"] @ p["w_ih"].T).detach().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, h, c, w: _Recurrence.apply(x, h, c, w, p["n"]),
+                                    (xproj, p["h"], p["c"], p["w_hh"]))
+
+
+def tiny_model(wdrop=0.3, seed=0):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(emb_size=8, hidden_size=12, chunk_size=4, n_layers=3, wdrop=wdrop)
+    return ONLSTMLanguageModel(20, cfg)
+
+
+def test_model_distances_match_the_reference_in_evaluation():
+    model = tiny_model().eval()
+    tokens = torch.randint(0, 20, (9, 3))
+    out = model(tokens)
+    ref = reference_distances(model, tokens)
+    assert out.distances.forget.shape == (3, 9, 3)
+    torch.testing.assert_close(out.distances.forget, ref.forget)
+    torch.testing.assert_close(out.distances.input, ref.input)
+    torch.testing.assert_close(model.distances(tokens).forget, ref.forget)
+
+
+def test_dropconnect_scales_weight_in_evaluation_and_masks_in_training():
+    model = tiny_model(wdrop=0.25)
+    layer = model.layers[0]
+    layer.eval()
+    torch.testing.assert_close(layer.recurrent_weight(), layer.hh.weight * 0.75)
+    layer.train()
+    masked = layer.recurrent_weight()
+    kept = masked != 0
+    torch.testing.assert_close(masked[kept], layer.hh.weight[kept])  # unscaled where kept
+    assert 0.1 < (~kept).float().mean().item() < 0.4
+
+
+def test_decoder_is_tied_and_last_layer_has_embedding_size():
+    model = tiny_model()
+    assert model.decoder.weight is model.embedding.weight
+    assert [layer.hidden_size for layer in model.layers] == [12, 12, 8]
+    out = model.eval()(torch.zeros(5, 2, dtype=torch.long))
+    assert out.logits.shape == (5, 2, 20) and out.top_output.shape == (5, 2, 8)
+
+
+def test_parameter_count_of_the_paper_model():
+    cfg = ModelConfig()  # emb 400, hidden 1150, chunk 10
+    with torch.device("meta"):
+        model = ONLSTMLanguageModel(10000, cfg)
+    layer = lambda i, h: (i + h + 2) * (4 * h + 2 * (h // 10))  # two maps with biases
+    expected = 10000 * 400 + 10000 + layer(400, 1150) + layer(1150, 1150) + layer(1150, 400)
+    assert count_parameters(model) == expected
+    assert math.isclose(expected / 1e6, 25.2, abs_tol=0.05)
+
+
+def test_save_load_gives_identical_outputs(tmp_path):
+    from grammar_induce import checkpoint
+    from grammar_induce.config import Config
+    from grammar_induce.data import Tokenizer, Vocab
+
+    model = tiny_model().eval()
+    vocab = Vocab(["<unk>", "<eos>"] + [f"w{k}" for k in range(18)])
+    config = Config(model=model.config)
+    checkpoint.save(tmp_path / "m.pt", model, vocab, Tokenizer(), config)
+    loaded = checkpoint.load(tmp_path / "m.pt")
+    tokens = torch.randint(0, 20, (6, 2))
+    a, b = model(tokens), loaded.model(tokens)
+    assert torch.equal(a.logits, b.logits)
+    assert torch.equal(a.distances.forget, b.distances.forget)
+    assert loaded.vocab.words == vocab.words
