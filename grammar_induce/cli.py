@@ -6,6 +6,7 @@ torch and jieba are imported inside the commands so `grammar-induce --help` stay
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import click
@@ -182,7 +183,7 @@ def _resolve_layer(layer: int | None, loaded) -> int:
 
 
 def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[str]:
-    from .data import InputError, read_lines
+    from .data import read_lines
 
     if arguments and input_path:
         raise click.UsageError("give sentences as arguments or with --input, not both")
@@ -190,14 +191,7 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[
         return list(arguments)
     if input_path is None:
         raise click.UsageError("no sentences: give them as arguments or with --input FILE (- for stdin)")
-    if input_path == "-":
-        stdin = click.get_text_stream("stdin")
-        try:
-            lines = stdin.read().split("\n")
-        except UnicodeDecodeError:
-            raise InputError("<stdin>: not UTF-8 text") from None
-    else:
-        lines = [text for _, text in read_lines(input_path)]
+    lines = [text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)]
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from torch import Tensor
@@ -83,11 +84,12 @@ class Vocab:
         return [self.index.get(word, 0) for word in words]
 
 
-def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of a UTF-8 file; undecodable bytes are an error naming the line."""
-    path = Path(path)
+def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) of a UTF-8 file (or binary stream, e.g. stdin);
+    undecodable bytes are an error naming the line."""
+    path = Path(source) if isinstance(source, (str, Path)) else Path("<stdin>")
     try:
-        raw = path.read_bytes()
+        raw = path.read_bytes() if isinstance(source, (str, Path)) else source.read()
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
     for lineno, line in enumerate(raw.split(b"\n"), start=1):

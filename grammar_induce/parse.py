@@ -93,7 +93,7 @@ def render(parsed: Parsed | None, fmt: str, layer: int, kind: str) -> str:
 
 def _ascii(tree: Tree) -> str:
     import nltk
-    from nltk.treeprettyprinter import TreePrettyPrinter
+    from nltk.tree import TreePrettyPrinter
 
     from .trees import to_ptb
 

@@ -256,6 +256,8 @@ def restore_state(loop: Loop, payload: dict | None) -> TrainState:
     saved = dict(payload["training_state"])
     loop.optimizer = make_optimizer(loop.model, loop.config, saved["phase"])
     loop.optimizer.load_state_dict(saved.pop("optimizer"))
+    for group in loop.optimizer.param_groups:  # as the paper's --resume: the config's values win
+        group.update(lr=loop.config.train.lr, weight_decay=loop.config.train.weight_decay)
     set_rng_state(loop, saved.pop("rng"))
     return TrainState(**saved)
 
@@ -370,12 +372,11 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
         "seconds": round(stats["seconds"], 2),
     }
     if state.phase == "sgd" and valid is not None:
-        history = state.val_history
-        if len(history) > cfg.nonmono and val_loss > min(history[: -cfg.nonmono]):
+        if should_average(state.val_history, val_loss, cfg.nonmono):
             state.phase = "asgd"
             loop.optimizer = make_optimizer(loop.model, loop.config, "asgd")
             loop.log(f"epoch {state.epoch}: switching to averaged SGD")
-        history.append(val_loss)
+        state.val_history.append(val_loss)
     state.epoch += 1
     state.position = None
     if loop.world.is_main:
@@ -383,6 +384,11 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
         loop.log(format_record(record))
     save_last(loop, state)
     return record
+
+
+def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
+    """The paper's switch to ASGD: no improvement on the best of more than `nonmono` epochs back."""
+    return len(history) > nonmono and val_loss > min(history[: len(history) - nonmono])
 
 
 def append_metrics(path: Path, record: dict[str, Any]) -> None:

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from grammar_induce.cli import main
+
+from .conftest import ROOT
+
+TINY = str(ROOT / "configs" / "tiny.toml")
+CHINESE = ["我喜欢吃苹果", "他们在北京工作", "我们喜欢北京的苹果", "她在学校学习中文", "他喜欢学习"] * 8
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(main, [str(a) for a in args], input=input)
+
+
+def test_help_is_fast_and_lists_commands():
+    result = run("--help")
+    assert result.exit_code == 0
+    assert all(cmd in result.output for cmd in ("train", "parse", "evaluate"))
+
+
+def test_train_parse_evaluate_from_the_command_line(tmp_path):
+    out = tmp_path / "run"
+    result = run("train", "--config", TINY, "--out", out, "--epochs", 1, "--quiet", "--set", "train.lr=10")
+    assert result.exit_code == 0, result.output
+    assert "best valid ppl" in result.output
+    assert 'lr = 10.0' in (out / "config.toml").read_text()
+
+    again = run("train", "--config", TINY, "--out", out, "--quiet")
+    assert again.exit_code == 1 and "run directory exists" in again.output and "Traceback" not in again.output
+
+    parsed = run("parse", "--model", out / "best.pt", "--input", "-", input="the dog saw a cat\n\nhe ran\n")
+    assert parsed.exit_code == 0, parsed.output
+    lines = parsed.output.split("\n")
+    assert lines[1] == "" and lines[2] in ("(he ran)",) and lines[0].count("(") == 4
+
+    evaluated = run("evaluate", "--model", out / "best.pt", "--quiet", "--json", tmp_path / "e.json",
+                    "--save-trees", tmp_path / "trees.txt")
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "right-branching" in evaluated.output and "layer 2 forget *" in evaluated.output
+    assert len((tmp_path / "trees.txt").read_text().splitlines()) == 500
+    assert "rows" in json.loads((tmp_path / "e.json").read_text())
+
+    rescored = run("evaluate", "--pred", tmp_path / "trees.txt")
+    assert rescored.exit_code == 0, rescored.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--config", "nope.toml"], "nope.toml: cannot read config"),
+    (["train", "--config", TINY, "--set", "model.chunk_size=5"], "does not divide"),
+    (["train", "--config", TINY, "--set", "train.bogus=1"], "unknown key train.bogus"),
+    (["train", "--config", TINY, "--train", "/nonexistent.txt"], "/nonexistent.txt: cannot read"),
+    (["parse", "--model", "/nonexistent.pt", "a b"], "no such checkpoint"),
+])
+def test_user_errors_are_one_line(tmp_path, args, message):
+    result = run(*args, "--out", tmp_path / "r") if args[0] == "train" else run(*args)
+    assert result.exit_code != 0
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_parse_layer_out_of_range(tiny_run):
+    result = run("parse", "--model", tiny_run / "best.pt", "--layer", 4, "a b")
+    assert result.exit_code == 1 and "--layer 4 is out of range" in result.output
+
+
+def test_chinese_with_jieba(tmp_path):
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("\n".join(CHINESE) + "\n", encoding="utf-8")
+    out = tmp_path / "zh"
+    result = run("train", "--config", TINY, "--train", corpus, "--valid", corpus, "--tokenizer", "jieba",
+                 "--out", out, "--epochs", 1, "--quiet", "--set", "train.batch_size=2")
+    assert result.exit_code == 0, result.output
+    parsed = run("parse", "--model", out / "best.pt", "--format", "json", "我喜欢吃北京的苹果")
+    assert parsed.exit_code == 0, parsed.output
+    tree = json.loads(parsed.output)
+    flat = json.dumps(tree, ensure_ascii=False)
+    assert "苹果" in flat and "喜欢" in flat and "\\u" not in parsed.output

@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from grammar_induce import trees
+from grammar_induce.data import InputError
+from grammar_induce.evaluate import EvalOptions, evaluate_file, evaluate_model, write_json
+from grammar_induce.metrics import SpanMetric
+from grammar_induce.treebank import TagFilter, read_gold
+
+from .conftest import ROOT
+
+GOLD = str(ROOT / "data" / "synthetic" / "test.trees")
+
+
+def test_model_report_rows_and_baselines(tiny_model, tmp_path):
+    report = evaluate_model(tiny_model, EvalOptions(GOLD, quiet=True), layer=2, kind="forget")
+    expected_rows = {f"layer {l} {k}" for l in (1, 2, 3) for k in ("forget", "input")}
+    expected_rows |= {"mean of layers forget", "mean of layers input", "left-branching", "right-branching",
+                      "balanced", "random"}
+    assert set(report.rows) == expected_rows and report.main_row == "layer 2 forget"
+    gold, _ = read_gold(GOLD, TagFilter())
+    right = sum((SpanMetric.of(trees.spans(trees.right_branching(g.words)), trees.spans(g.tree)) for g in gold),
+                SpanMetric())
+    assert report.rows["right-branching"] == right
+    assert report.sentences == len(gold) == 500
+    assert sum(m.sentences for m in report.by_length["right-branching"].values()) == 500
+    write_json(report, tmp_path / "r.json")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["rows"]["right-branching"]["sentence_f1"] == pytest.approx(right.sentence_f1)
+
+
+def test_max_length(tiny_model):
+    report = evaluate_model(tiny_model, EvalOptions(GOLD, max_length=10, quiet=True), layer=2, kind="forget")
+    gold, _ = read_gold(GOLD, TagFilter())
+    assert report.sentences == sum(1 for g in gold if len(g.words) <= 10)
+
+
+def test_pred_file_scores_gold_trees_perfectly_and_checks_alignment(tmp_path):
+    gold, _ = read_gold(GOLD, TagFilter())
+    pred = tmp_path / "pred.txt"
+    pred.write_text("".join(trees.to_brackets(g.tree) + "\n" for g in gold))
+    report = evaluate_file(pred, EvalOptions(GOLD), labeled=False)
+    assert report.rows["predicted"].sentence_f1 == 1.0 and report.rows["predicted"].corpus_f1 == 1.0
+    pred.write_text("".join(trees.to_brackets(g.tree) + "\n" for g in gold[:-1]))
+    with pytest.raises(InputError, match="499 predicted trees for 500 gold trees"):
+        evaluate_file(pred, EvalOptions(GOLD), labeled=False)
+    lines = [trees.to_brackets(g.tree) for g in gold]
+    lines[3] = "(some other words)"
+    pred.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"pred.txt:4: the words .* differ from the gold tree at .*test.trees:4"):
+        evaluate_file(pred, EvalOptions(GOLD), labeled=False)
+
+
+def test_labeled_pred_file(tmp_path):
+    gold = tmp_path / "gold.txt"
+    gold.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("(X (X (X the) (X dog)) (X (X saw) (X (X a) (X cat))))\n")
+    report = evaluate_file(pred, EvalOptions(str(gold)), labeled=True)
+    assert report.rows["predicted"].sentence_f1 == 1.0

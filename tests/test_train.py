@@ -1,0 +1,122 @@
+import json
+import math
+import os
+import random
+import signal
+
+import pytest
+import torch
+
+from grammar_induce import checkpoint
+from grammar_induce import train as train_module
+from grammar_induce.train import averaged_weights, sample_seq_len, train
+
+from .conftest import tiny_config
+
+
+def test_run_directory_contents(tiny_run):
+    lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in lines] == [1, 2]
+    assert set(lines[0]) == {"epoch", "train_loss", "valid_ppl", "lr", "phase", "tokens_per_s", "seconds"}
+    assert all(math.isfinite(r["valid_ppl"]) and r["tokens_per_s"] > 0 for r in lines)
+    payload = torch.load(tiny_run / "last.pt", weights_only=True)
+    assert payload["format_version"] == checkpoint.FORMAT_VERSION
+    assert payload["vocab"][:2] == ["<unk>", "<eos>"] and payload["training_state"]["epoch"] == 3
+    best = torch.load(tiny_run / "best.pt", weights_only=True)
+    assert "training_state" not in best
+    assert (tiny_run / "config.toml").read_text().startswith("[model]")
+
+
+def test_best_is_the_lowest_validation(tiny_run, tiny_model):
+    from grammar_induce.train import evaluate_loss
+    from grammar_induce.data import Tokenizer, batchify, encode_stream, read_corpus
+
+    lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
+    cfg = tiny_model.config
+    valid = batchify(encode_stream(read_corpus(cfg.data.valid, Tokenizer()), tiny_model.vocab), cfg.train.eval_batch_size)
+    ppl = math.exp(evaluate_loss(tiny_model.model, valid, cfg.train.bptt))
+    assert ppl == pytest.approx(min(r["valid_ppl"] for r in lines), rel=1e-4)
+
+
+def test_sequence_length_sampling():
+    rng = random.Random(0)
+    lengths = [sample_seq_len(rng, 70) for _ in range(20000)]
+    assert min(lengths) >= 5
+    half = sum(1 for n in lengths if n < 52) / len(lengths)
+    assert 0.03 < half < 0.07  # about 5% draw bptt / 2
+    long = [n for n in lengths if n >= 52]
+    assert sum(long) / len(long) == pytest.approx(69.5, abs=0.3)  # int() truncates N(70, 5)
+
+
+def test_switch_to_asgd_follows_the_nonmono_rule():
+    assert not train_module.should_average([3.0, 2.9, 2.8], 2.7, nonmono=2)
+    assert not train_module.should_average([3.0, 2.9], 3.5, nonmono=2)  # too little history
+    assert train_module.should_average([3.0, 2.9, 2.8], 3.1, nonmono=2)  # worse than 3.0, more than 2 back
+    assert not train_module.should_average([3.0, 2.9, 2.8], 2.95, nonmono=2)
+
+
+def test_validation_uses_averaged_weights_then_restores():
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.ASGD(model.parameters(), lr=0.1, t0=0, lambd=0.0)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.ones(1, 2)).sum().backward()
+        opt.step()
+    current = [p.detach().clone() for p in model.parameters()]
+    with averaged_weights(model, opt, active=True):
+        for p in model.parameters():
+            assert torch.equal(p, opt.state[p]["ax"])
+    for p, c in zip(model.parameters(), current):
+        assert torch.equal(p, c)
+
+
+def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
+    """A run interrupted (SIGINT) inside epoch 1, at the epoch boundary and inside epoch 2,
+    and resumed each time, ends with the same weights as an uninterrupted run."""
+    config = tiny_config(train={"epochs": 2, "nonmono": 0})
+    quiet = dict(quiet=True, log=lambda s: None)
+    train(config, tmp_path / "straight", **quiet)
+
+    original_step = train_module.train_step
+    interrupt_at = {4, 30, 33}  # 30 steps make one epoch of this config
+    calls = {"n": 0}
+
+    def step_then_maybe_interrupt(*args, **kwargs):
+        result = original_step(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] in interrupt_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    monkeypatch.setattr(train_module, "train_step", step_then_maybe_interrupt)
+    out = tmp_path / "interrupted"
+    train(config, out, **quiet)
+    resumes = 0
+    while torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] <= 2:
+        train(config, out, resume=True, **quiet)
+        resumes += 1
+    assert resumes == 3
+    a = torch.load(tmp_path / "straight" / "last.pt", weights_only=True)
+    b = torch.load(out / "last.pt", weights_only=True)
+    for key in a["state_dict"]:
+        assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
+    metrics_a = (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()
+    metrics_b = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["valid_ppl"] for x in metrics_a] == [json.loads(x)["valid_ppl"] for x in metrics_b]
+
+
+def test_existing_run_directory_is_refused(tiny_run):
+    from grammar_induce.data import InputError
+
+    with pytest.raises(InputError, match="run directory exists.*--resume or --force"):
+        train(tiny_config(), tiny_run, quiet=True, log=lambda s: None)
+
+
+def test_nan_loss_stops_with_a_clear_message_keeping_last_good_state(tmp_path):
+    out = tmp_path / "run"
+    quiet = dict(quiet=True, log=lambda s: None)
+    train(tiny_config(train={"epochs": 1}), out, **quiet)
+    before = (out / "last.pt").read_bytes()
+    with pytest.raises(train_module.TrainingStopped, match="loss became nan"):
+        train(tiny_config(train={"epochs": 2, "lr": 1e38, "clip": 0.0}), out, resume=True, **quiet)
+    assert (out / "last.pt").read_bytes() == before
