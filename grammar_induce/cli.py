@@ -191,8 +191,7 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[
         return list(arguments)
     if input_path is None:
         raise click.UsageError("no sentences: give them as arguments or with --input FILE (- for stdin)")
-    lines = [text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)]
-    return lines[:-1] if lines and lines[-1] == "" else lines
+    return [text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)]
 
 
 def _write_output(text: str, path: Path | None) -> None:

@@ -92,19 +92,27 @@ def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
         raw = path.read_bytes() if isinstance(source, (str, Path)) else source.read()
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+    lines = raw.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the final newline ends the last line; it does not start an empty one
+    for lineno, line in enumerate(lines, start=1):
         try:
             yield lineno, line.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as e:
             raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {e.start + 1} of the line)") from None
 
 
-def read_corpus(path: str | Path, tokenizer: Tokenizer) -> list[list[str]]:
-    """One sentence per line; blank lines are skipped. An empty result is an error."""
-    sentences = [words for _, line in read_lines(path) if (words := tokenizer(line))]
+def read_corpus(path: str | Path, tokenizer: Tokenizer) -> tuple[list[list[str]], int]:
+    """One sentence per line; blank lines are skipped and counted. Returns (sentences, blank lines)."""
+    sentences, blank = [], 0
+    for _, line in read_lines(path):
+        if words := tokenizer(line):
+            sentences.append(words)
+        else:
+            blank += 1
     if not sentences:
         raise InputError(f"{path}: no sentences (the file is empty or has only blank lines)")
-    return sentences
+    return sentences, blank
 
 
 def build_vocab(sentences: list[list[str]], max_size: int = 0, min_freq: int = 1) -> Vocab:

@@ -100,9 +100,7 @@ def evaluate_model(loaded, options: EvalOptions, layer: int, kind: str) -> Repor
 def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Report:
     """Score a file of predicted trees, one per line, aligned with the gold trees."""
     gold, skipped = load_gold(options)
-    lines = [(n, text) for n, text in read_lines(pred_path)]
-    if lines and not lines[-1][1].strip():
-        lines.pop()  # the final newline
+    lines = list(read_lines(pred_path))
     if len(lines) != len(gold):
         raise InputError(f"{pred_path}: {len(lines)} predicted trees for {len(gold)} gold trees")
     predicted = [_read_predicted(pred_path, n, text, g, labeled) for (n, text), g in zip(lines, gold)]
@@ -115,9 +113,9 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
     from .treebank import TagFilter, parse_bracketed, preprocess
 
     try:
-        tree = (preprocess(parse_bracketed(text, f"{path}:{lineno}"), TagFilter(keep=None)) if labeled
-                else trees.parse_brackets(text))
-    except ValueError as e:
+        tree = (preprocess(parse_bracketed(text, f"{path}:{lineno}"), TagFilter(keep=None), f"{path}:{lineno}")
+                if labeled else trees.parse_brackets(text))
+    except trees.TreeSyntaxError as e:
         raise InputError(f"{path}:{lineno}: malformed tree ({e})") from None
     words = trees.leaves(tree) if tree is not None else []
     normalize = Tokenizer(lowercase=True, replace_digits=True).normalize

@@ -41,6 +41,7 @@ class Corpus:
     train: Tensor  # (T, B) batch rows of this process
     valid: Tensor | None  # (T, eval_batch_size)
     test: Tensor | None  # (T, test_batch_size)
+    blank_lines: dict[str, int]  # per file, skipped
 
 
 @dataclass
@@ -83,15 +84,19 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
         raise InputError("no training file: give --train FILE or set data.train in the config")
     tokenizer = Tokenizer(data.tokenizer, data.lowercase, data.replace_digits)
     reader = tokenizer if data.normalize_training_text else Tokenizer(data.tokenizer)
-    sentences = read_corpus(data.train, reader)
+    blank_lines: dict[str, int] = {}
+    sentences, blank_lines[data.train] = read_corpus(data.train, reader)
     vocab = vocab or build_vocab(sentences, data.max_vocab, data.min_freq)
     train_rows = world.split_rows(batchify(encode_stream(sentences, vocab), train_cfg.batch_size))
 
     def optional(path: str, batch_size: int) -> Tensor | None:
-        return batchify(encode_stream(read_corpus(path, reader), vocab), batch_size) if path else None
+        if not path:
+            return None
+        sentences, blank_lines[path] = read_corpus(path, reader)
+        return batchify(encode_stream(sentences, vocab), batch_size)
 
     return Corpus(tokenizer, vocab, train_rows, optional(data.valid, train_cfg.eval_batch_size),
-                  optional(data.test, train_cfg.test_batch_size))
+                  optional(data.test, train_cfg.test_batch_size), blank_lines)
 
 
 def prepare_run_dir(out_dir: Path, resume: bool, force: bool) -> None:
@@ -226,7 +231,11 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     loop = start_loop(config, out_dir, payload, world, device, quiet, log)
     state = restore_state(loop, payload)
     if world.is_main:
+        trim_metrics(out_dir / "metrics.jsonl", state.epoch)
         checkpoint.atomic_write(out_dir / "config.toml", lambda f: f.write(config_module.to_toml(config).encode()))
+        for path, blank in loop.corpus.blank_lines.items():
+            if blank:
+                log(f"{path}: skipped {blank} blank lines")
         log(f"{count_parameters(loop.model):,} parameters, vocabulary {len(loop.corpus.vocab):,}, device {device}"
             + (f", {world.size} processes" if world.size > 1 else ""))
     epochs = run_epochs(loop, state)
@@ -399,6 +408,16 @@ def append_metrics(path: Path, record: dict[str, Any]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def trim_metrics(path: Path, next_epoch: int) -> None:
+    """After a kill, drop lines of epochs that `last.pt` does not include (they will be redone)."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if line.endswith("\n") and json.loads(line)["epoch"] < next_epoch]
+    if kept != lines:
+        checkpoint.atomic_write(path, lambda f: f.write("".join(kept).encode()))
 
 
 def format_record(record: dict[str, Any]) -> str:

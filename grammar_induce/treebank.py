@@ -66,7 +66,13 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False) -> tuple[list[
                 raise
             skipped += 1
             continue
-        kept = preprocess(tree, tags)
+        try:
+            kept = preprocess(tree, tags, source)
+        except InputError:
+            if not skip_bad:
+                raise
+            skipped += 1
+            continue
         if kept is None:
             skipped += 1
             continue
@@ -143,13 +149,15 @@ def parse_bracketed(text: str, source: str):
     return tree
 
 
-def preprocess(tree, tags: TagFilter) -> Tree | None:
+def preprocess(tree, tags: TagFilter, source: str = "") -> Tree | None:
     """Keep word-tagged leaves, drop emptied nodes, collapse unary chains; None if nothing is left."""
-    if isinstance(tree, str):
-        return None
     if len(tree) == 1 and isinstance(tree[0], str):  # a preterminal
         return tree[0] if tags.keeps(tree.label()) else None
-    children = [kept for child in tree if (kept := preprocess(child, tags)) is not None]
+    if len(tree) == 0:
+        raise InputError(f"{source}: ({tree.label()}) has no word (a missing leaf)")
+    if any(isinstance(child, str) for child in tree):
+        raise InputError(f"{source}: ({tree.label()} ...) mixes words and subtrees, or has a word without a tag")
+    children = [kept for child in tree if (kept := preprocess(child, tags, source)) is not None]
     if not children:
         return None
     return children[0] if len(children) == 1 else children

@@ -12,6 +12,10 @@ from collections.abc import Sequence
 Tree = str | list
 
 
+class TreeSyntaxError(ValueError):
+    """Text that is not a bracketed tree."""
+
+
 def tree_from_distances(distances: Sequence[float], words: Sequence[str]) -> Tree:
     """The paper's greedy top-down split, in linear time.
 
@@ -155,15 +159,15 @@ def parse_brackets(text: str) -> Tree:
             stack.append([])
         elif token == ")":
             if len(stack) == 1:
-                raise ValueError("unbalanced brackets: too many ')'")
+                raise TreeSyntaxError("unbalanced brackets: too many ')'")
             node = stack.pop()
             if not node:
-                raise ValueError("empty brackets ()")
+                raise TreeSyntaxError("empty brackets ()")
             stack[-1].append(node[0] if len(node) == 1 else node)
         else:
             stack[-1].append(token.replace("-LRB-", "(").replace("-RRB-", ")"))
     if len(stack) != 1:
-        raise ValueError("unbalanced brackets: a '(' is never closed")
+        raise TreeSyntaxError("unbalanced brackets: a '(' is never closed")
     if len(stack[0]) != 1:
-        raise ValueError("expected one tree")
+        raise TreeSyntaxError("expected one tree")
     return stack[0][0]

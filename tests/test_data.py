@@ -53,4 +53,4 @@ def test_corpus_errors_name_file_and_line(tmp_path):
 def test_blank_lines_are_skipped(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("a b\n\n  \nc\r\n")
-    assert read_corpus(path, Tokenizer()) == [["a", "b"], ["c"]]
+    assert read_corpus(path, Tokenizer()) == ([["a", "b"], ["c"]], 2)

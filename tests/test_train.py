@@ -33,7 +33,7 @@ def test_best_is_the_lowest_validation(tiny_run, tiny_model):
 
     lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     cfg = tiny_model.config
-    valid = batchify(encode_stream(read_corpus(cfg.data.valid, Tokenizer()), tiny_model.vocab), cfg.train.eval_batch_size)
+    valid = batchify(encode_stream(read_corpus(cfg.data.valid, Tokenizer())[0], tiny_model.vocab), cfg.train.eval_batch_size)
     ppl = math.exp(evaluate_loss(tiny_model.model, valid, cfg.train.bptt))
     assert ppl == pytest.approx(min(r["valid_ppl"] for r in lines), rel=1e-4)
 

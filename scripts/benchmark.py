@@ -1,0 +1,244 @@
+"""Training and parsing speed against the matrix-multiplication floor, in one run.
+
+    python scripts/benchmark.py [--device cpu|cuda] [--threads N] [--json FILE] [--quick]
+
+For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures:
+- training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step;
+  fixed sequence length), the median over batches after warm-up, and the "floor": the time of
+  only the matrix products one such batch must do (forward and backward of every input map,
+  of the hidden map at every step, and of the decoder, at their real shapes);
+- parsing sentences/s of 20-word sentences, one at a time and in batches of 64 and 256, with
+  the forward floor, and one at a time with the plain per-step implementation
+  (`grammar_induce.reference`, written as the paper's code);
+- peak memory of each case (each runs in its own process; CPU: peak RSS, CUDA: peak allocated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = 10000
+PARSE_WORDS = 20
+
+
+def model_config(name: str):
+    from grammar_induce import config
+
+    return config.from_dict(config.load(ROOT / "configs" / f"{name}.toml"))
+
+
+def sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device, repeats: int, warmup: int) -> float:
+    """Median seconds of fn() over `repeats` calls after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def layer_shapes(cfg):
+    """(input size, hidden size, gate size) of each layer."""
+    sizes = cfg.model.layer_sizes
+    return [(sizes[k], sizes[k + 1], 4 * sizes[k + 1] + 2 * (sizes[k + 1] // cfg.model.chunk_size))
+            for k in range(cfg.model.n_layers)]
+
+
+def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, repeats: int) -> float:
+    """Seconds for the matrix products of one batch, nothing else."""
+    import torch
+
+    def r(*shape):
+        return torch.randn(*shape, device=device)
+
+    work = []
+    for inp, hid, gates in layer_shapes(cfg):
+        x, w_ih, w_hh, h = r(steps * batch, inp), r(gates, inp), r(gates, hid), r(batch, hid)
+        dg, dg_step = r(steps * batch, gates), r(batch, gates)
+        work.append(lambda x=x, w=w_ih: x @ w.t())  # input map, all steps at once
+        work.append(lambda h=h, w=w_hh: [h @ w.t() for _ in range(steps)])  # hidden map, step by step
+        if backward:
+            work.append(lambda dg=dg, w=w_ih: dg @ w)  # d input
+            work.append(lambda dg=dg, x=x: dg.t() @ x)  # d input map
+            work.append(lambda d=dg_step, w=w_hh: [d @ w for _ in range(steps)])  # d hidden, step by step
+            hs = r(steps * batch, hid)
+            work.append(lambda dg=dg, hs=hs: dg.t() @ hs)  # d hidden map
+    if decoder:
+        emb = cfg.model.emb_size
+        top, w_dec, d_logits = r(steps * batch, emb), r(VOCAB, emb), r(steps * batch, VOCAB)
+        work.append(lambda: top @ w_dec.t())
+        if backward:
+            work.append(lambda: d_logits @ w_dec)
+            work.append(lambda: d_logits.t() @ top)
+    return timed(lambda: [w() for w in work], device, repeats, warmup=2)
+
+
+def bench_training(name: str, device_name: str, batches: int) -> dict:
+    import torch
+
+    from grammar_induce.model import ONLSTMLanguageModel
+    from grammar_induce.train import make_optimizer, train_step
+
+    device = torch.device(device_name)
+    cfg = model_config(name)
+    steps, batch = cfg.train.bptt, cfg.train.batch_size
+    torch.manual_seed(0)
+    model = ONLSTMLanguageModel(VOCAB, cfg.model).to(device)
+    optimizer = make_optimizer(model, cfg, "sgd")
+    data = torch.randint(0, VOCAB, (steps + 1, batch), device=device)
+    state = {"hidden": model.init_hidden(batch)}
+
+    def one_batch():
+        _, state["hidden"] = train_step(model, optimizer, data[:-1], data[1:], state["hidden"], cfg, steps)
+
+    seconds = timed(one_batch, device, repeats=batches, warmup=3)
+    floor = matmul_floor(cfg, steps, batch, device, backward=True, decoder=True, repeats=5)
+    tokens = steps * batch
+    return {"tokens_per_s": tokens / seconds, "floor_tokens_per_s": tokens / floor, "ratio": floor / seconds}
+
+
+def parse_sentences(count: int) -> list[list[str]]:
+    import random
+
+    rng = random.Random(0)
+    return [[f"w{rng.randrange(VOCAB - 2)}" for _ in range(PARSE_WORDS)] for _ in range(count)]
+
+
+def loaded_model(name: str, device):
+    import torch
+
+    from grammar_induce.checkpoint import LoadedModel
+    from grammar_induce.data import Tokenizer, Vocab
+    from grammar_induce.model import ONLSTMLanguageModel
+
+    cfg = model_config(name)
+    torch.manual_seed(0)
+    vocab = Vocab(["<unk>", "<eos>"] + [f"w{k}" for k in range(VOCAB - 2)])
+    return LoadedModel(ONLSTMLanguageModel(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
+
+
+def bench_parsing(name: str, device_name: str, batch_size: int, count: int) -> dict:
+    import torch
+
+    from grammar_induce.parse import parse_words
+
+    device = torch.device(device_name)
+    loaded = loaded_model(name, device)
+    sentences = parse_sentences(count)
+    seconds = timed(lambda: parse_words(loaded, sentences, batch_size), device, repeats=3, warmup=1)
+    result = {"sentences_per_s": count / seconds}
+    batches = -(-count // batch_size)
+    with torch.no_grad():
+        floor = matmul_floor(loaded.config, PARSE_WORDS + 2, min(batch_size, count), device, backward=False,
+                             decoder=False, repeats=5)
+    result["floor_sentences_per_s"] = count / (floor * batches)
+    result["ratio"] = floor * batches / seconds
+    return result
+
+
+def bench_reference_parsing(name: str, device_name: str, count: int) -> dict:
+    """One sentence at a time through the plain per-step implementation."""
+    import torch
+
+    from grammar_induce.reference import reference_distances
+    from grammar_induce.trees import tree_from_distances
+
+    device = torch.device(device_name)
+    loaded = loaded_model(name, device)
+    sentences = parse_sentences(count)
+
+    def parse_all():
+        for words in sentences:
+            ids = [1] + loaded.vocab.encode(words) + [1]
+            d = reference_distances(loaded.model, torch.tensor(ids, device=device)[:, None])
+            tree_from_distances(d.forget[1, 1:-1, 0].tolist(), words)
+
+    return {"sentences_per_s": count / timed(parse_all, device, repeats=1, warmup=0)}
+
+
+def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
+    """Child process: run one case, report its figures and peak memory."""
+    import resource
+
+    import torch
+
+    torch.set_num_threads(threads)
+    result = globals()[fn](*args)
+    if device.startswith("cuda"):
+        result["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put(result)
+
+
+def in_process(threads: int, device: str, fn: str, *args) -> dict:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=run_case, args=(queue, threads, device, fn, args))
+    child.start()
+    result = queue.get()
+    child.join()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads [default: 2]")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="fewer batches and sentences (a smoke run)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    batches, sentences, reference_sentences = (3, 64, 8) if args.quick else (20, 512, 48)
+    results: dict[str, dict] = {}
+    for name in ("ptb", "tiny"):
+        results[f"{name} train"] = in_process(args.threads, args.device, "bench_training", name, args.device, batches)
+        for batch_size in (1, 64, 256):
+            count = sentences if batch_size > 1 else sentences // 4
+            results[f"{name} parse batch {batch_size}"] = in_process(
+                args.threads, args.device, "bench_parsing", name, args.device, batch_size, count)
+        results[f"{name} parse reference"] = in_process(
+            args.threads, args.device, "bench_reference_parsing", name, args.device, reference_sentences)
+        results[f"{name} parse speedup"] = {
+            "batch 256 / reference": results[f"{name} parse batch 256"]["sentences_per_s"]
+            / results[f"{name} parse reference"]["sentences_per_s"]}
+    print_table(results, args)
+    if args.json:
+        args.json.write_text(json.dumps({"device": args.device, "threads": args.threads, "results": results}, indent=2))
+
+
+def print_table(results: dict, args) -> None:
+    print(f"device {args.device}, {args.threads} threads")
+    print(f"{'case':28s} {'rate':>12s} {'floor':>12s} {'ratio':>6s} {'peak MB':>8s}")
+    for case, r in results.items():
+        if "speedup" in case:
+            print(f"{case:28s} {'':>12s} {'':>12s} {list(r.values())[0]:5.1f}x  (batched 256 / reference one at a time)")
+            continue
+        unit = "tok/s" if "train" in case else "sent/s"
+        rate = r.get("tokens_per_s", r.get("sentences_per_s"))
+        floor = r.get("floor_tokens_per_s", r.get("floor_sentences_per_s"))
+        floor_text = f"{floor:9.0f}" if floor else ""
+        ratio_text = f"{r['ratio']:6.2f}" if "ratio" in r else ""
+        print(f"{case:28s} {rate:9.1f} {unit:>2s} {floor_text:>12s} {ratio_text:>6s} {r['peak_mb']:8.0f}")
+
+
+if __name__ == "__main__":
+    main()
