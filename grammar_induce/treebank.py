@@ -59,6 +59,9 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False) -> tuple[list[
     """
     gold, skipped = [], 0
     for source, text in _tree_strings(spec, skip_bad):
+        if text is None:  # malformed, and skip_bad is on
+            skipped += 1
+            continue
         try:
             tree = parse_bracketed(text, source)
         except InputError:
@@ -99,28 +102,43 @@ def _tree_strings(spec: str, skip_bad: bool) -> Iterator[tuple[str, str]]:
         yield from split_trees(file, skip_bad)
 
 
-def split_trees(path: Path, skip_bad: bool = False) -> Iterator[tuple[str, str]]:
-    """Cut a file into top-level bracketed trees (one per line or spread over lines)."""
+def split_trees(path: Path, skip_bad: bool = False) -> Iterator[tuple[str, str | None]]:
+    """Cut a file into top-level bracketed trees (one per line or spread over lines).
+
+    A tree starts with "(" at depth 0; a line starting with "(" in column 0 while a tree is
+    still open means that tree is unbalanced (PTB files indent continuation lines).
+    With `skip_bad`, each malformed piece is yielded as (file:line, None) instead of raising.
+    """
     depth, start_line, buffer = 0, 0, []
     for lineno, line in read_lines(path):
+        if depth and line.startswith("("):
+            if not skip_bad:
+                raise InputError(f"{path}:{start_line}: unbalanced brackets (the tree is not closed before line {lineno})")
+            yield f"{path}:{start_line}", None
+            depth = 0
+        stray = False
         for ch in line:
             if depth == 0 and ch.isspace():
                 continue
             if depth == 0:
                 if ch != "(":
-                    if skip_bad:
-                        continue
-                    raise InputError(f"{path}:{lineno}: text outside a tree (expected '(')")
+                    if not skip_bad:
+                        raise InputError(f"{path}:{lineno}: text outside a tree (expected '(')")
+                    stray = True
+                    continue
                 start_line, buffer = lineno, []
             buffer.append(ch)
             depth += (ch == "(") - (ch == ")")
             if depth == 0:
                 yield f"{path}:{start_line}", "".join(buffer)
+        if stray:
+            yield f"{path}:{lineno}", None
         if depth:
             buffer.append(" ")
     if depth:
         if not skip_bad:
             raise InputError(f"{path}:{start_line}: unbalanced brackets (a tree is never closed)")
+        yield f"{path}:{start_line}", None
 
 
 def _nltk_tree_strings(spec: str) -> Iterator[tuple[str, str]]:

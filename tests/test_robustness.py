@@ -1,0 +1,220 @@
+"""Bad input, interruptions and untrusted files: clear errors, nothing half-written, no code run."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grammar_induce import checkpoint, trees
+from grammar_induce import train as train_module
+from grammar_induce.cli import main
+from grammar_induce.data import InputError, Tokenizer, read_corpus
+from grammar_induce.parse import parse_words
+from grammar_induce.train import train
+from grammar_induce.treebank import TagFilter, read_gold
+
+from .conftest import ROOT, tiny_config
+
+QUIET = dict(quiet=True, log=lambda s: None)
+
+
+def cli(*args, input=None):
+    return CliRunner().invoke(main, [str(a) for a in args], input=input)
+
+
+# --- checkpoints ---------------------------------------------------------------------------
+
+def test_truncated_foreign_and_future_checkpoints_are_refused(tiny_run, tmp_path):
+    data = (tiny_run / "best.pt").read_bytes()
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(data[: len(data) // 2])
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    text = tmp_path / "text.pt"
+    text.write_text("hello")
+    future = tmp_path / "future.pt"
+    payload = torch.load(tiny_run / "best.pt", weights_only=True)
+    torch.save({**payload, "format_version": 99}, future)
+    for path, message in [(truncated, "not a grammar-induce checkpoint or corrupt"),
+                          (foreign, "not a grammar-induce checkpoint"),
+                          (text, "not a grammar-induce checkpoint or corrupt"),
+                          (future, "format version 99")]:
+        result = cli("parse", "--model", path, "a b")
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+class RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    torch.save({"format_version": 1, "config": RunsCode(marker)}, evil)
+    with pytest.raises(InputError, match="not a grammar-induce checkpoint or corrupt"):
+        checkpoint.load(evil)
+    assert not marker.exists()
+    with open(evil, "rb") as f:  # the file really is armed: plain unpickling would run it
+        assert b"system" in f.read()
+
+
+# --- bad input files ---------------------------------------------------------------------
+
+def test_empty_corpus_after_tokenisation(tmp_path):
+    path = tmp_path / "blank.txt"
+    path.write_text("   \n\t\n")
+    result = cli("train", "--config", ROOT / "configs" / "tiny.toml", "--train", path, "--out", tmp_path / "r")
+    assert result.exit_code == 1 and "blank.txt: no sentences" in result.output
+    assert not (tmp_path / "r" / "last.pt").exists()
+
+
+def test_non_utf8_input_to_parse_names_the_line(tiny_run, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"the dog\n\xc3\x28 bad\n")
+    result = cli("parse", "--model", tiny_run / "best.pt", "--input", path)
+    assert result.exit_code == 1 and "in.txt:2: not UTF-8" in result.output
+
+
+def test_output_in_a_missing_folder_writes_nothing(tiny_run, tmp_path):
+    result = cli("parse", "--model", tiny_run / "best.pt", "--output", tmp_path / "no" / "such" / "out.txt", "a b")
+    assert result.exit_code == 1 and "does not exist" in result.output
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("(S (NP (DT the) (NN dog)) (VP (VBD ran))\n", "gold.txt:1: unbalanced"),
+    ("(S (NP (DT)) (VP (VBD ran)))\n", "gold.txt:1: (DT) has no word"),
+    ("()\n", "gold.txt:1: empty tree"),
+    ("(S (NN a))\n(S the dog)\n", "gold.txt:2: (S ...) mixes words"),
+])
+def test_bad_gold_trees_and_skip_bad(tmp_path, text, message):
+    gold = tmp_path / "gold.txt"
+    gold.write_text(text + "(S (NN ok) (VBD fine))\n")
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_gold(str(gold), TagFilter())
+    kept, skipped = read_gold(str(gold), TagFilter(), skip_bad=True)
+    assert kept[-1].words == ["ok", "fine"] and skipped >= 1
+
+
+def test_sentence_far_longer_than_bptt_is_parsed_whole(tiny_model):
+    words = ("the old man saw a dog near the river " * 60).split()  # 540 words, bptt is 12
+    parsed = parse_words(tiny_model, [words, words[:7]])
+    assert trees.leaves(parsed[0].tree(2)) == words
+    alone = parse_words(tiny_model, [words[:7]])[0]
+    torch.testing.assert_close(torch.tensor(parsed[1].forget), torch.tensor(alone.forget), rtol=1e-5, atol=1e-6)
+
+
+# --- interruptions ---------------------------------------------------------------------------
+
+def test_sigterm_saves_last_and_resume_continues(tmp_path, monkeypatch):
+    original = train_module.train_step
+    calls = {"n": 0}
+
+    def step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_step", step)
+    out = tmp_path / "run"
+    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    state = torch.load(out / "last.pt", weights_only=True)["training_state"]
+    assert state["epoch"] == 1 and state["position"]["start"] > 0 and state["step"] == 5
+    monkeypatch.setattr(train_module, "train_step", original)
+    train(tiny_config(train={"epochs": 1}), out, resume=True, **QUIET)
+    assert torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] == 2
+
+
+def run_training(out, extra=()):
+    return subprocess.Popen([sys.executable, "-m", "grammar_induce", "train", "--config",
+                             str(ROOT / "configs" / "tiny.toml"), "--out", str(out), "--quiet",
+                             "--device", "cpu", "--epochs", "4", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_sigkill_at_any_moment_leaves_loadable_files_and_resume_matches(tmp_path):
+    straight = tmp_path / "straight"
+    assert run_training(straight).wait() == 0
+    out = tmp_path / "killed"
+    first = True
+    for delay in (0.2, 0.5, 0.9):
+        process = run_training(out, () if first else ("--resume",))
+        first = first and not (out / "last.pt").exists()
+        deadline = time.time() + 60
+        while not (out / "metrics.jsonl").exists() and time.time() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        for name in ("best.pt", "last.pt"):
+            if (out / name).exists():
+                checkpoint.read(out / name)  # never corrupt
+        for line in (out / "metrics.jsonl").read_text().splitlines():
+            json.loads(line)  # only whole lines
+        if not (out / "last.pt").exists():
+            first = True
+    while True:
+        if (out / "last.pt").exists() and \
+                torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] > 4:
+            break
+        assert run_training(out, ("--resume",) if (out / "last.pt").exists() else ("--force",)).wait() == 0
+    a = torch.load(straight / "last.pt", weights_only=True)["state_dict"]
+    b = torch.load(out / "last.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    epochs = [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2, 3, 4]
+
+
+# --- fuzzing the readers ---------------------------------------------------------------------
+
+TREE_ALPHABET = st.sampled_from(list("()( )NPVBDTS -\n\tab.,'\"\\é苹\x00"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(TREE_ALPHABET, max_size=60) | st.text(max_size=40))
+def test_fuzz_gold_reader_returns_trees_or_our_error(tmp_path, text):
+    path = tmp_path / "fuzz.txt"
+    path.write_text(text, encoding="utf-8")
+    for skip_bad in (False, True):
+        try:
+            gold, _ = read_gold(str(path), TagFilter(keep=None), skip_bad=skip_bad)
+        except InputError:
+            continue
+        assert all(g.words == trees.leaves(g.tree) for g in gold)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(TREE_ALPHABET, max_size=60))
+def test_fuzz_bracket_parser_returns_a_tree_or_our_error(text):
+    try:
+        tree = trees.parse_brackets(text)
+    except trees.TreeSyntaxError:
+        return
+    assert trees.parse_brackets(trees.to_brackets(tree)) == tree
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=80))
+def test_fuzz_corpus_reader_returns_sentences_or_our_error(tmp_path, data):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(data)
+    try:
+        sentences, blank = read_corpus(path, Tokenizer())
+    except InputError:
+        return
+    assert sentences and all(sentence for sentence in sentences) and blank >= 0
