@@ -50,6 +50,14 @@ class World:
         share = batch // self.size
         return rows[:, self.rank * share : (self.rank + 1) * share].contiguous()
 
+    def gather_columns(self, part: Tensor) -> Tensor:
+        """The inverse of split_rows for a state (B / size, H) -> (B, H), on every process."""
+        if self.size == 1:
+            return part
+        parts = [torch.empty_like(part) for _ in range(self.size)]
+        torch.distributed.all_gather(parts, part.contiguous())
+        return torch.cat(parts)
+
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.size == 1:
             return model
@@ -72,6 +80,11 @@ class World:
     def broadcast(self, value: float) -> float:
         """Rank 0's value on every rank, so all take the same decisions."""
         return self._collective(value, lambda t: torch.distributed.broadcast(t, src=0))
+
+    def any(self, flag: bool) -> bool:
+        """True on every process if it is true on one (a stop request reaches all of them)."""
+        return bool(self._collective(float(flag), lambda t: torch.distributed.all_reduce(
+            t, op=torch.distributed.ReduceOp.MAX)))
 
     def barrier(self) -> None:
         if self.size > 1:

@@ -324,16 +324,19 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
 
     data, cfg = loop.corpus.train, loop.config.train
     pos = state.position or {"start": 0, "hidden": None, "loss_sum": 0.0, "batches": 0, "tokens": 0, "seconds": 0.0}
-    hidden = pos["hidden"] or loop.model.init_hidden(data.shape[1])
-    hidden = [(h.to(loop.device), c.to(loop.device)) for h, c in hidden]
+    if pos["hidden"] is None:
+        hidden = loop.model.init_hidden(data.shape[1])
+    else:  # saved for the whole batch; this process takes its columns
+        hidden = [(loop.world.split_rows(h.t()).t().to(loop.device), loop.world.split_rows(c.t()).t().to(loop.device))
+                  for h, c in pos["hidden"]]
     start, began = pos["start"], time.time()
     bar = tqdm(total=data.shape[0] - 1, initial=start, desc=f"epoch {state.epoch}", leave=False,
                disable=loop.quiet or not loop.world.is_main, dynamic_ncols=True)
     while start < data.shape[0] - 2:
-        if stop.requested:
+        if loop.world.any(stop.requested):
             bar.close()
-            state.position = {**pos, "start": start, "hidden": [(h.cpu(), c.cpu()) for h, c in hidden],
-                              "seconds": pos["seconds"] + time.time() - began}
+            whole = [(loop.world.gather_columns(h).cpu(), loop.world.gather_columns(c).cpu()) for h, c in hidden]
+            state.position = {**pos, "start": start, "hidden": whole, "seconds": pos["seconds"] + time.time() - began}
             return None
         seq_len = sample_seq_len(loop.rng, cfg.bptt)
         inputs, targets = get_batch(data, start, seq_len)

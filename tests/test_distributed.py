@@ -1,0 +1,49 @@
+"""DistributedDataParallel on the CPU with gloo: two processes equal one with the same global batch."""
+
+import os
+import socket
+
+import torch
+import torch.multiprocessing as mp
+
+from grammar_induce.distributed import World
+from grammar_induce.train import train
+
+from .conftest import tiny_config
+
+NO_DROPOUT = {"dropout": 0.0, "dropouth": 0.0, "dropouti": 0.0, "dropoute": 0.0, "wdrop": 0.0}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker(rank: int, size: int, port: int, out: str, resume: bool) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    config = tiny_config(model=NO_DROPOUT, train={"epochs": 2, "max_steps": 40})
+    train(config, __import__("pathlib").Path(out), resume=resume, quiet=True, log=lambda s: None)
+
+
+def test_split_rows_and_gather():
+    rows = torch.arange(24).view(3, 8)
+    assert World(0, 2).split_rows(rows).tolist() == [[0, 1, 2, 3], [8, 9, 10, 11], [16, 17, 18, 19]]
+    assert World(1, 2).split_rows(rows)[:, 0].tolist() == [4, 12, 20]
+
+
+def test_two_processes_train_like_one(tmp_path):
+    single = tmp_path / "single"
+    torch.set_num_threads(1)
+    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2, "max_steps": 40}), single, quiet=True, log=lambda s: None)
+    double = tmp_path / "double"
+    mp.start_processes(worker, args=(2, free_port(), str(double), False), nprocs=2, start_method="spawn")
+    a = torch.load(single / "last.pt", weights_only=True)
+    b = torch.load(double / "last.pt", weights_only=True)
+    assert not any(k.startswith("module.") for k in b["state_dict"])
+    for key in a["state_dict"]:
+        torch.testing.assert_close(a["state_dict"][key], b["state_dict"][key], rtol=1e-4, atol=1e-5)
+    assert a["training_state"]["step"] == b["training_state"]["step"] == 40
+    assert abs(a["training_state"]["best_loss"] - b["training_state"]["best_loss"]) < 1e-4
