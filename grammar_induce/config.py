@@ -87,8 +87,13 @@ class TrainConfig:
     nonmono: int = 5
     seed: int = 141
     device: str = "auto"
+    # fp32 (the paper's numbers) or bf16: autocast for the input maps and the decoder, while
+    # the recurrence and its state stay in float32. An option for GPUs.
+    precision: str = "fp32"
 
     def validate(self) -> None:
+        if self.precision not in ("fp32", "bf16"):
+            raise ConfigError(f"train.precision must be fp32 or bf16, got {self.precision!r}")
         for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")

@@ -199,7 +199,11 @@ class ONLSTMLayer(nn.Module):
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
         h0, c0 = state
         xproj = self.ih(x) + self.hh.bias  # (T, B, G)
-        return recurrence(xproj, h0, c0, self.recurrent_weight(), self.n_levels)
+        weight = self.recurrent_weight()
+        if torch.is_autocast_enabled(x.device.type):  # reduced precision for the big products only
+            with torch.autocast(x.device.type, enabled=False):
+                return recurrence(xproj.float(), h0.float(), c0.float(), weight.float(), self.n_levels)
+        return recurrence(xproj, h0, c0, weight, self.n_levels)
 
 
 def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:

@@ -125,11 +125,16 @@ def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
+def autocast(config: Config, device: torch.device):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.train.precision == "bf16")
+
+
 def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: State, config: Config):
     """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden)."""
-    out = model(inputs, hidden)
-    ce = F.cross_entropy(out.logits.view(-1, out.logits.shape[-1]), targets.reshape(-1))
-    top = out.top_output  # (T, B, E)
+    with autocast(config, inputs.device):
+        out = model(inputs, hidden)
+    ce = F.cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), targets.reshape(-1))
+    top = out.top_output.float()  # (T, B, E)
     loss = ce + config.train.alpha * top.pow(2).mean() + config.train.beta * (top[1:] - top[:-1]).pow(2).mean()
     return loss, ce, out.hidden
 
