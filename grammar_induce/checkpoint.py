@@ -36,7 +36,10 @@ def atomic_write(path: Path, write) -> None:
     if not path.parent.is_dir():
         raise InputError(f"{path}: the folder {path.parent} does not exist")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the modes a plain open would
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()

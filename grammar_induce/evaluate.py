@@ -69,11 +69,6 @@ class Report:
         return "\n".join(lines)
 
 
-def load_gold(options: EvalOptions) -> tuple[list[GoldTree], int]:
-    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad)
-    return gold, skipped
-
-
 def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
     return [g for g in gold if not max_length or len(g.words) <= max_length]
 
@@ -82,7 +77,7 @@ def evaluate_model(loaded, options: EvalOptions, layer: int, kind: str) -> Repor
     """Parse the gold sentences with a loaded model and score every layer and distance kind."""
     from .parse import parse_words
 
-    gold, skipped = load_gold(options)
+    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad)
     gold = within_length(gold, options.max_length)
     with _progress(len(gold), options.quiet) as bar:
         parsed = parse_words(loaded, [g.words for g in gold], options.batch_size, bar.update)
@@ -99,7 +94,7 @@ def evaluate_model(loaded, options: EvalOptions, layer: int, kind: str) -> Repor
 
 def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Report:
     """Score a file of predicted trees, one per line, aligned with the gold trees."""
-    gold, skipped = load_gold(options)
+    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad)
     lines = list(read_lines(pred_path))
     if len(lines) != len(gold):
         raise InputError(f"{pred_path}: {len(lines)} predicted trees for {len(gold)} gold trees")
@@ -110,7 +105,7 @@ def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Repor
 
 
 def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled: bool) -> trees.Tree:
-    from .treebank import TagFilter, parse_bracketed, preprocess
+    from .treebank import parse_bracketed, preprocess
 
     try:
         tree = (preprocess(parse_bracketed(text, f"{path}:{lineno}"), TagFilter(keep=None), f"{path}:{lineno}")

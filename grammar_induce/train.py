@@ -11,6 +11,7 @@ import math
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -195,7 +196,9 @@ class StopFlag:
         self.requested = False
 
     def __enter__(self):
-        self.previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
+        self.previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)
+                         if in_main_thread}
         return self
 
     def _handle(self, signum, frame):
