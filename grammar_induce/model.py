@@ -37,7 +37,7 @@ def cumax(x: Tensor) -> Tensor:
 
 
 # Master gates are kept stacked as (..., 2, n) = [input, forget] so that one fused op serves
-# both: master = cumsum(softmax) * _SIGN + _OFFSET gives [1 - cumax(l_i), cumax(l_f)].
+# both: master = cumsum(softmax) * sign + offset gives [1 - cumax(l_i), cumax(l_f)].
 def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
     return x.new_tensor([[-1.0], [1.0]]), x.new_tensor([[1.0], [0.0]])
 
@@ -48,7 +48,8 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     xproj: (T, B, G) input projection plus both biases, G = 2n + 4H with columns
     [master input | master forget | o | candidate | i | f]; weight: (G, H) hidden map.
     Returns hs (T, B, H), cs (T, B, n, C), master softmaxes (T, B, 2, n) and, when `save`,
-    the gate activations (T, B, 4, n, C) with tanh in the candidate slot, for backward.
+    what backward needs per step (T, B, 7, n, C): the gates o, tanh(candidate), i, f, the
+    combined gates i^ and f^, and tanh(c).
     """
     steps, batch, _ = xproj.shape
     hidden_size = h0.shape[-1]
@@ -56,7 +57,7 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     sign, offset = _sign_offset(xproj)
     hs = xproj.new_empty(steps, batch, hidden_size)
     cs = xproj.new_empty(steps, batch, n, chunk)
-    acts = xproj.new_empty(steps if save else 1, batch, 4, n, chunk)
+    acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
     probs = []
     h, c = h0, c0.view(batch, n, chunk)
     weight_t = weight.t()
@@ -65,14 +66,15 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
         p = torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1)  # (B, 2, n)
         master = torch.addcmul(offset, p.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
         overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
-        a = acts[t if save else 0]
+        a = acts[t if save else 0]  # (B, 7, n, C)
         pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
-        torch.sigmoid(pre, out=a)
+        torch.sigmoid(pre, out=a[:, :4])
         torch.tanh(pre[:, 1], out=a[:, 1])
         # [i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1)
-        in_forget = torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0)  # (B, 2, n, C)
-        c = torch.addcmul(in_forget[:, 1] * c, in_forget[:, 0], a[:, 1], out=cs[t])  # eq. 13
-        h = torch.mul(a[:, 0], torch.tanh(c), out=hs[t].view(batch, n, chunk)).view(batch, hidden_size)  # eq. 14
+        torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0, out=a[:, 4:6])
+        c = torch.addcmul(a[:, 5] * c, a[:, 4], a[:, 1], out=cs[t])  # eq. 13
+        h = torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=hs[t].view(batch, n, chunk))  # eq. 14
+        h = h.view(batch, hidden_size)
         probs.append(p)
     return hs, cs, torch.stack(probs), acts if save else None
 
@@ -131,8 +133,9 @@ class _Recurrence(torch.autograd.Function):
             torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
             dc = dc * coef.forget[t]
             dh = out @ weight  # (B, H)
-        h_prev = torch.cat([h0.unsqueeze(0), hs[:-1]])  # (T, B, H)
-        grad_weight = grad_gates.view(-1, grad_gates.shape[-1]).t() @ h_prev.view(-1, hidden_size)
+        gate_size = grad_gates.shape[-1]
+        grad_weight = torch.addmm(grad_gates[0].t() @ h0, grad_gates[1:].reshape(-1, gate_size).t(),
+                                  hs[:-1].reshape(-1, hidden_size))  # sum over steps of dg_t^T h_{t-1}
         return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
 
 
@@ -146,25 +149,29 @@ class _Coefficients(NamedTuple):
 
 
 def _backward_coefficients(c0: Tensor, cs: Tensor, probs: Tensor, acts: Tensor, n: int) -> _Coefficients:
-    """The local derivatives of every step, computed for all steps at once."""
+    """The local derivatives of every step, computed for all steps at once, into few buffers."""
     steps, batch = cs.shape[:2]
-    o, cand, i, f = acts.unbind(2)  # (T, B, n, C)
-    c_prev = torch.cat([c0.view(1, batch, n, -1), cs[:-1]])
+    o, cand, i, f, gate_in, gate_forget, tanh_c = acts.unbind(2)  # (T, B, n, C)
     master = _masters(probs)  # (T, B, 2, n)
     m_in, m_forget = master[:, :, 0, :, None], master[:, :, 1, :, None]  # (T, B, n, 1)
     overlap = m_in * m_forget
-    tanh_c = torch.tanh(cs)
-    gate_in = m_in + overlap * (i - 1.0)
-    d_rest = torch.stack([gate_in * (1.0 - cand * cand), cand * overlap * i * (1.0 - i),
-                          c_prev * overlap * f * (1.0 - f)], dim=2)
-    d_overlap = c_prev * (f - 1.0) + cand * (i - 1.0)
+    sum_terms = acts.new_empty(steps, batch, n, 3, cs.shape[-1])
+    sum_terms[:, :, :, 0] = cand
+    c_prev = sum_terms[:, :, :, 1]
+    c_prev[0] = c0.view(batch, n, -1)
+    c_prev[1:] = cs[:-1]
+    torch.mul(c_prev, f - 1.0, out=sum_terms[:, :, :, 2]).addcmul_(cand, i - 1.0)  # d(c)/d(w)
+    d_rest = acts.new_empty(steps, batch, 3, n, cs.shape[-1])
+    torch.addcmul(gate_in, gate_in * cand, cand, value=-1.0, out=d_rest[:, :, 0])  # i^ (1 - cand^2)
+    torch.mul(cand * overlap, torch.addcmul(i, i, i, value=-1.0), out=d_rest[:, :, 1])  # cand w i (1 - i)
+    torch.mul(c_prev * overlap, torch.addcmul(f, f, f, value=-1.0), out=d_rest[:, :, 2])  # c_prev w f (1 - f)
     return _Coefficients(
-        dc_from_h=o * (1.0 - tanh_c * tanh_c),
-        d_out=tanh_c * o * (1.0 - o),
+        dc_from_h=torch.addcmul(o, o * tanh_c, tanh_c, value=-1.0),  # o (1 - tanh(c)^2)
+        d_out=tanh_c * torch.addcmul(o, o, o, value=-1.0),  # tanh(c) o (1 - o)
         d_rest=d_rest,
-        sum_terms=torch.stack([cand, c_prev, d_overlap], dim=3),
+        sum_terms=sum_terms,
         master_swapped=torch.stack([master[:, :, 1], master[:, :, 0]], dim=-1),
-        forget=m_forget + overlap * (f - 1.0),
+        forget=gate_forget,
     )
 
 
@@ -174,6 +181,17 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
         return _Recurrence.apply(xproj, h0, c0, weight, n)
     hs, cs, probs, _ = _run_forward(xproj, h0, c0, weight, n, save=False)
     return (hs, cs[-1].reshape(c0.shape)) + _distances(probs)
+
+
+def keep_mask(weight: Tensor, p: float) -> Tensor:
+    """A Bernoulli(1 - p) mask shaped like `weight`, from 16 random bits per weight.
+
+    Drawing the random numbers is most of DropConnect's cost, so four weights share one
+    64-bit draw (p is then resolved to 1/65536, against 2^-24 for a float draw).
+    """
+    count = weight.numel()
+    bits = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=weight.device)
+    return bits.view(torch.int16)[:count].view(weight.shape) >= round(p * 65536) - 32768
 
 
 class ONLSTMLayer(nn.Module):
@@ -193,8 +211,9 @@ class ONLSTMLayer(nn.Module):
         if not self.wdrop:
             return self.hh.weight
         if self.training:
-            return self.hh.weight.masked_fill(torch.rand_like(self.hh.weight) < self.wdrop, 0.0)
+            return self.hh.weight * keep_mask(self.hh.weight, self.wdrop)
         return self.hh.weight * (1.0 - self.wdrop)
+
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
         h0, c0 = state

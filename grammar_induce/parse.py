@@ -57,16 +57,14 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
     for first in range(0, len(order), batch_size):
         batch = order[first : first + batch_size]
         longest = len(sentences[batch[-1]])
-        tokens = torch.full((longest + 2, len(batch)), eos, dtype=torch.long)  # (T, B)
-        for column, k in enumerate(batch):
-            ids = vocab.encode(tokenizer.normalize(word) for word in sentences[k])
-            tokens[1 : len(ids) + 1, column] = torch.tensor(ids)
+        rows = [[eos, *vocab.encode(tokenizer.normalize(w) for w in sentences[k])] for k in batch]
+        tokens = torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows]).t()  # (T, B)
         distances = model.distances(tokens.to(device))  # (L, T, B) each
-        forget, inp = distances.forget.cpu(), distances.input.cpu()
+        forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
+        inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
         for column, k in enumerate(batch):
             n = len(sentences[k])
-            results[k] = Parsed(sentences[k], forget[:, 1 : n + 1, column].tolist(),
-                                inp[:, 1 : n + 1, column].tolist())
+            results[k] = Parsed(sentences[k], [d[:n] for d in forget[column]], [d[:n] for d in inp[column]])
         if progress is not None:
             progress(len(batch))
     return results

@@ -43,16 +43,27 @@ def sync(device) -> None:
 
 def timed(fn, device, repeats: int, warmup: int) -> float:
     """Median seconds of fn() over `repeats` calls after `warmup` calls."""
+    return timed_pair(fn, None, device, repeats, warmup)[0]
+
+
+def timed_pair(fn, floor_fn, device, repeats: int, warmup: int) -> tuple[float, float]:
+    """Median seconds of fn() and of floor_fn(), alternated call by call so both see the same
+    machine (these machines are noisy; a ratio of interleaved medians is what is stable)."""
     for _ in range(warmup):
         fn()
-    times = []
+        if floor_fn:
+            floor_fn()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
-        sync(device)
-        start = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for f, bucket in ((fn, times[0]), (floor_fn, times[1])):
+            if f is None:
+                continue
+            sync(device)
+            start = time.perf_counter()
+            f()
+            sync(device)
+            bucket.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1]) if floor_fn else 0.0
 
 
 def layer_shapes(cfg):
@@ -62,8 +73,8 @@ def layer_shapes(cfg):
             for k in range(cfg.model.n_layers)]
 
 
-def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, repeats: int) -> float:
-    """Seconds for the matrix products of one batch, nothing else."""
+def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool):
+    """A function doing only the matrix products of one batch, at their real shapes."""
     import torch
 
     def r(*shape):
@@ -88,7 +99,7 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
         if backward:
             work.append(lambda: d_logits @ w_dec)
             work.append(lambda: d_logits.t() @ top)
-    return timed(lambda: [w() for w in work], device, repeats, warmup=2)
+    return lambda: [w() for w in work]
 
 
 def bench_training(name: str, device_name: str, batches: int) -> dict:
@@ -109,8 +120,8 @@ def bench_training(name: str, device_name: str, batches: int) -> dict:
     def one_batch():
         _, state["hidden"] = train_step(model, optimizer, data[:-1], data[1:], state["hidden"], cfg, steps)
 
-    seconds = timed(one_batch, device, repeats=batches, warmup=3)
-    floor = matmul_floor(cfg, steps, batch, device, backward=True, decoder=True, repeats=5)
+    floor_fn = matmul_floor(cfg, steps, batch, device, backward=True, decoder=True)
+    seconds, floor = timed_pair(one_batch, floor_fn, device, repeats=batches, warmup=3)
     tokens = steps * batch
     return {"tokens_per_s": tokens / seconds, "floor_tokens_per_s": tokens / floor, "ratio": floor / seconds}
 
@@ -143,15 +154,18 @@ def bench_parsing(name: str, device_name: str, batch_size: int, count: int) -> d
     device = torch.device(device_name)
     loaded = loaded_model(name, device)
     sentences = parse_sentences(count)
-    seconds = timed(lambda: parse_words(loaded, sentences, batch_size), device, repeats=3, warmup=1)
-    result = {"sentences_per_s": count / seconds}
     batches = -(-count // batch_size)
+    floor_batch = matmul_floor(loaded.config, PARSE_WORDS + 2, min(batch_size, count), device, backward=False,
+                               decoder=False)
+
+    def floor_fn():
+        for _ in range(batches):
+            floor_batch()
+
     with torch.no_grad():
-        floor = matmul_floor(loaded.config, PARSE_WORDS + 2, min(batch_size, count), device, backward=False,
-                             decoder=False, repeats=5)
-    result["floor_sentences_per_s"] = count / (floor * batches)
-    result["ratio"] = floor * batches / seconds
-    return result
+        seconds, floor = timed_pair(lambda: parse_words(loaded, sentences, batch_size), floor_fn, device,
+                                    repeats=5, warmup=1)
+    return {"sentences_per_s": count / seconds, "floor_sentences_per_s": count / floor, "ratio": floor / seconds}
 
 
 def bench_reference_parsing(name: str, device_name: str, count: int) -> dict:

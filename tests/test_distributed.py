@@ -2,6 +2,7 @@
 
 import os
 import socket
+from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
@@ -20,12 +21,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def worker(rank: int, size: int, port: int, out: str, resume: bool) -> None:
+def worker(rank: int, size: int, port: int, out: str, resume: bool, epochs: int = 2, max_steps: int = 40) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    config = tiny_config(model=NO_DROPOUT, train={"epochs": 2, "max_steps": 40})
-    train(config, __import__("pathlib").Path(out), resume=resume, quiet=True, log=lambda s: None)
+    config = tiny_config(model=NO_DROPOUT, train={"epochs": epochs, "max_steps": max_steps})
+    train(config, Path(out), resume=resume, quiet=True, log=lambda s: None)
+
+
+def run_two(out: Path, resume: bool, epochs: int = 2, max_steps: int = 40) -> None:
+    mp.start_processes(worker, args=(2, free_port(), str(out), resume, epochs, max_steps), nprocs=2,
+                       start_method="spawn")
 
 
 def test_split_rows_and_gather():
@@ -39,7 +45,7 @@ def test_two_processes_train_like_one(tmp_path):
     torch.set_num_threads(1)
     train(tiny_config(model=NO_DROPOUT, train={"epochs": 2, "max_steps": 40}), single, quiet=True, log=lambda s: None)
     double = tmp_path / "double"
-    mp.start_processes(worker, args=(2, free_port(), str(double), False), nprocs=2, start_method="spawn")
+    run_two(double, resume=False)
     a = torch.load(single / "last.pt", weights_only=True)
     b = torch.load(double / "last.pt", weights_only=True)
     assert not any(k.startswith("module.") for k in b["state_dict"])
@@ -47,3 +53,13 @@ def test_two_processes_train_like_one(tmp_path):
         torch.testing.assert_close(a["state_dict"][key], b["state_dict"][key], rtol=1e-4, atol=1e-5)
     assert a["training_state"]["step"] == b["training_state"]["step"] == 40
     assert abs(a["training_state"]["best_loss"] - b["training_state"]["best_loss"]) < 1e-4
+
+
+def test_checkpoints_move_between_one_and_two_processes(tmp_path):
+    out = tmp_path / "run"
+    run_two(out, resume=False, epochs=1, max_steps=0)
+    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2}), out, resume=True, quiet=True, log=lambda s: None)
+    run_two(out, resume=True, epochs=3, max_steps=0)
+    state = torch.load(out / "last.pt", weights_only=True)["training_state"]
+    assert state["epoch"] == 4
+    assert [line.count('"epoch"') for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 1, 1]
