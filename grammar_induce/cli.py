@@ -81,7 +81,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
             raw.setdefault(section, {})[name] = value
     config = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(config_path))
     result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, log=click.echo)
-    if result.best_valid_ppl is not None:
+    if result.main_process and result.best_valid_ppl is not None:
         click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir / 'best.pt'}")
 
 

@@ -65,6 +65,7 @@ class Result:
     best_valid_ppl: float | None
     test_ppl: float | None
     epochs: list[dict[str, Any]]
+    main_process: bool = True  # false on the other ranks of a distributed run
 
 
 def resolve_device(name: str) -> torch.device:
@@ -250,7 +251,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     test_ppl = final_test(loop) if world.is_main and loop.corpus.test is not None and state.position is None else None
     world.close()
     best = math.exp(state.best_loss) if loop.corpus.valid is not None and math.isfinite(state.best_loss) else None
-    return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs)
+    return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main)
 
 
 def start_loop(config, out_dir, payload, world, device, quiet, log) -> Loop:
