@@ -115,6 +115,7 @@ def parse(model_path, sentences, input_path, output_path, fmt, layer, distance, 
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
 
+    _check_output_folders(output_path)
     lines = _read_sentences(sentences, input_path)
     loaded = _load_model(model_path, device)
     layer = _resolve_layer(layer, loaded)
@@ -151,6 +152,7 @@ def evaluate(model_path, pred_path, pred_format, gold, preset, punct_tags, max_l
 
     if (model_path is None) == (pred_path is None):
         raise click.UsageError("give exactly one of --model and --pred")
+    _check_output_folders(json_path, save_trees)
     options = evaluate_workflow.EvalOptions(
         gold or str(ROOT / "data" / "synthetic" / "test.trees"), TagFilter.from_options(preset, punct_tags),
         max_length, skip_bad, batch_size, seed, quiet=quiet)
@@ -192,6 +194,15 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[
     if input_path is None:
         raise click.UsageError("no sentences: give them as arguments or with --input FILE (- for stdin)")
     return [text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)]
+
+
+def _check_output_folders(*paths: Path | None) -> None:
+    """Refuse before the work, not after it, when an output could not be written."""
+    from .data import InputError
+
+    for path in paths:
+        if path is not None and not path.parent.is_dir():
+            raise InputError(f"{path}: the folder {path.parent} does not exist")
 
 
 def _write_output(text: str, path: Path | None) -> None:

@@ -93,6 +93,8 @@ def test_output_in_a_missing_folder_writes_nothing(tiny_run, tmp_path):
     result = cli("parse", "--model", tiny_run / "best.pt", "--output", tmp_path / "no" / "such" / "out.txt", "a b")
     assert result.exit_code == 1 and "does not exist" in result.output
     assert not (tmp_path / "no").exists()
+    result = cli("evaluate", "--model", tiny_run / "best.pt", "--json", tmp_path / "no" / "e.json")
+    assert result.exit_code == 1 and "does not exist" in result.output and "right-branching" not in result.output
 
 
 @pytest.mark.parametrize("text, message", [
