@@ -2,7 +2,6 @@
 
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
