@@ -262,9 +262,8 @@ def start_loop(config, out_dir, payload, world, device, quiet, log) -> Loop:
         model.load_state_dict(payload["state_dict"])
     corpus.train = corpus.train.to(device)
     corpus.valid = corpus.valid.to(device) if corpus.valid is not None else None
-    loop = Loop(config, corpus, model, world.wrap(model), device, world, out_dir, quiet, log,
+    return Loop(config, corpus, model, world.wrap(model), device, world, out_dir, quiet, log,
                 rng=random.Random(config.train.seed))
-    return loop
 
 
 def restore_state(loop: Loop, payload: dict | None) -> TrainState:
@@ -332,7 +331,7 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
     from tqdm import tqdm
 
     data, cfg = loop.corpus.train, loop.config.train
-    pos = state.position or {"start": 0, "hidden": None, "loss_sum": 0.0, "batches": 0, "tokens": 0, "seconds": 0.0}
+    pos = state.position or {"start": 0, "hidden": None, "loss_sum": 0.0, "tokens": 0, "seconds": 0.0}
     if pos["hidden"] is None:
         hidden = loop.model.init_hidden(data.shape[1])
     else:  # saved for the whole batch; this process takes its columns
@@ -357,18 +356,18 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
                                   f"{loop.out_dir / 'last.pt'} keeps the last good state (try a lower lr or clip)")
         state.step += 1
         pos["loss_sum"] += ce * inputs.numel()
-        pos["tokens"] += inputs.numel() * loop.world.size
-        pos["batches"] += 1
+        pos["tokens"] += inputs.numel()  # this process's share
         start += len(inputs)
         seconds = pos["seconds"] + time.time() - began
         bar.update(len(inputs))
-        bar.set_postfix(loss=f"{ce:.3f}", ppl=f"{math.exp(min(ce, 50)):.1f}", tok_s=f"{pos['tokens'] / seconds:.0f}")
+        bar.set_postfix(loss=f"{ce:.3f}", ppl=f"{math.exp(min(ce, 50)):.1f}", tok_s=f"{pos['tokens'] * loop.world.size / seconds:.0f}")
         if limit_reached(loop, state):
             break
     bar.close()
     seconds = pos["seconds"] + time.time() - began
-    mean_loss = loop.world.mean(pos["loss_sum"] / max(1, pos["tokens"] // loop.world.size))
-    return {"train_loss": mean_loss, "tokens_per_s": pos["tokens"] / max(seconds, 1e-9), "seconds": seconds}
+    mean_loss = loop.world.mean(pos["loss_sum"] / max(1, pos["tokens"]))
+    return {"train_loss": mean_loss, "tokens_per_s": pos["tokens"] * loop.world.size / max(seconds, 1e-9),
+            "seconds": seconds}
 
 
 def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
