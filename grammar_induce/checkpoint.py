@@ -71,7 +71,7 @@ def read(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: no such checkpoint file")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many types for foreign or corrupt files
+    except Exception as e:  # noqa: BLE001 - torch raises many types for foreign or corrupt files
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InputError(f"{path}: not a grammar-induce checkpoint or corrupt ({first_line[:200]})") from None
     if not isinstance(payload, dict) or "format_version" not in payload:

@@ -120,7 +120,8 @@ def parse(model_path, sentences, input_path, output_path, fmt, layer, distance, 
     loaded = _load_model(model_path, device)
     layer = _resolve_layer(layer, loaded)
     words = [loaded.tokenizer.split(line) for line in lines]
-    parsed = parse_workflow.parse_words(loaded, words, batch_size)
+    # jsonl prints every layer's distances; the other formats need the layers up to `layer` only.
+    parsed = parse_workflow.parse_words(loaded, words, batch_size, n_layers=None if fmt == "jsonl" else layer)
     text = "".join(parse_workflow.render(p, fmt, layer, distance) + "\n" for p in parsed)
     _write_output(text, output_path)
 

@@ -47,15 +47,16 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
 
     xproj: (T, B, G) input projection plus both biases, G = 2n + 4H with columns
     [master input | master forget | o | candidate | i | f]; weight: (G, H) hidden map.
-    Returns hs (T, B, H), cs (T, B, n, C), master softmaxes (T, B, 2, n) and, when `save`,
-    what backward needs per step (T, B, 7, n, C): the gates o, tanh(candidate), i, f, the
-    combined gates i^ and f^, and tanh(c).
+    Returns the hidden states h0..hT (T+1, B, H), cs (T, B, n, C), master softmaxes
+    (T, B, 2, n) and, when `save`, what backward needs per step (T, B, 7, n, C): the gates o,
+    tanh(candidate), i, f, the combined gates i^ and f^, and tanh(c).
     """
     steps, batch, _ = xproj.shape
     hidden_size = h0.shape[-1]
     chunk = hidden_size // n
     sign, offset = _sign_offset(xproj)
-    hs = xproj.new_empty(steps, batch, hidden_size)
+    hs = xproj.new_empty(steps + 1, batch, hidden_size)  # one buffer, so h_{t-1} for all t is a view
+    hs[0] = h0
     cs = xproj.new_empty(steps, batch, n, chunk)
     acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
     probs = []
@@ -73,7 +74,7 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
         # [i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1)
         torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0, out=a[:, 4:6])
         c = torch.addcmul(a[:, 5] * c, a[:, 4], a[:, 1], out=cs[t])  # eq. 13
-        h = torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=hs[t].view(batch, n, chunk))  # eq. 14
+        h = torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=hs[t + 1].view(batch, n, chunk))  # eq. 14
         h = h.view(batch, hidden_size)
         probs.append(p)
     return hs, cs, torch.stack(probs), acts if save else None
@@ -103,13 +104,13 @@ class _Recurrence(torch.autograd.Function):
         hs, cs, probs, acts = _run_forward(xproj, h0, c0, weight, n, save=True)
         ctx.save_for_backward(h0, c0, weight, hs, cs, probs, acts)
         ctx.n = n
-        return (hs, cs[-1].reshape(c0.shape)) + _distances(probs)
+        return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
 
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
         h0, c0, weight, hs, cs, probs, acts = ctx.saved_tensors
         n = ctx.n
-        steps, batch, hidden_size = hs.shape
+        steps, batch, hidden_size = grad_hs.shape
         coef = _backward_coefficients(c0, cs, probs, acts, n)
         # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
         grad_master_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) / n  # (T, B, 2, 1)
@@ -133,9 +134,8 @@ class _Recurrence(torch.autograd.Function):
             torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
             dc = dc * coef.forget[t]
             dh = out @ weight  # (B, H)
-        gate_size = grad_gates.shape[-1]
-        grad_weight = torch.addmm(grad_gates[0].t() @ h0, grad_gates[1:].reshape(-1, gate_size).t(),
-                                  hs[:-1].reshape(-1, hidden_size))  # sum over steps of dg_t^T h_{t-1}
+        # sum over steps of dg_t^T h_{t-1}, as one product
+        grad_weight = grad_gates.view(-1, grad_gates.shape[-1]).t() @ hs[:-1].view(-1, hidden_size)
         return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
 
 
@@ -180,7 +180,7 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, h0, c0, weight)):
         return _Recurrence.apply(xproj, h0, c0, weight, n)
     hs, cs, probs, _ = _run_forward(xproj, h0, c0, weight, n, save=False)
-    return (hs, cs[-1].reshape(c0.shape)) + _distances(probs)
+    return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
 
 
 def keep_mask(weight: Tensor, p: float) -> Tensor:
@@ -214,10 +214,9 @@ class ONLSTMLayer(nn.Module):
             return self.hh.weight * keep_mask(self.hh.weight, self.wdrop)
         return self.hh.weight * (1.0 - self.wdrop)
 
-
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
         h0, c0 = state
-        xproj = self.ih(x) + self.hh.bias  # (T, B, G)
+        xproj = F.linear(x, self.ih.weight, self.ih.bias + self.hh.bias)  # (T, B, G), both biases
         weight = self.recurrent_weight()
         if torch.is_autocast_enabled(x.device.type):  # reduced precision for the big products only
             with torch.autocast(x.device.type, enabled=False):
@@ -264,14 +263,19 @@ class ONLSTMLanguageModel(nn.Module):
             for layer in self.layers
         ]
 
-    def run_stack(self, tokens: Tensor, hidden: State | None = None) -> tuple[Tensor, State, Distances]:
-        """tokens (T, B) -> last layer output (T, B, E), new state, distances (L, T, B)."""
+    def run_stack(self, tokens: Tensor, hidden: State | None = None,
+                  n_layers: int | None = None) -> tuple[Tensor, State, Distances]:
+        """tokens (T, B) -> last layer output (T, B, E), new state, distances (L, T, B).
+
+        With `n_layers`, only the lowest layers run (their outputs and distances do not depend
+        on the layers above).
+        """
         cfg = self.config
         hidden = hidden if hidden is not None else self.init_hidden(tokens.shape[1])
         x = embedding_dropout(self.embedding, tokens, cfg.dropoute, self.training)  # (T, B, E)
         x = locked_dropout(x, cfg.dropouti, self.training)
         new_hidden, forget, inp = [], [], []
-        for k, layer in enumerate(self.layers):
+        for k, layer in enumerate(self.layers[:n_layers]):
             hs, c_last, dist_f, dist_i = layer(x, hidden[k])  # (T, B, H_k)
             new_hidden.append((hs[-1], c_last))
             forget.append(dist_f)
@@ -284,9 +288,9 @@ class ONLSTMLanguageModel(nn.Module):
         logits = self.decoder(locked_dropout(top, self.config.dropout, self.training))  # (T, B, V)
         return LMOutput(logits, new_hidden, distances, top)
 
-    def distances(self, tokens: Tensor, hidden: State | None = None) -> Distances:
-        """Per-token distances without the decoder, for parsing."""
-        return self.run_stack(tokens, hidden)[2]
+    def distances(self, tokens: Tensor, hidden: State | None = None, n_layers: int | None = None) -> Distances:
+        """Per-token distances (of the lowest `n_layers` layers, default all) without the decoder, for parsing."""
+        return self.run_stack(tokens, hidden, n_layers)[2]
 
 
 def detach_state(hidden: State) -> State:

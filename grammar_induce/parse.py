@@ -43,8 +43,8 @@ def middle_layer(n_layers: int) -> int:
 
 @torch.no_grad()
 def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
-                progress=None) -> list[Parsed]:
-    """Distances of every layer for each sentence (a list of words as written).
+                progress=None, n_layers: int | None = None) -> list[Parsed]:
+    """Distances of every layer (or of layers 1 to `n_layers`) for each sentence (a list of words as written).
 
     Sentences are sorted by length and padded on the right: the model reads left to right,
     so padding never changes the distances of earlier positions. Empty sentences get None.
@@ -59,7 +59,7 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
         longest = len(sentences[batch[-1]])
         rows = [[eos, *vocab.encode(tokenizer.normalize(w) for w in sentences[k])] for k in batch]
         tokens = torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows]).t()  # (T, B)
-        distances = model.distances(tokens.to(device))  # (L, T, B) each
+        distances = model.distances(tokens.to(device), n_layers=n_layers)  # (L, T, B) each
         forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
         inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
         for column, k in enumerate(batch):

@@ -14,9 +14,14 @@ from .model import Distances, ONLSTMLanguageModel, cumax
 
 
 def reference_layer(
-    x: Tensor, state: tuple[Tensor, Tensor], w_ih: Tensor, b_ih: Tensor, w_hh: Tensor, b_hh: Tensor, chunk_size: int
+    x: Tensor, state: tuple[Tensor, Tensor], w_ih: Tensor, b_ih: Tensor, w_hh: Tensor, b_hh: Tensor, chunk_size: int,
+    hh_scale: float | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """x (T, B, I) -> hs (T, B, H), c_last (B, H), forget and input distances (T, B)."""
+    """x (T, B, I) -> hs (T, B, H), c_last (B, H), forget and input distances (T, B).
+
+    With `hh_scale`, the hidden map is `w_hh * hh_scale`, recomputed at every step as the
+    paper's LinearDropConnect does in evaluation.
+    """
     hidden_size = w_hh.shape[1]
     n = hidden_size // chunk_size
     h, c = state
@@ -24,7 +29,8 @@ def reference_layer(
     t_input = F.linear(x, w_ih, b_ih)
     outputs, dist_f, dist_i = [], [], []
     for t in range(x.shape[0]):
-        gates = t_input[t] + F.linear(h, w_hh, b_hh)
+        step_weight = w_hh if hh_scale is None else w_hh * hh_scale
+        gates = t_input[t] + F.linear(h, step_weight, b_hh)
         l_in, l_forget = gates[:, : 2 * n].chunk(2, 1)
         o, cand, i, f = gates[:, 2 * n :].view(-1, 4 * n, chunk_size).chunk(4, 1)
         m_in = 1.0 - cumax(l_in)
@@ -43,8 +49,12 @@ def reference_layer(
 
 
 @torch.no_grad()
-def reference_distances(model: ONLSTMLanguageModel, tokens: Tensor) -> Distances:
-    """Evaluation-mode distances (L, T, B) of `model`, recomputed step by step from its weights."""
+def reference_distances(model: ONLSTMLanguageModel, tokens: Tensor, scale_every_step: bool = True) -> Distances:
+    """Evaluation-mode distances (L, T, B) of `model`, recomputed step by step from its weights.
+
+    The DropConnect weight scaling is redone at every step as in the paper's code, or, with
+    `scale_every_step=False`, once per call.
+    """
     params = dict(model.named_parameters())
     cfg = model.config
     x = F.embedding(tokens, params["embedding.weight"])
@@ -52,10 +62,11 @@ def reference_distances(model: ONLSTMLanguageModel, tokens: Tensor) -> Distances
     for k, size in enumerate(cfg.layer_sizes[1:]):
         zeros = x.new_zeros(tokens.shape[1], size)
         p = f"layers.{k}."
-        w_hh = params[p + "hh.weight"] * (1.0 - cfg.wdrop)
+        w_hh, scale = params[p + "hh.weight"], 1.0 - cfg.wdrop
         x, _, dist_f, dist_i = reference_layer(
-            x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"], w_hh, params[p + "hh.bias"],
-            cfg.chunk_size,
+            x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"],
+            w_hh if scale_every_step else w_hh * scale, params[p + "hh.bias"], cfg.chunk_size,
+            hh_scale=scale if scale_every_step else None,
         )
         forget.append(dist_f)
         inp.append(dist_i)

@@ -50,7 +50,7 @@ def sample(symbol: str, rules, lexicon, rng: random.Random):
 
 
 def words(tree) -> list[str]:
-    label, body = tree
+    _label, body = tree
     return [body] if isinstance(body, str) else [w for child in body for w in words(child)]
 
 

@@ -1,8 +1,18 @@
 import pytest
 import torch
 
-from grammar_induce.data import (EOS, UNK, InputError, Tokenizer, Vocab, batchify, build_vocab, encode_stream,
-                                 get_batch, read_corpus)
+from grammar_induce.data import (
+    EOS,
+    UNK,
+    InputError,
+    Tokenizer,
+    Vocab,
+    batchify,
+    build_vocab,
+    encode_stream,
+    get_batch,
+    read_corpus,
+)
 
 
 def test_whitespace_char_and_normalisation():

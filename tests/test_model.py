@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from grammar_induce.config import ModelConfig
@@ -45,8 +46,8 @@ def random_layer(seed=0, batch=3, inp=5, hidden=8, chunk=2, steps=1, scale=1.0):
     def r(*shape):
         return (torch.randn(*shape, generator=gen, dtype=torch.float64) * scale).requires_grad_()
 
-    return dict(x=r(steps, batch, inp), h=r(batch, hidden), c=r(batch, hidden), w_ih=r(gates, inp),
-                b_ih=r(gates), w_hh=r(gates, hidden), b_hh=r(gates), chunk=chunk, n=n)
+    return {"x": r(steps, batch, inp), "h": r(batch, hidden), "c": r(batch, hidden), "w_ih": r(gates, inp),
+                "b_ih": r(gates), "w_hh": r(gates, hidden), "b_hh": r(gates), "chunk": chunk, "n": n}
 
 
 def fast(p):
@@ -98,11 +99,12 @@ def tiny_model(wdrop=0.3, seed=0):
     return ONLSTMLanguageModel(20, cfg)
 
 
-def test_model_distances_match_the_reference_in_evaluation():
+@pytest.mark.parametrize("scale_every_step", [True, False])
+def test_model_distances_match_the_reference_in_evaluation(scale_every_step):
     model = tiny_model().eval()
     tokens = torch.randint(0, 20, (9, 3))
     out = model(tokens)
-    ref = reference_distances(model, tokens)
+    ref = reference_distances(model, tokens, scale_every_step)
     assert out.distances.forget.shape == (3, 9, 3)
     torch.testing.assert_close(out.distances.forget, ref.forget)
     torch.testing.assert_close(out.distances.input, ref.input)

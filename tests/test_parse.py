@@ -38,6 +38,18 @@ def test_distances_are_those_of_the_words_between_eos(tiny_model):
     assert parsed.tree(2) == tree_from_distances(distances.forget[1, 1:-1, 0].tolist(), sentence)
 
 
+def test_stopping_at_a_layer_gives_the_same_distances_for_the_layers_run(tiny_model):
+    full = parse_words(tiny_model, SENTENCES)
+    lower = parse_words(tiny_model, SENTENCES, n_layers=2)
+    for whole, part in zip(full, lower):
+        if whole is None:
+            assert part is None
+            continue
+        assert len(part.forget) == 2 and len(part.input) == 2
+        assert part.forget == whole.forget[:2] and part.input == whole.input[:2]
+        assert part.tree(2) == whole.tree(2)
+
+
 def test_unknown_words_keep_their_spelling(tiny_model):
     parsed = parse_words(tiny_model, [SENTENCES[4]])[0]
     assert leaves(parsed.tree(2)) == SENTENCES[4]

@@ -23,7 +23,7 @@ from grammar_induce.treebank import TagFilter, read_gold
 
 from .conftest import ROOT, tiny_config
 
-QUIET = dict(quiet=True, log=lambda s: None)
+QUIET = {"quiet": True, "log": lambda s: None}
 
 
 def cli(*args, input=None):

@@ -28,8 +28,8 @@ def test_run_directory_contents(tiny_run):
 
 
 def test_best_is_the_lowest_validation(tiny_run, tiny_model):
-    from grammar_induce.train import evaluate_loss
     from grammar_induce.data import Tokenizer, batchify, encode_stream, read_corpus
+    from grammar_induce.train import evaluate_loss
 
     lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     cfg = tiny_model.config
@@ -74,7 +74,7 @@ def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
     """A run interrupted (SIGINT) inside epoch 1, at the epoch boundary and inside epoch 2,
     and resumed each time, ends with the same weights as an uninterrupted run."""
     config = tiny_config(train={"epochs": 2, "nonmono": 0})
-    quiet = dict(quiet=True, log=lambda s: None)
+    quiet = {"quiet": True, "log": lambda s: None}
     train(config, tmp_path / "straight", **quiet)
 
     original_step = train_module.train_step
@@ -114,7 +114,7 @@ def test_existing_run_directory_is_refused(tiny_run):
 
 def test_nan_loss_stops_with_a_clear_message_keeping_last_good_state(tmp_path):
     out = tmp_path / "run"
-    quiet = dict(quiet=True, log=lambda s: None)
+    quiet = {"quiet": True, "log": lambda s: None}
     train(tiny_config(train={"epochs": 1}), out, **quiet)
     before = (out / "last.pt").read_bytes()
     with pytest.raises(train_module.TrainingStopped, match="loss became nan"):
