@@ -91,5 +91,11 @@ class World:
             torch.distributed.barrier()
 
     def close(self) -> None:
+        """Tear the process group down on every rank together (rank 0 may still be testing).
+
+        Drop every DistributedDataParallel wrapper first: one still alive keeps the group's
+        worker threads until interpreter exit, where gloo can abort the process.
+        """
         if self.size > 1 and torch.distributed.is_initialized():
+            torch.distributed.barrier()
             torch.distributed.destroy_process_group()

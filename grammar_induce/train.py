@@ -249,6 +249,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
             + (f", {world.size} processes" if world.size > 1 else ""))
     epochs = run_epochs(loop, state)
     test_ppl = final_test(loop) if world.is_main and loop.corpus.test is not None and state.position is None else None
+    loop.trainable = loop.model  # release the DDP wrapper before the process group goes
     world.close()
     best = math.exp(state.best_loss) if loop.corpus.valid is not None and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main)
