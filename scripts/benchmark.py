@@ -1,6 +1,6 @@
 """Training and parsing speed against the matrix-multiplication floor, in one run.
 
-    python scripts/benchmark.py [--device cpu|cuda] [--threads N] [--json FILE] [--quick]
+    python scripts/benchmark.py [--device cpu|cuda] [--threads N] [--json FILE] [--quick] [--models ptb,tiny]
 
 For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures:
 - training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step;
@@ -227,11 +227,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads [default: 2]")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="fewer batches and sentences (a smoke run)")
+    parser.add_argument("--models", default="ptb,tiny", help="model sizes, from configs/ [default: ptb,tiny]")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     batches, sentences, reference_sentences = (3, 64, 8) if args.quick else (20, 512, 48)
     results: dict[str, dict] = {}
-    for name in ("ptb", "tiny"):
+    for name in args.models.split(","):
         results[f"{name} train"] = in_process(args.threads, args.device, "bench_training", name, args.device, batches)
         for batch_size in (1, 64, 256):
             count = sentences if batch_size > 1 else sentences // 4

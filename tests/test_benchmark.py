@@ -1,0 +1,27 @@
+"""The benchmark script runs end to end (tiny model, smoke settings) and reports every case."""
+
+import json
+import subprocess
+import sys
+
+from .conftest import ROOT
+
+
+def test_benchmark_smoke_run_reports_every_case(tmp_path):
+    out = tmp_path / "bench.json"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--models", "tiny",
+                    "--threads", "1", "--json", str(out)], check=True, capture_output=True, timeout=300)
+    results = json.loads(out.read_text())["results"]
+    expected = {"tiny train", "tiny parse batch 1", "tiny parse batch 64", "tiny parse batch 256",
+                "tiny parse batch 256, layers 1-2", "tiny parse per-step paper", "tiny parse per-step scaled once"}
+    assert set(results) == expected
+    for case, figures in results.items():
+        assert figures.get("tokens_per_s", figures.get("sentences_per_s")) > 0, case
+        assert figures["peak_mb"] > 0, case
+        if "floor_tokens_per_s" in figures or "floor_sentences_per_s" in figures:
+            floor = figures.get("floor_tokens_per_s", figures.get("floor_sentences_per_s"))
+            rate = figures.get("tokens_per_s", figures.get("sentences_per_s"))
+            assert abs(figures["ratio"] - rate / floor) < 1e-9, case
+    batched = results["tiny parse batch 256"]["sentences_per_s"]
+    for case in ("tiny parse per-step paper", "tiny parse per-step scaled once"):
+        assert abs(results[case]["batch 256 speedup"] - batched / results[case]["sentences_per_s"]) < 1e-9
