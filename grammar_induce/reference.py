@@ -63,10 +63,11 @@ def reference_distances(model: ONLSTMLanguageModel, tokens: Tensor, scale_every_
         zeros = x.new_zeros(tokens.shape[1], size)
         p = f"layers.{k}."
         w_hh, scale = params[p + "hh.weight"], 1.0 - cfg.wdrop
+        if not scale_every_step:
+            w_hh, scale = w_hh * scale, None
         x, _, dist_f, dist_i = reference_layer(
-            x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"],
-            w_hh if scale_every_step else w_hh * scale, params[p + "hh.bias"], cfg.chunk_size,
-            hh_scale=scale if scale_every_step else None,
+            x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"], w_hh, params[p + "hh.bias"],
+            cfg.chunk_size, hh_scale=scale,
         )
         forget.append(dist_f)
         inp.append(dist_i)
