@@ -9,6 +9,7 @@ from grammar_induce.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+QUIET = {"quiet": True, "log": lambda s: None}  # keyword arguments that silence train()
 
 
 def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
@@ -26,7 +27,7 @@ def tiny_run(tmp_path_factory) -> Path:
     from grammar_induce.train import train
 
     out = tmp_path_factory.mktemp("tiny_run")
-    train(tiny_config(), out, quiet=True, log=lambda s: None)
+    train(tiny_config(), out, **QUIET)
     return out
 
 

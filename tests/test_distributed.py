@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 from grammar_induce.distributed import World
 from grammar_induce.train import train
 
-from .conftest import tiny_config
+from .conftest import QUIET, tiny_config
 
 NO_DROPOUT = {"dropout": 0.0, "dropouth": 0.0, "dropouti": 0.0, "dropoute": 0.0, "wdrop": 0.0}
 
@@ -26,7 +26,7 @@ def worker(rank: int, size: int, port: int, out: str, resume: bool, epochs: int 
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
     config = tiny_config(model=NO_DROPOUT, train={"epochs": epochs, "max_steps": max_steps})
-    train(config, Path(out), resume=resume, quiet=True, log=lambda s: None)
+    train(config, Path(out), resume=resume, **QUIET)
 
 
 def run_two(out: Path, resume: bool, epochs: int = 2, max_steps: int = 40) -> None:
@@ -43,7 +43,7 @@ def test_split_rows_and_gather():
 def test_two_processes_train_like_one(tmp_path):
     single = tmp_path / "single"
     torch.set_num_threads(1)
-    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2, "max_steps": 40}), single, quiet=True, log=lambda s: None)
+    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2, "max_steps": 40}), single, **QUIET)
     double = tmp_path / "double"
     run_two(double, resume=False)
     a = torch.load(single / "last.pt", weights_only=True)
@@ -58,7 +58,7 @@ def test_two_processes_train_like_one(tmp_path):
 def test_checkpoints_move_between_one_and_two_processes(tmp_path):
     out = tmp_path / "run"
     run_two(out, resume=False, epochs=1, max_steps=0)
-    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2}), out, resume=True, quiet=True, log=lambda s: None)
+    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2}), out, resume=True, **QUIET)
     run_two(out, resume=True, epochs=3, max_steps=0)
     state = torch.load(out / "last.pt", weights_only=True)["training_state"]
     assert state["epoch"] == 4

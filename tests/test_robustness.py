@@ -21,9 +21,7 @@ from grammar_induce.parse import parse_words
 from grammar_induce.train import train
 from grammar_induce.treebank import TagFilter, read_gold
 
-from .conftest import ROOT, tiny_config
-
-QUIET = {"quiet": True, "log": lambda s: None}
+from .conftest import QUIET, ROOT, tiny_config
 
 
 def cli(*args, input=None):

@@ -11,7 +11,7 @@ from grammar_induce import checkpoint
 from grammar_induce import train as train_module
 from grammar_induce.train import averaged_weights, sample_seq_len, train
 
-from .conftest import tiny_config
+from .conftest import QUIET, tiny_config
 
 
 def test_run_directory_contents(tiny_run):
@@ -74,8 +74,7 @@ def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
     """A run interrupted (SIGINT) inside epoch 1, at the epoch boundary and inside epoch 2,
     and resumed each time, ends with the same weights as an uninterrupted run."""
     config = tiny_config(train={"epochs": 2, "nonmono": 0})
-    quiet = {"quiet": True, "log": lambda s: None}
-    train(config, tmp_path / "straight", **quiet)
+    train(config, tmp_path / "straight", **QUIET)
 
     original_step = train_module.train_step
     interrupt_at = {4, 30, 33}  # 30 steps make one epoch of this config
@@ -90,10 +89,10 @@ def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
 
     monkeypatch.setattr(train_module, "train_step", step_then_maybe_interrupt)
     out = tmp_path / "interrupted"
-    train(config, out, **quiet)
+    train(config, out, **QUIET)
     resumes = 0
     while torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] <= 2:
-        train(config, out, resume=True, **quiet)
+        train(config, out, resume=True, **QUIET)
         resumes += 1
     assert resumes == 3
     a = torch.load(tmp_path / "straight" / "last.pt", weights_only=True)
@@ -109,16 +108,15 @@ def test_existing_run_directory_is_refused(tiny_run):
     from grammar_induce.data import InputError
 
     with pytest.raises(InputError, match="run directory exists.*--resume or --force"):
-        train(tiny_config(), tiny_run, quiet=True, log=lambda s: None)
+        train(tiny_config(), tiny_run, **QUIET)
 
 
 def test_nan_loss_stops_with_a_clear_message_keeping_last_good_state(tmp_path):
     out = tmp_path / "run"
-    quiet = {"quiet": True, "log": lambda s: None}
-    train(tiny_config(train={"epochs": 1}), out, **quiet)
+    train(tiny_config(train={"epochs": 1}), out, **QUIET)
     before = (out / "last.pt").read_bytes()
     with pytest.raises(train_module.TrainingStopped, match="loss became nan"):
-        train(tiny_config(train={"epochs": 2, "lr": 1e38, "clip": 0.0}), out, resume=True, **quiet)
+        train(tiny_config(train={"epochs": 2, "lr": 1e38, "clip": 0.0}), out, resume=True, **QUIET)
     assert (out / "last.pt").read_bytes() == before
 
 
