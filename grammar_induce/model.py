@@ -184,14 +184,17 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
 
 
 def keep_mask(weight: Tensor, p: float) -> Tensor:
-    """A Bernoulli(1 - p) mask shaped like `weight`, from 16 random bits per weight.
+    """A Bernoulli(1 - p) mask of 0s and 1s shaped and typed like `weight`, from 16 random bits per weight.
 
     Drawing the random numbers is most of DropConnect's cost, so four weights share one
-    64-bit draw (p is then resolved to 1/65536, against 2^-24 for a float draw).
+    64-bit draw (p is then resolved to 1/65536, against 2^-24 for a float draw). The mask is
+    converted to the weight's dtype once: multiplying by a bool mask converts it again in the
+    forward and in the backward product.
     """
     count = weight.numel()
     bits = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=weight.device)
-    return bits.view(torch.int16)[:count].view(weight.shape) >= round(p * 65536) - 32768
+    keep = bits.view(torch.int16)[:count].view(weight.shape) >= round(p * 65536) - 32768
+    return keep.to(weight.dtype)
 
 
 class ONLSTMLayer(nn.Module):
@@ -291,6 +294,36 @@ class ONLSTMLanguageModel(nn.Module):
     def distances(self, tokens: Tensor, hidden: State | None = None, n_layers: int | None = None) -> Distances:
         """Per-token distances (of the lowest `n_layers` layers, default all) without the decoder, for parsing."""
         return self.run_stack(tokens, hidden, n_layers)[2]
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """Mean cross entropy whose backward turns the saved log-probabilities into the gradient in place.
+
+    The same function as F.cross_entropy; its backward allocates and zero-fills a (N, V) buffer
+    for the one-hot term and makes another for the softmax gradient, which on a CPU costs as
+    much as the log-softmax itself at a 10k vocabulary.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, targets: Tensor) -> Tensor:
+        log_probs = torch.log_softmax(logits, dim=-1)
+        ctx.save_for_backward(log_probs, targets)
+        return -log_probs.gather(1, targets[:, None]).mean()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        log_probs, targets = ctx.saved_tensors
+        grad_logits = log_probs.exp_()  # softmax, in place: nothing needs the log-probabilities after this
+        grad_logits.scatter_add_(1, targets[:, None], grad_logits.new_full((targets.shape[0], 1), -1.0))
+        return grad_logits.mul_(grad / targets.shape[0]), None
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross entropy of logits (N, V) against targets (N,), as F.cross_entropy."""
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return _CrossEntropy.apply(logits, targets)
+    return F.cross_entropy(logits, targets)
 
 
 def detach_state(hidden: State) -> State:

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from . import checkpoint, distributed
 from . import config as config_module
 from .config import Config
 from .data import InputError, Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, read_corpus
-from .model import ONLSTMLanguageModel, State, count_parameters, detach_state
+from .model import ONLSTMLanguageModel, State, count_parameters, cross_entropy, detach_state
 
 RUN_FILES = ("config.toml", "metrics.jsonl", "best.pt", "last.pt")
 
@@ -135,7 +134,7 @@ def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: Sta
     """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden)."""
     with autocast(config, inputs.device):
         out = model(inputs, hidden)
-    ce = F.cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), targets.reshape(-1))
+    ce = cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), targets.reshape(-1))
     top = out.top_output.float()  # (T, B, E)
     loss = ce + config.train.alpha * top.pow(2).mean() + config.train.beta * (top[1:] - top[:-1]).pow(2).mean()
     return loss, ce, out.hidden
@@ -166,7 +165,7 @@ def evaluate_loss(model: ONLSTMLanguageModel, source: Tensor, bptt: int) -> floa
     for start in range(0, source.shape[0] - 1, bptt):
         inputs, targets = get_batch(source, start, bptt)
         out = model(inputs, hidden)
-        total += len(inputs) * F.cross_entropy(out.logits.view(-1, out.logits.shape[-1]), targets.reshape(-1)).item()
+        total += len(inputs) * cross_entropy(out.logits.view(-1, out.logits.shape[-1]), targets.reshape(-1)).item()
         hidden = out.hidden
     return total / (source.shape[0] - 1)
 

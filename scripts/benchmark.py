@@ -202,6 +202,8 @@ def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
 
     import torch
 
+    import grammar_induce  # noqa: F401  (sets the allocator defaults the CLI runs with, before any tensor exists)
+
     torch.set_num_threads(threads)
     result = globals()[fn](*args)
     if device.startswith("cuda"):

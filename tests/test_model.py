@@ -4,7 +4,15 @@ import pytest
 import torch
 
 from grammar_induce.config import ModelConfig
-from grammar_induce.model import ONLSTMLanguageModel, _Recurrence, count_parameters, cumax, recurrence
+from grammar_induce.model import (
+    ONLSTMLanguageModel,
+    _Recurrence,
+    count_parameters,
+    cross_entropy,
+    cumax,
+    keep_mask,
+    recurrence,
+)
 from grammar_induce.reference import reference_distances, reference_layer
 
 torch.set_default_dtype(torch.float32)
@@ -121,6 +129,36 @@ def test_dropconnect_scales_weight_in_evaluation_and_masks_in_training():
     kept = masked != 0
     torch.testing.assert_close(masked[kept], layer.hh.weight[kept])  # unscaled where kept
     assert 0.1 < (~kept).float().mean().item() < 0.4
+
+
+def test_keep_mask_is_zeros_and_ones_of_the_weight_dtype_at_rate_one_minus_p():
+    torch.manual_seed(0)
+    weight = torch.empty(300, 200, dtype=torch.float64)
+    mask = keep_mask(weight, 0.3)
+    assert mask.dtype == torch.float64 and mask.shape == weight.shape
+    assert set(mask.unique().tolist()) == {0.0, 1.0}
+    assert abs(mask.mean().item() - 0.7) < 0.01  # 60000 draws: standard error 0.002
+
+
+def test_cross_entropy_matches_torch_in_value_and_gradient():
+    torch.manual_seed(0)
+    logits = torch.randn(40, 25, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 25, (40,))
+    weights = torch.rand(40, 25, dtype=torch.float64)  # logits enter the loss through another op, as in the model
+    ours = cross_entropy(logits * weights, targets)
+    (grad_ours,) = torch.autograd.grad(3.0 * ours, logits)
+    theirs = torch.nn.functional.cross_entropy(logits * weights, targets)
+    (grad_theirs,) = torch.autograd.grad(3.0 * theirs, logits)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=0)
+    torch.testing.assert_close(grad_ours, grad_theirs, rtol=1e-10, atol=1e-14)
+
+
+def test_cross_entropy_refuses_a_second_backward_instead_of_reusing_its_spent_buffer():
+    logits = torch.randn(6, 5, requires_grad=True)
+    loss = cross_entropy(logits * 2.0, torch.tensor([0, 1, 2, 3, 4, 0]))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
 
 
 def test_decoder_is_tied_and_last_layer_has_embedding_size():
