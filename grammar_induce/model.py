@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import native
 from .config import ModelConfig
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
@@ -109,34 +110,57 @@ class _Recurrence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
         h0, c0, weight, hs, cs, probs, acts = ctx.saved_tensors
-        n = ctx.n
-        steps, batch, hidden_size = grad_hs.shape
-        coef = _backward_coefficients(c0, cs, probs, acts, n)
-        # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
-        grad_master_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) / n  # (T, B, 2, 1)
-        sign = _sign_offset(probs)[0]
-        lower = torch.ones(n, n, dtype=probs.dtype, device=probs.device).tril()  # x @ lower = reversed cumsum
-        grad_gates = hs.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
-        dh = torch.zeros_like(h0)
-        dc = grad_c_last.reshape(batch, n, -1).clone()
-        for t in range(steps - 1, -1, -1):
-            out = grad_gates[t]
-            d_acts = out[:, 2 * n :].view(batch, 4, n, -1)
-            dh = (grad_hs[t] + dh).view(batch, n, -1)
-            dc = torch.addcmul(dc, dh, coef.dc_from_h[t])
-            torch.mul(dh, coef.d_out[t], out=d_acts[:, 0])
-            torch.mul(dc.unsqueeze(1), coef.d_rest[t], out=d_acts[:, 1:])
-            sums = (dc.unsqueeze(-2) * coef.sum_terms[t]).sum(-1)  # (B, n, 3)
-            d_master = torch.addcmul(sums[..., :2], sums[..., 2:], coef.master_swapped[t]).transpose(1, 2)
-            d_probs = ((d_master + grad_master_dist[t]) * sign) @ lower  # (B, 2, n)
-            p = probs[t]
-            p_dp = p * d_probs
-            torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
-            dc = dc * coef.forget[t]
-            dh = out @ weight  # (B, H)
+        loop = _native_backward_loop if native.usable(hs) else _backward_loop
+        grad_gates, dh, dc = loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n)
         # sum over steps of dg_t^T h_{t-1}, as one product
-        grad_weight = grad_gates.view(-1, grad_gates.shape[-1]).t() @ hs[:-1].view(-1, hidden_size)
+        grad_weight = grad_gates.view(-1, grad_gates.shape[-1]).t() @ hs[:-1].reshape(-1, hs.shape[-1])
         return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
+
+
+def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
+    """Backward through time in tensor ops: returns the gate gradients (T, B, G) and those of h0 and c0."""
+    steps, batch, _ = grad_hs.shape
+    coef = _backward_coefficients(c0, cs, probs, acts, n)
+    # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
+    grad_master_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) / n  # (T, B, 2, 1)
+    sign = _sign_offset(probs)[0]
+    lower = torch.ones(n, n, dtype=probs.dtype, device=probs.device).tril()  # x @ lower = reversed cumsum
+    grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
+    dh = torch.zeros_like(grad_hs[0])
+    dc = grad_c_last.reshape(batch, n, -1).clone()
+    for t in range(steps - 1, -1, -1):
+        out = grad_gates[t]
+        d_acts = out[:, 2 * n :].view(batch, 4, n, -1)
+        dh = (grad_hs[t] + dh).view(batch, n, -1)
+        dc = torch.addcmul(dc, dh, coef.dc_from_h[t])
+        torch.mul(dh, coef.d_out[t], out=d_acts[:, 0])
+        torch.mul(dc.unsqueeze(1), coef.d_rest[t], out=d_acts[:, 1:])
+        sums = (dc.unsqueeze(-2) * coef.sum_terms[t]).sum(-1)  # (B, n, 3)
+        d_master = torch.addcmul(sums[..., :2], sums[..., 2:], coef.master_swapped[t]).transpose(1, 2)
+        d_probs = ((d_master + grad_master_dist[t]) * sign) @ lower  # (B, 2, n)
+        p = probs[t]
+        p_dp = p * d_probs
+        torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
+        dc = dc * coef.forget[t]
+        dh = out @ weight  # (B, H)
+    return grad_gates, dh, dc
+
+
+def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
+    """_backward_loop with each step's element-wise work done by one call into onlstm_step.c (CPU)."""
+    steps, batch, hidden = grad_hs.shape
+    step = native.library(acts.dtype).backward_step
+    grad_hs = grad_hs.contiguous()
+    grad_dist = torch.stack([grad_dist_i, grad_dist_f], dim=-1).contiguous()  # (T, B, 2)
+    c_prev = [c0.reshape(batch, hidden).contiguous(), *cs[:-1].unbind(0)]
+    grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
+    dh = grad_hs.new_zeros(batch, hidden)
+    dc = grad_c_last.reshape(batch, hidden).clone(memory_format=torch.contiguous_format)
+    for t in range(steps - 1, -1, -1):
+        arrays = (acts[t], c_prev[t], probs[t], grad_dist[t], grad_hs[t], dh, dc, grad_gates[t])
+        step(batch, n, hidden // n, *(a.data_ptr() for a in arrays))  # updates dc, writes grad_gates[t]
+        dh = grad_gates[t] @ weight
+    return grad_gates, dh, dc
 
 
 class _Coefficients(NamedTuple):

@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from grammar_induce import native
 from grammar_induce.config import ModelConfig
 from grammar_induce.model import (
     ONLSTMLanguageModel,
@@ -80,7 +81,18 @@ def test_distances_are_expected_levels_over_n():
     torch.testing.assert_close((1 - cumax(logits)).mean(-1), expected)  # input: mean(i~)
 
 
-def test_fast_layer_equals_reference_values_and_gradients():
+@pytest.fixture(params=["C step", "tensor ops"])
+def backward_loop(request, monkeypatch):
+    """Runs a gradient test through each of _Recurrence's backward loops."""
+    if request.param == "tensor ops":
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    elif native.library(torch.float64) is None:
+        pytest.skip("no C compiler here: the model uses its tensor-op loop")
+    assert native.usable(torch.zeros(1, dtype=torch.float64)) == (request.param == "C step")
+    return request.param
+
+
+def test_fast_layer_equals_reference_values_and_gradients(backward_loop):
     p = random_layer(seed=1, steps=7, batch=4, hidden=12, chunk=3)
     ref = reference_layer(p["x"], (p["h"], p["c"]), p["w_ih"], p["b_ih"], p["w_hh"], p["b_hh"], p["chunk"])
     out = fast(p)
@@ -94,11 +106,43 @@ def test_fast_layer_equals_reference_values_and_gradients():
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
 
 
-def test_gradcheck_of_the_recurrence():
+def test_gradcheck_of_the_recurrence(backward_loop):
     p = random_layer(seed=2, steps=4, batch=2, hidden=6, chunk=2)
     xproj = (p["x"] @ p["w_ih"].T).detach().requires_grad_()
     assert torch.autograd.gradcheck(lambda x, h, c, w: _Recurrence.apply(x, h, c, w, p["n"]),
                                     (xproj, p["h"], p["c"], p["w_hh"]))
+
+
+def layer_gradients_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1" if native_on else "0")
+    gen = torch.Generator().manual_seed(3)
+    steps, batch, hidden, n = 9, 5, 60, 6
+    inputs = [torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen), torch.randn(batch, hidden, generator=gen),
+              torch.randn(batch, hidden, generator=gen), torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2]
+    inputs = [x.requires_grad_() for x in inputs]
+    outputs = _Recurrence.apply(*inputs, n)
+    weights = [torch.randn(o.shape, generator=gen) for o in outputs]
+    return list(torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), inputs))
+
+
+def test_c_step_and_tensor_ops_agree_in_float32(monkeypatch):
+    if native.library(torch.float32) is None:
+        pytest.skip("no C compiler here: the model uses its tensor-op loop")
+    for got, want in zip(layer_gradients_float32(True, monkeypatch), layer_gradients_float32(False, monkeypatch)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_without_a_compiler_the_model_falls_back_to_tensor_ops(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build either
+    native.library.cache_clear()
+    try:
+        assert native.library(torch.float32) is None
+        assert not native.usable(torch.zeros(1))
+        p = random_layer(seed=4, steps=3)
+        torch.autograd.grad(sum(o.sum() for o in fast(p)), [p["w_hh"]])  # runs, through the tensor-op loop
+    finally:
+        native.library.cache_clear()
 
 
 def tiny_model(wdrop=0.3, seed=0):
