@@ -43,7 +43,10 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
     path = _cache_dir() / f"onlstm_step_{C_TYPES[dtype]}_{key[:16]}.so"
     if not path.exists() and not _compile(compiler, flags, path):
         return None
-    lib = ctypes.CDLL(str(path))
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
     lib.backward_step.restype = None
     lib.backward_step.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 8
     return lib
@@ -51,14 +54,17 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
 
 def _compile(compiler: str, flags: list[str], path: Path) -> bool:
     """Build into a temporary file, then rename: ranks of a distributed run may build at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
-    os.close(fd)
     try:
-        done = subprocess.run([compiler, *flags, str(SOURCE), "-o", tmp], capture_output=True, check=False).returncode == 0
-        if done:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+    except OSError:  # no writable cache
+        return False
+    try:
+        built = subprocess.run([compiler, *flags, str(SOURCE), "-o", tmp], capture_output=True, check=False)
+        if built.returncode == 0:
             os.replace(tmp, path)
-        return done
+        return built.returncode == 0
     except OSError:
         return False
     finally:

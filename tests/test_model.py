@@ -132,9 +132,14 @@ def test_c_step_and_tensor_ops_agree_in_float32(monkeypatch):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_without_a_compiler_the_model_falls_back_to_tensor_ops(monkeypatch, tmp_path):
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build either
+@pytest.mark.parametrize("missing", ["compiler", "writable cache"])
+def test_without_a_compiler_or_cache_the_model_falls_back_to_tensor_ops(missing, monkeypatch, tmp_path):
+    if missing == "compiler":
+        monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build either
+    else:
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # the cache folder cannot be made
     native.library.cache_clear()
     try:
         assert native.library(torch.float32) is None
