@@ -4,6 +4,9 @@ The maths follows the paper's reference code (yikangshen/Ordered-Neurons, ON_LST
 model.py) equation for equation. The recurrence of one layer runs as a single autograd
 Function with a hand-written backward through time: the input projection is computed for
 all steps at once, and the hidden-to-hidden weight gradient is one matrix product per batch.
+Each time step's element-wise work, forward and backward, is written twice: in tensor ops
+(any device) and as one call into C on a CPU (onlstm_step.c, see native.py); the tests hold
+both to the same per-step reference.
 """
 
 from __future__ import annotations
@@ -55,30 +58,42 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     steps, batch, _ = xproj.shape
     hidden_size = h0.shape[-1]
     chunk = hidden_size // n
-    sign, offset = _sign_offset(xproj)
     hs = xproj.new_empty(steps + 1, batch, hidden_size)  # one buffer, so h_{t-1} for all t is a view
     hs[0] = h0
     cs = xproj.new_empty(steps, batch, n, chunk)
+    probs = xproj.new_empty(steps, batch, 2, n)
     acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
-    probs = []
-    h, c = h0, c0.view(batch, n, chunk)
+    step = _native_forward_step if native.usable(xproj) else _forward_step
+    c = c0.reshape(batch, n, chunk).contiguous()
     weight_t = weight.t()
     for t, x_t in enumerate(xproj.unbind(0)):
-        gates = torch.addmm(x_t, h, weight_t)  # (B, G)
-        p = torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1)  # (B, 2, n)
-        master = torch.addcmul(offset, p.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
-        overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
-        a = acts[t if save else 0]  # (B, 7, n, C)
-        pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
-        torch.sigmoid(pre, out=a[:, :4])
-        torch.tanh(pre[:, 1], out=a[:, 1])
-        # [i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1)
-        torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0, out=a[:, 4:6])
-        c = torch.addcmul(a[:, 5] * c, a[:, 4], a[:, 1], out=cs[t])  # eq. 13
-        h = torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=hs[t + 1].view(batch, n, chunk))  # eq. 14
-        h = h.view(batch, hidden_size)
-        probs.append(p)
-    return hs, cs, torch.stack(probs), acts if save else None
+        gates = torch.addmm(x_t, hs[t], weight_t)  # (B, G)
+        step(gates, c, probs[t], acts[t if save else 0], cs[t], hs[t + 1].view(batch, n, chunk))
+        c = cs[t]
+    return hs, cs, probs, acts if save else None
+
+
+def _forward_step(gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor, h: Tensor) -> None:
+    """One step in tensor ops: from the gate logits (B, G) and c_prev (B, n, C), writes the
+    master softmaxes probs (B, 2, n), the activations a (B, 7, n, C), and c and h (B, n, C)."""
+    batch, _, n, chunk = a.shape
+    sign, offset = _sign_offset(gates)
+    probs.copy_(torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1))
+    master = torch.addcmul(offset, probs.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
+    overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
+    pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
+    torch.sigmoid(pre, out=a[:, :4])
+    torch.tanh(pre[:, 1], out=a[:, 1])
+    # [i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1)
+    torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0, out=a[:, 4:6])
+    torch.addcmul(a[:, 5] * c_prev, a[:, 4], a[:, 1], out=c)  # eq. 13
+    torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=h)  # eq. 14
+
+
+def _native_forward_step(gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor, h: Tensor) -> None:
+    """_forward_step as one call into onlstm_step.c (CPU; all arguments contiguous)."""
+    batch, _, n, chunk = a.shape
+    native.library(gates.dtype).forward_step(batch, n, chunk, *(x.data_ptr() for x in (gates, c_prev, probs, a, c, h)))
 
 
 def _masters(probs: Tensor) -> Tensor:

@@ -1,58 +1,125 @@
-/* One step of backpropagation through time of an ON-LSTM layer, for one batch, on the CPU.
+/* One time step of an ON-LSTM layer, forward and backward, for a whole batch, on the CPU.
  *
- * The same maths as _Recurrence.backward's per-step loop in model.py, in one pass over the
- * step's data instead of a dozen tensor ops. Compiled by grammar_induce/native.py with
- * -DREAL=float and -DREAL=double. All arrays are contiguous, row-major:
+ * The same maths as _forward_step and the per-step loop of _backward_loop in model.py, in
+ * one pass over the step's data instead of a dozen tensor ops. grammar_induce/native.py
+ * compiles it once for float and once with -DDOUBLE. All arrays are contiguous, row-major:
  *
- *   acts       (B, 7, n, C)  forward's o, tanh(candidate), i, f, i^, f^, tanh(c) of this step
+ *   gates      (B, 2n + 4nC) gate logits [master input | master forget | o | cand | i | f]
  *   c_prev     (B, n, C)     the cell state before this step
  *   probs      (B, 2, n)     softmaxes of the master input and master forget logits
+ *   acts       (B, 7, n, C)  o, tanh(candidate), i, f, i^, f^, tanh(c) of this step
+ *   c, h       (B, n, C)     the step's cell state and output
  *   grad_dist  (B, 2)        incoming gradients of the input and forget distances
  *   grad_h     (B, n, C)     incoming gradient of this step's output h
  *   dh_next    (B, n, C)     gradient reaching h from the next step's gates (zeros at the last step)
  *   dc         (B, n, C)     in: gradient of c from the next step; out: gradient of c_prev
- *   grad_gates (B, 2n + 4nC) out: gradient of the gate logits [master input | master forget | o | cand | i | f]
+ *   grad_gates (B, 2n + 4nC) gradient of the gate logits
  */
+#include <math.h>
 #include <stddef.h>
 
-#ifndef REAL
-#define REAL float
+#ifdef DOUBLE
+typedef double real;
+#define EXP exp
+#define TANH tanh
+#else
+typedef float real;
+#define EXP expf
+#define TANH tanhf
 #endif
-typedef REAL real;
+
+/* Master gates i~ = 1 - cumax, f~ = cumax (eqs. 8-9) and their overlap w = i~ f~ (eq. 10), per unit. */
+static void master_gates(int n, int chunk, const real *p_in, const real *p_forget, real *m_in, real *m_forget,
+                         real *w)
+{
+    double cum_in = 0.0, cum_forget = 0.0;
+    for (int j = 0; j < n; j++) {
+        cum_in += p_in[j];
+        cum_forget += p_forget[j];
+        for (int k = j * chunk; k < (j + 1) * chunk; k++) {
+            m_in[k] = (real)(1.0 - cum_in);
+            m_forget[k] = (real)cum_forget;
+            w[k] = m_in[k] * m_forget[k];
+        }
+    }
+}
+
+static void softmax(int n, const real *x, real *p)
+{
+    real top = x[0], sum = 0;
+    for (int j = 1; j < n; j++)
+        top = x[j] > top ? x[j] : top;
+    for (int j = 0; j < n; j++) {
+        p[j] = EXP(x[j] - top);
+        sum += p[j];
+    }
+    for (int j = 0; j < n; j++)
+        p[j] /= sum;
+}
+
+/* The gates and cell of one batch row; restrict on every array lets gcc vectorize over units. */
+static void forward_units(int hidden, const real *restrict m_in, const real *restrict m_forget,
+                          const real *restrict w, const real *restrict g_o, const real *restrict g_cand,
+                          const real *restrict g_in, const real *restrict g_forget, const real *restrict c_prev,
+                          real *restrict o, real *restrict cand, real *restrict in, real *restrict forget,
+                          real *restrict in_hat, real *restrict forget_hat, real *restrict tanh_c, real *restrict c,
+                          real *restrict h)
+{
+    for (int u = 0; u < hidden; u++) {
+        o[u] = 1 / (1 + EXP(-g_o[u]));
+        cand[u] = TANH(g_cand[u]);
+        in[u] = 1 / (1 + EXP(-g_in[u]));
+        forget[u] = 1 / (1 + EXP(-g_forget[u]));
+        in_hat[u] = m_in[u] + w[u] * (in[u] - 1);             /* eq. 12: i w + (i~ - w) */
+        forget_hat[u] = m_forget[u] + w[u] * (forget[u] - 1); /* eq. 11 */
+        c[u] = forget_hat[u] * c_prev[u] + in_hat[u] * cand[u]; /* eq. 13 */
+        tanh_c[u] = TANH(c[u]);
+        h[u] = o[u] * tanh_c[u]; /* eq. 14 */
+    }
+}
+
+void forward_step(int batch, int n, int chunk, const real *gates, const real *c_prev, real *probs, real *acts,
+                  real *c, real *h)
+{
+    const int hidden = n * chunk, width = 4 * hidden + 2 * n;
+    real m_in[hidden], m_forget[hidden], w[hidden];
+    for (int b = 0; b < batch; b++) {
+        const real *g = gates + (size_t)b * width, *g_units = g + 2 * n;
+        real *p = probs + (size_t)b * 2 * n, *a = acts + (size_t)b * 7 * hidden;
+        softmax(n, g, p);
+        softmax(n, g + n, p + n);
+        master_gates(n, chunk, p, p + n, m_in, m_forget, w);
+        forward_units(hidden, m_in, m_forget, w, g_units, g_units + hidden, g_units + 2 * hidden,
+                      g_units + 3 * hidden, c_prev + (size_t)b * hidden, a, a + hidden, a + 2 * hidden,
+                      a + 3 * hidden, a + 4 * hidden, a + 5 * hidden, a + 6 * hidden, c + (size_t)b * hidden,
+                      h + (size_t)b * hidden);
+    }
+}
 
 void backward_step(int batch, int n, int chunk, const real *restrict acts, const real *restrict c_prev,
                    const real *restrict probs, const real *restrict grad_dist, const real *restrict grad_h,
                    const real *restrict dh_next, real *restrict dc, real *restrict grad_gates)
 {
-    const int hidden = n * chunk, gates = 4 * hidden + 2 * n;
-    real m_in[n], m_forget[n], d_in[n], d_forget[n];
-    real w_unit[hidden], dc_cand[hidden], dc_prev[hidden], dc_w[hidden];
+    const int hidden = n * chunk, width = 4 * hidden + 2 * n;
+    real d_in[n], d_forget[n];
+    real m_in[hidden], m_forget[hidden], w[hidden], dc_cand[hidden], dc_prev[hidden], dc_w[hidden];
     for (int b = 0; b < batch; b++) {
         const real *o = acts + (size_t)b * 7 * hidden, *cand = o + hidden, *in = cand + hidden, *forget = in + hidden;
         const real *in_hat = forget + hidden, *forget_hat = in_hat + hidden, *tanh_c = forget_hat + hidden;
         const real *cp = c_prev + (size_t)b * hidden, *gh = grad_h + (size_t)b * hidden;
         const real *dn = dh_next + (size_t)b * hidden, *p_in = probs + (size_t)b * 2 * n, *p_forget = p_in + n;
-        real *d = dc + (size_t)b * hidden, *out = grad_gates + (size_t)b * gates;
+        real *d = dc + (size_t)b * hidden, *out = grad_gates + (size_t)b * width;
         real *d_o = out + 2 * n, *d_cand = d_o + hidden, *d_i = d_cand + hidden, *d_f = d_i + hidden;
 
-        /* master gates i~ = 1 - cumax, f~ = cumax (eqs. 8-9), and the overlap w = i~ f~ per unit */
-        double cum_in = 0.0, cum_forget = 0.0;
-        for (int j = 0; j < n; j++) {
-            cum_in += p_in[j];
-            cum_forget += p_forget[j];
-            m_in[j] = (real)(1.0 - cum_in);
-            m_forget[j] = (real)cum_forget;
-            for (int k = 0; k < chunk; k++)
-                w_unit[j * chunk + k] = m_in[j] * m_forget[j];
-        }
+        master_gates(n, chunk, p_in, p_forget, m_in, m_forget, w);
         /* element-wise gradients of the gate logits, and the carry of dc */
         for (int u = 0; u < hidden; u++) {
             const real dh = gh[u] + dn[u];
             const real dcu = d[u] + dh * o[u] * (1 - tanh_c[u] * tanh_c[u]);
             d_o[u] = dh * tanh_c[u] * o[u] * (1 - o[u]);
             d_cand[u] = dcu * in_hat[u] * (1 - cand[u] * cand[u]);
-            d_i[u] = dcu * cand[u] * w_unit[u] * in[u] * (1 - in[u]);
-            d_f[u] = dcu * cp[u] * w_unit[u] * forget[u] * (1 - forget[u]);
+            d_i[u] = dcu * cand[u] * w[u] * in[u] * (1 - in[u]);
+            d_f[u] = dcu * cp[u] * w[u] * forget[u] * (1 - forget[u]);
             dc_cand[u] = dcu * cand[u];
             dc_prev[u] = dcu * cp[u];
             dc_w[u] = dcu * (cp[u] * (forget[u] - 1) + cand[u] * (in[u] - 1)); /* dc/dw */
@@ -61,13 +128,13 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
         /* per level: gradients of i~ and f~, including the distances (mean i~, 1 - mean f~) */
         for (int j = 0; j < n; j++) {
             real s_cand = 0, s_prev = 0, s_w = 0;
-            for (int k = 0; k < chunk; k++) {
-                s_cand += dc_cand[j * chunk + k];
-                s_prev += dc_prev[j * chunk + k];
-                s_w += dc_w[j * chunk + k];
+            for (int k = j * chunk; k < (j + 1) * chunk; k++) {
+                s_cand += dc_cand[k];
+                s_prev += dc_prev[k];
+                s_w += dc_w[k];
             }
-            d_in[j] = s_cand + s_w * m_forget[j] + grad_dist[2 * b] / n;
-            d_forget[j] = s_prev + s_w * m_in[j] - grad_dist[2 * b + 1] / n;
+            d_in[j] = s_cand + s_w * m_forget[j * chunk] + grad_dist[2 * b] / n;
+            d_forget[j] = s_prev + s_w * m_in[j * chunk] - grad_dist[2 * b + 1] / n;
         }
         /* through the cumulative sums (reversed cumsums), then the softmaxes */
         real acc_in = 0, acc_forget = 0, dot_in = 0, dot_forget = 0;

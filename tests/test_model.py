@@ -113,7 +113,8 @@ def test_gradcheck_of_the_recurrence(backward_loop):
                                     (xproj, p["h"], p["c"], p["w_hh"]))
 
 
-def layer_gradients_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:
+def layer_values_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:
+    """Outputs and input gradients of a float32 layer, with or without the C steps."""
     monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1" if native_on else "0")
     gen = torch.Generator().manual_seed(3)
     steps, batch, hidden, n = 9, 5, 60, 6
@@ -122,14 +123,23 @@ def layer_gradients_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:
     inputs = [x.requires_grad_() for x in inputs]
     outputs = _Recurrence.apply(*inputs, n)
     weights = [torch.randn(o.shape, generator=gen) for o in outputs]
-    return list(torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), inputs))
+    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), inputs)
+    return [o.detach() for o in outputs] + list(grads)
 
 
-def test_c_step_and_tensor_ops_agree_in_float32(monkeypatch):
+def test_c_steps_and_tensor_ops_agree_in_float32(monkeypatch):
     if native.library(torch.float32) is None:
         pytest.skip("no C compiler here: the model uses its tensor-op loop")
-    for got, want in zip(layer_gradients_float32(True, monkeypatch), layer_gradients_float32(False, monkeypatch)):
+    for got, want in zip(layer_values_float32(True, monkeypatch), layer_values_float32(False, monkeypatch)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_loading_the_c_steps_leaves_denormals_alone():
+    """They are compiled with -ffast-math; linked with it, loading them would flush denormals process-wide."""
+    if native.library(torch.float32) is None:
+        pytest.skip("no C compiler here: the model uses its tensor-op loop")
+    tiny = torch.tensor([1e-39])  # below float32's smallest normal, 1.2e-38
+    assert (tiny * 1.5).item() > 0
 
 
 @pytest.mark.parametrize("missing", ["compiler", "writable cache"])
