@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from . import checkpoint, distributed
+from . import checkpoint, distributed, native
 from . import config as config_module
 from .config import Config
 from .data import InputError, Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, read_corpus
@@ -245,13 +245,21 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
             if blank:
                 log(f"{path}: skipped {blank} blank lines")
         log(f"{count_parameters(loop.model):,} parameters, vocabulary {len(loop.corpus.vocab):,}, device {device}"
-            + (f", {world.size} processes" if world.size > 1 else ""))
+            + (f", {world.size} processes" if world.size > 1 else "") + time_step_note(loop.model))
     epochs = run_epochs(loop, state)
     test_ppl = final_test(loop) if world.is_main and loop.corpus.test is not None and state.position is None else None
     loop.trainable = loop.model  # release the DDP wrapper before the process group goes
     world.close()
     best = math.exp(state.best_loss) if loop.corpus.valid is not None and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main)
+
+
+def time_step_note(model: torch.nn.Module) -> str:
+    """On a CPU, whether the layers' time steps run in C or (slower) as tensor ops; see native.py."""
+    weight = next(model.parameters())
+    if weight.device.type != "cpu":
+        return ""
+    return ", time steps in C" if native.usable(weight) else ", time steps as tensor ops (the C steps are turned off or could not be built)"
 
 
 def start_loop(config, out_dir, payload, world, device, quiet, log) -> Loop:

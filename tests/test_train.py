@@ -7,7 +7,7 @@ import signal
 import pytest
 import torch
 
-from grammar_induce import checkpoint
+from grammar_induce import checkpoint, native
 from grammar_induce import train as train_module
 from grammar_induce.train import averaged_weights, sample_seq_len, train
 
@@ -134,3 +134,12 @@ def test_bf16_option_trains_with_the_recurrence_in_float32():
     assert abs(loss_bf16.item() - loss_fp32.item()) < 0.05 * loss_fp32.item()
     loss_bf16.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_the_log_says_whether_cpu_time_steps_run_in_c(monkeypatch):
+    model = torch.nn.Linear(2, 2)
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    assert train_module.time_step_note(model).startswith(", time steps as tensor ops")
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1")
+    if native.library(torch.float32) is not None:
+        assert train_module.time_step_note(model) == ", time steps in C"
