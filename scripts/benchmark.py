@@ -248,13 +248,24 @@ def main() -> None:
             results[case] = in_process(args.threads, args.device, "bench_reference_parsing", name, args.device,
                                        reference_sentences, every_step)
             results[case]["batch 256 speedup"] = batched / results[case]["sentences_per_s"]
-    print_table(results, args)
+    steps = time_steps(args.device)
+    print_table(results, args, steps)
     if args.json:
-        args.json.write_text(json.dumps({"device": args.device, "threads": args.threads, "results": results}, indent=2))
+        args.json.write_text(json.dumps({"device": args.device, "threads": args.threads, "time_steps": steps,
+                                         "results": results}, indent=2))
 
 
-def print_table(results: dict, args) -> None:
-    print(f"device {args.device}, {args.threads} threads")
+def time_steps(device: str) -> str:
+    """How the layers' time steps ran: in C (CPU, see grammar_induce/native.py) or as tensor ops."""
+    import torch
+
+    from grammar_induce import native
+
+    return "C" if native.usable(torch.empty(0, device=device)) else "tensor ops"
+
+
+def print_table(results: dict, args, steps: str) -> None:
+    print(f"device {args.device}, {args.threads} threads, time steps in {steps}")
     print(f"{'case':32s} {'rate':>12s} {'floor':>12s} {'ratio':>6s} {'peak MB':>8s}")
     for case, r in results.items():
         unit = "tok/s" if "train" in case else "sent/s"

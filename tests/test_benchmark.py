@@ -4,6 +4,10 @@ import json
 import subprocess
 import sys
 
+import torch
+
+from grammar_induce import native
+
 from .conftest import ROOT
 
 
@@ -11,7 +15,9 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
     out = tmp_path / "bench.json"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--models", "tiny",
                     "--threads", "1", "--json", str(out)], check=True, capture_output=True, timeout=300)
-    results = json.loads(out.read_text())["results"]
+    report = json.loads(out.read_text())
+    assert report["time_steps"] == ("C" if native.library(torch.float32) is not None else "tensor ops")
+    results = report["results"]
     expected = {"tiny train", "tiny parse batch 1", "tiny parse batch 64", "tiny parse batch 256",
                 "tiny parse batch 256, layers 1-2", "tiny parse per-step paper", "tiny parse per-step scaled once"}
     assert set(results) == expected
