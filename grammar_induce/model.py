@@ -66,8 +66,9 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     step = _native_forward_step if native.usable(xproj) else _forward_step
     c = c0.reshape(batch, n, chunk).contiguous()
     weight_t = weight.t()
+    gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
     for t, x_t in enumerate(xproj.unbind(0)):
-        gates = torch.addmm(x_t, hs[t], weight_t)  # (B, G)
+        torch.addmm(x_t, hs[t], weight_t, out=gates)
         step(gates, c, probs[t], acts[t if save else 0], cs[t], hs[t + 1].view(batch, n, chunk))
         c = cs[t]
     return hs, cs, probs, acts if save else None
