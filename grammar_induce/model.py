@@ -11,6 +11,7 @@ both to the same per-step reference.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -63,7 +64,8 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     cs = xproj.new_empty(steps, batch, n, chunk)
     probs = xproj.new_empty(steps, batch, 2, n)
     acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
-    step = _native_forward_step if native.usable(xproj) else _forward_step
+    # the tensor-op step's constants are made once here: on a GPU each is a host-to-device copy
+    step = _native_forward_step if native.usable(xproj) else functools.partial(_forward_step, *_sign_offset(xproj))
     c = c0.reshape(batch, n, chunk).contiguous()
     weight_t = weight.t()
     gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
@@ -74,11 +76,12 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     return hs, cs, probs, acts if save else None
 
 
-def _forward_step(gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor, h: Tensor) -> None:
+def _forward_step(sign: Tensor, offset: Tensor, gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor,
+                  h: Tensor) -> None:
     """One step in tensor ops: from the gate logits (B, G) and c_prev (B, n, C), writes the
-    master softmaxes probs (B, 2, n), the activations a (B, 7, n, C), and c and h (B, n, C)."""
+    master softmaxes probs (B, 2, n), the activations a (B, 7, n, C), and c and h (B, n, C).
+    sign and offset are _sign_offset's."""
     batch, _, n, chunk = a.shape
-    sign, offset = _sign_offset(gates)
     probs.copy_(torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1))
     master = torch.addcmul(offset, probs.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
     overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
