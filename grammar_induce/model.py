@@ -64,8 +64,11 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     cs = xproj.new_empty(steps, batch, n, chunk)
     probs = xproj.new_empty(steps, batch, 2, n)
     acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
-    # the tensor-op step's constants are made once here: on a GPU each is a host-to-device copy
-    step = _native_forward_step if native.usable(xproj) else functools.partial(_forward_step, *_sign_offset(xproj))
+    # fixed arguments bound once, not per step (the tensor-op constants are host-to-device copies on a GPU)
+    if native.usable(xproj):
+        step = functools.partial(_native_forward_step, native.library(xproj.dtype).forward_step)
+    else:
+        step = functools.partial(_forward_step, *_sign_offset(xproj))
     c = c0.reshape(batch, n, chunk).contiguous()
     weight_t = weight.t()
     gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
@@ -94,10 +97,11 @@ def _forward_step(sign: Tensor, offset: Tensor, gates: Tensor, c_prev: Tensor, p
     torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=h)  # eq. 14
 
 
-def _native_forward_step(gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor, h: Tensor) -> None:
-    """_forward_step as one call into onlstm_step.c (CPU; all arguments contiguous)."""
+def _native_forward_step(forward_step, gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor,
+                         h: Tensor) -> None:
+    """_forward_step as one call to onlstm_step.c's forward_step (CPU; all arguments contiguous)."""
     batch, _, n, chunk = a.shape
-    native.library(gates.dtype).forward_step(batch, n, chunk, *(x.data_ptr() for x in (gates, c_prev, probs, a, c, h)))
+    forward_step(batch, n, chunk, *(x.data_ptr() for x in (gates, c_prev, probs, a, c, h)))
 
 
 def _masters(probs: Tensor) -> Tensor:

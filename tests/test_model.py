@@ -18,6 +18,9 @@ from grammar_induce.reference import reference_distances, reference_layer
 
 torch.set_default_dtype(torch.float32)
 
+NO_C_STEPS = "no C compiler here: the model uses its tensor-op steps"
+needs_c_steps = pytest.mark.skipif(native.library(torch.float32) is None, reason=NO_C_STEPS)
+
 
 def one_step_by_hand(x, h, c, w_ih, b_ih, w_hh, b_hh, chunk):
     """The paper's equations for one step, written out in float64 with plain loops over levels."""
@@ -87,7 +90,7 @@ def backward_loop(request, monkeypatch):
     if request.param == "tensor ops":
         monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
     elif native.library(torch.float64) is None:
-        pytest.skip("no C compiler here: the model uses its tensor-op loop")
+        pytest.skip(NO_C_STEPS)
     assert native.usable(torch.zeros(1, dtype=torch.float64)) == (request.param == "C step")
     return request.param
 
@@ -127,17 +130,15 @@ def layer_values_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:
     return [o.detach() for o in outputs] + list(grads)
 
 
+@needs_c_steps
 def test_c_steps_and_tensor_ops_agree_in_float32(monkeypatch):
-    if native.library(torch.float32) is None:
-        pytest.skip("no C compiler here: the model uses its tensor-op loop")
     for got, want in zip(layer_values_float32(True, monkeypatch), layer_values_float32(False, monkeypatch)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
+@needs_c_steps
 def test_loading_the_c_steps_leaves_denormals_alone():
     """They are compiled with -ffast-math; linked with it, loading them would flush denormals process-wide."""
-    if native.library(torch.float32) is None:
-        pytest.skip("no C compiler here: the model uses its tensor-op loop")
     tiny = torch.tensor([1e-39])  # below float32's smallest normal, 1.2e-38
     assert (tiny * 1.5).item() > 0
 
