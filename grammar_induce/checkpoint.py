@@ -6,8 +6,6 @@ strings, the tokenizer settings and the weights; `last.pt` adds the training sta
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,41 +14,23 @@ import torch
 
 from . import config as config_module
 from .config import Config, ConfigError
-from .data import InputError, Tokenizer, Vocab
-from .model import ONLSTMLanguageModel
+from .data import Tokenizer, Vocab
+from .files import InputError, atomic_write
+from .model import LanguageModel, build_model
 
 FORMAT_VERSION = 1
 
 
 @dataclass
 class LoadedModel:
-    model: ONLSTMLanguageModel
+    model: LanguageModel
     vocab: Vocab
     tokenizer: Tokenizer
     config: Config
+    source: str = ""  # the checkpoint file, for messages
 
 
-def atomic_write(path: Path, write) -> None:
-    """Call write(file_object) on a temporary file beside `path`, then rename it into place."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise InputError(f"{path}: the folder {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the modes a plain open would
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def save(path: Path, model: ONLSTMLanguageModel, vocab: Vocab, tokenizer: Tokenizer, config: Config,
+def save(path: Path, model: LanguageModel, vocab: Vocab, tokenizer: Tokenizer, config: Config,
          training_state: dict[str, Any] | None = None) -> None:
     payload = {
         "format_version": FORMAT_VERSION,
@@ -89,9 +69,9 @@ def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
         config = config_module.from_dict(payload["config"], source=str(path))
         vocab = Vocab(payload["vocab"])
         tokenizer = Tokenizer(**payload["tokenizer"])
-        model = ONLSTMLanguageModel(len(vocab), config.model)
+        model = build_model(len(vocab), config.model)
         model.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError, ConfigError) as e:
         raise InputError(f"{path}: damaged checkpoint ({str(e).splitlines()[0][:200]})") from None
     model.to(device).eval()
-    return LoadedModel(model, vocab, tokenizer, config)
+    return LoadedModel(model, vocab, tokenizer, config, str(path))

@@ -13,6 +13,7 @@ import click
 
 from . import config as config_module
 from .config import ConfigError
+from .formats import FORMATS
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART_CONFIG = ROOT / "configs" / "quickstart.toml"
@@ -23,12 +24,11 @@ def user_errors(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        from .data import InputError
-        from .train import TrainingStopped
+        from .files import UserError
 
         try:
             return command(*args, **kwargs)
-        except (InputError, ConfigError, TrainingStopped) as e:
+        except (UserError, ConfigError) as e:
             raise click.ClickException(str(e)) from None
 
     return wrapper
@@ -57,13 +57,17 @@ def main() -> None:
 @click.option("--max-steps", type=int, default=None, help="stop after this many batches in all")
 @click.option("--max-minutes", type=float, default=None, help="stop at this wall time")
 @click.option("--seed", type=int, default=None)
+@click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
+              help="read sentences left to right or right to left [default: forward]")
+@click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
+              help="also keep the models of the last N epochs (epoch-K.pt) for a snapshot ensemble")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key")
 @click.option("--resume", is_flag=True, help="continue the run in --out from its last.pt")
 @click.option("--force", is_flag=True, help="overwrite an existing run directory")
 @click.option("--quiet", is_flag=True, help="no progress bars")
 @user_errors
 def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
-          max_minutes, seed, overrides, resume, force, quiet) -> None:
+          max_minutes, seed, direction, keep_epochs, overrides, resume, force, quiet) -> None:
     """Train an ON-LSTM language model (the paper's AWD-LSTM recipe)."""
     from . import train as train_workflow
 
@@ -73,7 +77,8 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
     flags = {
         "data.train": _absolute(train_file), "data.valid": _absolute(valid_file), "data.test": _absolute(test_file),
         "data.tokenizer": tokenizer, "train.device": device, "train.epochs": epochs, "train.max_steps": max_steps,
-        "train.max_minutes": max_minutes, "train.seed": seed,
+        "train.max_minutes": max_minutes, "train.seed": seed, "model.direction": direction,
+        "train.keep_epochs": keep_epochs,
     }
     for key, value in flags.items():
         if value is not None:
@@ -90,44 +95,60 @@ def _absolute(path: str | None) -> str | None:
 
 
 def model_options(command):
-    """Options shared by `parse` and `evaluate` for choosing and running the model."""
+    """Options shared by `parse` and `evaluate` for choosing, running and combining the models."""
     for option in reversed([
         click.option("--layer", type=int, default=None, help="layer whose distances make the tree [default: middle]"),
         click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True),
+        click.option("--decoder", type=click.Choice(["paper", "gap"]), default="paper", show_default=True,
+                     help="paper: the paper's greedy split; gap: split at the largest gap between words"),
+        click.option("--combine", type=click.Choice(["mbr", "mean"]), default="mbr", show_default=True,
+                     help="with several --model: span voting over their trees, or their mean gap scores"),
         click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True),
     ]):
         command = option(command)
     return device_option(command)
 
 
-FORMATS = ("brackets", "ptb", "json", "jsonl", "ascii")
+def _parse_options(layer, distance, decoder, combine, batch_size):
+    from .parse import ParseOptions
+
+    return ParseOptions(layer, distance, decoder, combine, batch_size)
 
 
 @main.command()
-@click.option("--model", "model_path", type=click.Path(path_type=Path), required=True, help="checkpoint (best.pt)")
+@click.option("--model", "model_paths", type=click.Path(path_type=Path), required=True, multiple=True,
+              help="checkpoint (best.pt); repeat it for an ensemble")
 @click.argument("sentences", nargs=-1)
 @click.option("--input", "input_path", default=None, help="file of sentences, one per line, or - for stdin")
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True)
+@click.option("--agreement", is_flag=True, help="print how much each ensemble member agrees with the others")
 @model_options
 @user_errors
-def parse(model_path, sentences, input_path, output_path, fmt, layer, distance, batch_size, device) -> None:
+def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer, distance, decoder, combine,
+          batch_size, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
+    from .files import check_output
+    from .metrics import SpanMetric
 
-    _check_output_folders(output_path)
+    check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    loaded = _load_model(model_path, device)
-    layer = _resolve_layer(layer, loaded)
-    words = [loaded.tokenizer.split(line) for line in lines]
-    # jsonl prints every layer's distances; the other formats need the layers up to `layer` only.
-    parsed = parse_workflow.parse_words(loaded, words, batch_size, n_layers=None if fmt == "jsonl" else layer)
-    text = "".join(parse_workflow.render(p, fmt, layer, distance) + "\n" for p in parsed)
+    models = _load_models(model_paths, device)
+    scores = [SpanMetric() for _ in models] if agreement else None
+    options = _parse_options(layer, distance, decoder, combine, batch_size)
+    text = "".join(line + "\n" for line in parse_workflow.parse(models, lines, options, fmt, scores))
     _write_output(text, output_path)
+    if scores and len(models) > 1:
+        from .evaluate import agreement_table
+
+        click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score) in enumerate(zip(models, scores))}),
+                   err=True)
 
 
 @main.command()
-@click.option("--model", "model_path", type=click.Path(path_type=Path), default=None, help="checkpoint to evaluate")
+@click.option("--model", "model_paths", type=click.Path(path_type=Path), multiple=True,
+              help="checkpoint to evaluate; repeat it for an ensemble")
 @click.option("--pred", "pred_path", type=click.Path(path_type=Path), default=None,
               help="file of predicted trees instead of a model, one per line")
 @click.option("--pred-format", type=click.Choice(["brackets", "ptb"]), default="brackets", show_default=True)
@@ -144,22 +165,25 @@ def parse(model_path, sentences, input_path, output_path, fmt, layer, distance, 
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
 @user_errors
-def evaluate(model_path, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, seed, quiet, layer, distance, batch_size, device) -> None:
+def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
+             save_trees, seed, quiet, layer, distance, decoder, combine, batch_size, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import evaluate as evaluate_workflow
+    from .files import check_output
     from .treebank import TagFilter
     from .trees import to_brackets
 
-    if (model_path is None) == (pred_path is None):
+    if bool(model_paths) == (pred_path is not None):
         raise click.UsageError("give exactly one of --model and --pred")
-    _check_output_folders(json_path, save_trees)
+    for path in (json_path, save_trees):
+        check_output(path)
     options = evaluate_workflow.EvalOptions(
         gold or str(ROOT / "data" / "synthetic" / "test.trees"), TagFilter.from_options(preset, punct_tags),
         max_length, skip_bad, batch_size, seed, quiet=quiet)
-    if model_path is not None:
-        loaded = _load_model(model_path, device)
-        report = evaluate_workflow.evaluate_model(loaded, options, _resolve_layer(layer, loaded), distance)
+    if model_paths:
+        models = _load_models(model_paths, device)
+        report = evaluate_workflow.evaluate_models(models, options,
+                                                   _parse_options(layer, distance, decoder, combine, batch_size))
     else:
         report = evaluate_workflow.evaluate_file(pred_path, options, labeled=pred_format == "ptb")
     click.echo(report.table())
@@ -169,24 +193,15 @@ def evaluate(model_path, pred_path, pred_format, gold, preset, punct_tags, max_l
         _write_output("".join(to_brackets(t) + "\n" for t in report.predicted), save_trees)
 
 
-def _load_model(path: Path, device: str | None):
+def _load_models(paths: tuple[Path, ...], device: str | None) -> list:
     from . import checkpoint
-    from .train import resolve_device
+    from .distributed import resolve_device
 
-    return checkpoint.load(path, resolve_device(device or "auto"))
-
-
-def _resolve_layer(layer: int | None, loaded) -> int:
-    from .parse import check_layer, middle_layer
-
-    n_layers = loaded.config.model.n_layers
-    layer = middle_layer(n_layers) if layer is None else layer
-    check_layer(layer, n_layers)
-    return layer
+    return [checkpoint.load(path, resolve_device(device or "auto")) for path in paths]
 
 
 def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[str]:
-    from .data import read_lines
+    from .files import read_lines
 
     if arguments and input_path:
         raise click.UsageError("give sentences as arguments or with --input, not both")
@@ -197,19 +212,10 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[
     return [text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)]
 
 
-def _check_output_folders(*paths: Path | None) -> None:
-    """Refuse before the work, not after it, when an output could not be written."""
-    from .data import InputError
-
-    for path in paths:
-        if path is not None and not path.parent.is_dir():
-            raise InputError(f"{path}: the folder {path.parent} does not exist")
-
-
 def _write_output(text: str, path: Path | None) -> None:
-    from .checkpoint import atomic_write
+    from .files import write_text
 
     if path is None:
         click.echo(text, nl=False)
     else:
-        atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+        write_text(path, text)

@@ -13,12 +13,17 @@ from pathlib import Path
 from typing import Any
 
 
+MODEL_KINDS = ("onlstm", "lstm")
+DIRECTIONS = ("forward", "backward")
+
+
 class ConfigError(ValueError):
     """A configuration the user wrote that cannot be used."""
 
 
 @dataclass(frozen=True)
 class ModelConfig:
+    kind: str = "onlstm"  # onlstm | lstm (the AWD-LSTM baseline: no distances, no trees)
     emb_size: int = 400
     hidden_size: int = 1150
     chunk_size: int = 10
@@ -28,8 +33,13 @@ class ModelConfig:
     dropouti: float = 0.5  # locked dropout on the embedding output
     dropoute: float = 0.1  # word-type dropout on the embedding matrix
     wdrop: float = 0.45  # DropConnect on hidden-to-hidden weights
+    direction: str = "forward"  # forward | backward: read each sentence left to right or right to left
 
     def validate(self) -> None:
+        if self.kind not in MODEL_KINDS:
+            raise ConfigError(f"model.kind must be onlstm or lstm, got {self.kind!r}")
+        if self.direction not in DIRECTIONS:
+            raise ConfigError(f"model.direction must be forward or backward, got {self.direction!r}")
         for name in ("emb_size", "hidden_size", "chunk_size", "n_layers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
@@ -86,6 +96,7 @@ class TrainConfig:
     max_minutes: float = 0.0  # 0: no limit; otherwise stop at the first epoch end past it
     nonmono: int = 5
     seed: int = 141
+    keep_epochs: int = 0  # also keep the last N epochs' models as epoch-K.pt (a snapshot ensemble)
     device: str = "auto"
     # fp32 (the paper's numbers) or bf16: autocast for the input maps and the decoder, while
     # the recurrence and its state stay in float32. An option for GPUs.
@@ -97,7 +108,8 @@ class TrainConfig:
         for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")
-        for name in ("lr", "clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono"):
+        for name in ("lr", "clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono",
+                     "keep_epochs"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name} must not be negative, got {getattr(self, name)}")
 

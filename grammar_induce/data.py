@@ -1,28 +1,25 @@
 """Text in, token ids out: tokenizers, normalisation, vocabulary, stream batching.
 
-Every reader here reports a user's mistake as an `InputError` naming the file and line.
+torch is imported where a tensor is made, so scoring a file of trees never loads it.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+from .files import InputError, read_lines
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 UNK = "<unk>"
 EOS = "<eos>"
-TOKENIZERS = ("whitespace", "jieba", "char")
 _DIGITS = re.compile(r"[0-9]+")
-
-
-class InputError(Exception):
-    """A problem with a user's file or argument; printed as one line, never as a traceback."""
 
 
 @dataclass(frozen=True)
@@ -84,24 +81,6 @@ class Vocab:
         return [self.index.get(word, 0) for word in words]
 
 
-def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of a UTF-8 file (or binary stream, e.g. stdin);
-    undecodable bytes are an error naming the line."""
-    path = Path(source) if isinstance(source, (str, Path)) else Path("<stdin>")
-    try:
-        raw = path.read_bytes() if isinstance(source, (str, Path)) else source.read()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    lines = raw.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()  # the final newline ends the last line; it does not start an empty one
-    for lineno, line in enumerate(lines, start=1):
-        try:
-            yield lineno, line.decode("utf-8").rstrip("\r")
-        except UnicodeDecodeError as e:
-            raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {e.start + 1} of the line)") from None
-
-
 def read_corpus(path: str | Path, tokenizer: Tokenizer) -> tuple[list[list[str]], int]:
     """One sentence per line; blank lines are skipped and counted. Returns (sentences, blank lines)."""
     sentences, blank = [], 0
@@ -115,12 +94,19 @@ def read_corpus(path: str | Path, tokenizer: Tokenizer) -> tuple[list[list[str]]
     return sentences, blank
 
 
+def model_order(sentences: list[list[str]], direction: str) -> list[list[str]]:
+    """The words in the order the model reads them: a backward model reads each sentence right to left."""
+    return [sentence[::-1] for sentence in sentences] if direction == "backward" else sentences
+
+
 def build_vocab(sentences: list[list[str]], max_size: int = 0, min_freq: int = 1) -> Vocab:
     return Vocab.build(Counter(word for sentence in sentences for word in sentence), max_size, min_freq)
 
 
 def encode_stream(sentences: list[list[str]], vocab: Vocab) -> Tensor:
     """All sentences as one id stream, each followed by `<eos>` as in the paper's code. (N,)"""
+    import torch
+
     eos = vocab.index[EOS]
     ids = [i for sentence in sentences for i in (*vocab.encode(sentence), eos)]
     return torch.tensor(ids, dtype=torch.long)

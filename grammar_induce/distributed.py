@@ -12,7 +12,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .data import InputError
+from .files import InputError
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"--device {name}: torch sees no CUDA device")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise InputError(f"--device {name}: expected auto, cpu, cuda or cuda:N") from None
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,7 @@ class World:
             return model
         from torch.nn.parallel import DistributedDataParallel
 
-        device_ids = [model.embedding.weight.device] if model.embedding.weight.is_cuda else None
+        device_ids = [model.device] if model.device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=device_ids)
 
     def _collective(self, value: float, op) -> float:

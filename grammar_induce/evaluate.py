@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import trees
-from .data import InputError, Tokenizer, read_lines
+from .data import Tokenizer
+from .files import InputError, read_lines, write_text
 from .metrics import SpanMetric
 from .treebank import GoldTree, TagFilter, read_gold
 
@@ -45,20 +46,25 @@ class Report:
     sentences: int
     skipped: int
     predicted: list[trees.Tree]
+    agreement: dict[str, SpanMetric] = field(default_factory=dict)  # member -> its F1 against the others
 
     def to_dict(self) -> dict:
         return {
             "sentences": self.sentences, "skipped": self.skipped, "main": self.main_row,
+            "agreement": {name: m.to_dict() for name, m in self.agreement.items()},
             "rows": {name: m.to_dict() for name, m in self.rows.items()},
             "by_length": {row: {b: m.to_dict() for b, m in buckets.items()} for row, buckets in self.by_length.items()},
         }
 
     def table(self) -> str:
-        lines = [f"{'':28s} {'sent F1':>8s} {'corpus F1':>10s} {'prec':>6s} {'recall':>7s}"]
+        width = max(28, *(len(name) + 2 for name in self.rows))
+        lines = [f"{'':{width}s} {'sent F1':>8s} {'corpus F1':>10s} {'prec':>6s} {'recall':>7s}"]
         for name, m in self.rows.items():
             mark = " *" if name == self.main_row else ""
-            lines.append(f"{name + mark:28s} {100 * m.sentence_f1:8.1f} {100 * m.corpus_f1:10.1f} "
+            lines.append(f"{name + mark:{width}s} {100 * m.sentence_f1:8.1f} {100 * m.corpus_f1:10.1f} "
                          f"{100 * m.precision:6.1f} {100 * m.recall:7.1f}")
+        if self.agreement:
+            lines.append("\n" + agreement_table(self.agreement))
         lines.append(f"\nsentence F1 by length ({self.sentences} sentences, {self.skipped} skipped)")
         rows = list(self.by_length)
         lines.append(f"{'words':10s} {'count':>6s} " + " ".join(f"{r[:16]:>16s}" for r in rows))
@@ -69,27 +75,76 @@ class Report:
         return "\n".join(lines)
 
 
+def agreement_table(agreement: dict[str, SpanMetric]) -> str:
+    """Each member's sentence F1 against the other members' trees, and the mean over all pairs."""
+    lines = ["agreement between members (sentence F1 against the others' trees; no gold needed)"]
+    lines += [f"  {name:30s} {100 * m.sentence_f1:6.1f}" for name, m in agreement.items()]
+    mean = sum(m.sentence_f1 for m in agreement.values()) / len(agreement)
+    lines.append(f"  {'mean pairwise F1':30s} {100 * mean:6.1f}")
+    return "\n".join(lines)
+
+
 def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
     return [g for g in gold if not max_length or len(g.words) <= max_length]
 
 
-def evaluate_model(loaded, options: EvalOptions, layer: int, kind: str) -> Report:
-    """Parse the gold sentences with a loaded model and score every layer and distance kind."""
-    from .parse import parse_words
+def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report:
+    """Parse the gold sentences with one or more loaded models and score them.
 
+    One model: every layer with both distance kinds and the mean of the layers. Several: each
+    member (its chosen layer), both combinations, and how much each member agrees with the others.
+    """
+    from .parse import check_members, parse_words, resolve_layer
+
+    check_members(models)
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad)
     gold = within_length(gold, options.max_length)
-    with _progress(len(gold), options.quiet) as bar:
-        parsed = parse_words(loaded, [g.words for g in gold], options.batch_size, bar.update)
+    sentences = [g.words for g in gold]
+    with _progress(len(gold) * len(models), options.quiet) as bar:
+        parsed = [parse_words(loaded, sentences, options.batch_size, bar.update) for loaded in models]
+    layers = [resolve_layer(parse_options.layer, loaded) for loaded in models]
+    if len(models) == 1:
+        predicted = _layer_rows(parsed[0], parse_options.decoder)
+        main_row = f"layer {layers[0]} {parse_options.distance}"
+        return _report(gold, skipped, predicted, main_row, options)
+    predicted, agreement = _ensemble_rows(models, parsed, layers, parse_options)
+    return _report(gold, skipped, predicted, f"{parse_options.combine} of {len(models)}", options, agreement)
+
+
+def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
+    from .parse import decode
+
     n_layers = len(parsed[0].forget)
     predicted: dict[str, list[trees.Tree]] = {}
     for k in ("forget", "input"):
         for l in range(1, n_layers + 1):
-            predicted[f"layer {l} {k}"] = [p.tree(l, k) for p in parsed]
+            predicted[f"layer {l} {k}"] = [p.tree(l, k, decoder) for p in parsed]
         predicted[f"mean of layers {k}"] = [
-            trees.tree_from_distances([sum(col) / n_layers for col in zip(*getattr(p, k))], p.words) for p in parsed
+            decode([sum(col) / n_layers for col in zip(*getattr(p, k))], p.words, p.direction, decoder) for p in parsed
         ]
-    return _report(gold, skipped, predicted, f"layer {layer} {kind}", options)
+    return predicted
+
+
+def _ensemble_rows(models: list, parsed: list[list], layers: list[int], parse_options):
+    """A row per member and per combination, and each member's agreement with the others."""
+    from dataclasses import replace
+
+    from .parse import combine, member_agreement
+
+    kind, decoder = parse_options.distance, parse_options.decoder
+    names = [f"{k + 1}: {_short_name(m.source)} L{layer}" for k, (m, layer) in enumerate(zip(models, layers))]
+    predicted = {name: [p.tree(layer, kind, decoder) for p in member]
+                 for name, member, layer in zip(names, parsed, layers)}
+    for how in ("mbr", "mean"):
+        options = replace(parse_options, combine=how)
+        predicted[f"{how} of {len(models)}"] = [combine(list(members), layers, options) for members in zip(*parsed)]
+    per_sentence = [list(member_trees) for member_trees in zip(*(predicted[name] for name in names))]
+    return predicted, dict(zip(names, member_agreement(per_sentence)))
+
+
+def _short_name(source: str) -> str:
+    path = Path(source)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
 def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Report:
@@ -121,7 +176,7 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
 
 
 def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main_row: str,
-            options: EvalOptions) -> Report:
+            options: EvalOptions, agreement: dict[str, SpanMetric] | None = None) -> Report:
     if not gold:
         raise InputError(f"{options.gold}: no gold trees of at most {options.max_length} words")
     gold_spans = [trees.spans(g.tree) for g in gold]
@@ -132,7 +187,7 @@ def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main
     lengths = [len(g.words) for g in gold]
     by_length = {name: _by_length(ts, gold_spans, lengths)
                  for name, ts in ((main_row, predicted[main_row]), ("right-branching", baselines["right-branching"]))}
-    return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row])
+    return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {})
 
 
 def _score(predicted: list, gold_spans: list[set]) -> SpanMetric:
@@ -163,6 +218,4 @@ def _progress(total: int, quiet: bool):
 
 
 def write_json(report: Report, path: Path) -> None:
-    from .checkpoint import atomic_write
-
-    atomic_write(path, lambda f: f.write(json.dumps(report.to_dict(), indent=2).encode()))
+    write_text(path, json.dumps(report.to_dict(), indent=2))

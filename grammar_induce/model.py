@@ -12,6 +12,7 @@ both to the same per-step reference.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -32,7 +33,7 @@ class Distances(NamedTuple):
 class LMOutput(NamedTuple):
     logits: Tensor  # (T, B, V)
     hidden: State
-    distances: Distances
+    distances: Distances | None  # None for a model without master gates
     top_output: Tensor  # (T, B, E): last layer's output before output dropout (for AR/TAR)
 
 
@@ -290,21 +291,47 @@ def embedding_dropout(embedding: nn.Embedding, tokens: Tensor, p: float, trainin
     return F.embedding(tokens, weight)
 
 
-class ONLSTMLanguageModel(nn.Module):
-    """Embedding -> ON-LSTM stack (emb -> H -> ... -> H -> emb) -> decoder tied to the embedding."""
+class LSTMLayer(nn.Module):
+    """One layer of the AWD-LSTM baseline: torch's LSTM with DropConnect on its hidden-to-hidden weight,
+    scaled as AWD-LSTM's WeightDrop (mask / (1 - p) in training, the plain weight in evaluation)."""
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, input_size: int, hidden_size: int, wdrop: float = 0.0):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.lstm = nn.LSTM(input_size, hidden_size)
+        self.wdrop = wdrop
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
+        h0, c0 = state
+        weights = {}
+        if self.training and self.wdrop:
+            weight = self.lstm.weight_hh_l0
+            weights["weight_hh_l0"] = weight * keep_mask(weight, self.wdrop) / (1.0 - self.wdrop)
+        hs, (h, c) = torch.func.functional_call(self.lstm, weights, (x, (h0[None], c0[None])))
+        return hs, c[0], None, None
+
+
+class LanguageModel(nn.Module):
+    """Embedding -> stack of recurrent layers (emb -> H -> ... -> H -> emb) -> decoder tied to the embedding,
+    with the AWD-LSTM dropouts. Layers map (x (T, B, I), (h0, c0)) to (hs (T, B, H), c_last, forget and
+    input distances (T, B) or None)."""
+
+    has_distances = False
+
+    def __init__(self, vocab_size: int, config: ModelConfig, make_layer: Callable[[int, int], nn.Module]):
         super().__init__()
         self.config = config
         sizes = config.layer_sizes
-        self.embedding = nn.Embedding(vocab_size, config.emb_size)
-        self.layers = nn.ModuleList(
-            ONLSTMLayer(sizes[k], sizes[k + 1], config.chunk_size, config.wdrop) for k in range(config.n_layers)
-        )
+        self.embedding = nn.Embedding(vocab_size, config.emb_size)  # made first: the seed gives the same weights
+        self.layers = nn.ModuleList(make_layer(sizes[k], sizes[k + 1]) for k in range(config.n_layers))
         self.decoder = nn.Linear(config.emb_size, vocab_size)
         self.decoder.weight = self.embedding.weight
         nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
         nn.init.zeros_(self.decoder.bias)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embedding.weight.device
 
     def init_hidden(self, batch_size: int) -> State:
         weight = self.embedding.weight
@@ -314,8 +341,8 @@ class ONLSTMLanguageModel(nn.Module):
         ]
 
     def run_stack(self, tokens: Tensor, hidden: State | None = None,
-                  n_layers: int | None = None) -> tuple[Tensor, State, Distances]:
-        """tokens (T, B) -> last layer output (T, B, E), new state, distances (L, T, B).
+                  n_layers: int | None = None) -> tuple[Tensor, State, Distances | None]:
+        """tokens (T, B) -> last layer output (T, B, E), new state, distances (L, T, B) if the layers give them.
 
         With `n_layers`, only the lowest layers run (their outputs and distances do not depend
         on the layers above).
@@ -331,16 +358,39 @@ class ONLSTMLanguageModel(nn.Module):
             forget.append(dist_f)
             inp.append(dist_i)
             x = locked_dropout(hs, cfg.dropouth, self.training) if k < len(self.layers) - 1 else hs
-        return x, new_hidden, Distances(torch.stack(forget), torch.stack(inp))
+        distances = Distances(torch.stack(forget), torch.stack(inp)) if self.has_distances else None
+        return x, new_hidden, distances
 
     def forward(self, tokens: Tensor, hidden: State | None = None) -> LMOutput:
         top, new_hidden, distances = self.run_stack(tokens, hidden)
         logits = self.decoder(locked_dropout(top, self.config.dropout, self.training))  # (T, B, V)
         return LMOutput(logits, new_hidden, distances, top)
 
+
+class ONLSTMLanguageModel(LanguageModel):
+    has_distances = True
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__(vocab_size, config,
+                         lambda input_size, size: ONLSTMLayer(input_size, size, config.chunk_size, config.wdrop))
+
     def distances(self, tokens: Tensor, hidden: State | None = None, n_layers: int | None = None) -> Distances:
         """Per-token distances (of the lowest `n_layers` layers, default all) without the decoder, for parsing."""
         return self.run_stack(tokens, hidden, n_layers)[2]
+
+
+class LSTMLanguageModel(LanguageModel):
+    """The AWD-LSTM baseline (Merity et al., ICLR 2018) with the same embedding, dropouts and decoder."""
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__(vocab_size, config, lambda input_size, size: LSTMLayer(input_size, size, config.wdrop))
+
+
+MODEL_KINDS = {"onlstm": ONLSTMLanguageModel, "lstm": LSTMLanguageModel}
+
+
+def build_model(vocab_size: int, config: ModelConfig) -> LanguageModel:
+    return MODEL_KINDS[config.kind](vocab_size, config)
 
 
 class _CrossEntropy(torch.autograd.Function):

@@ -1,37 +1,68 @@
-"""Sentences in, trees out: batched distances from a trained model, then the greedy split.
+"""Sentences in, trees out: batched distances from one or more trained models, decoded and combined.
 
-A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode, and the
-distances at the two `<eos>` positions are dropped, so distance t belongs to word t.
+A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode (a backward
+model gets the words reversed), and the distances at the two `<eos>` positions are dropped, so
+distance t belongs to word t in reading order. Each model's tree comes from one layer's
+distances with the paper's decoder or the gap decoder; several models' trees are combined by
+span voting (mbr) or by averaging their standardised gap scores (mean).
 """
 
 from __future__ import annotations
 
-import json
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
 
+from . import trees
 from .checkpoint import LoadedModel
 from .data import EOS
-from .trees import Tree, tree_from_distances
+from .files import InputError
+from .formats import ALL_LAYERS, MemberResult, SentenceResult, render
+from .metrics import SpanMetric
+from .trees import Tree
 
-DISTANCE_KINDS = ("forget", "input")
+DECODERS = ("paper", "gap")
+COMBINERS = ("mbr", "mean")
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    layer: int | None = None  # None: each model's middle layer
+    distance: str = "forget"  # forget | input
+    decoder: str = "paper"  # paper | gap
+    combine: str = "mbr"  # mbr | mean, for two or more models
+    batch_size: int = 64
 
 
 @dataclass(frozen=True)
 class Parsed:
+    """One model's distances for one sentence, in reading order."""
+
     words: list[str]
     forget: list[list[float]]  # per layer, per word
     input: list[list[float]]
+    direction: str = "forward"
 
-    def tree(self, layer: int, kind: str = "forget") -> Tree:
-        """The tree from one layer's distances; `layer` counts from 1."""
-        return tree_from_distances(getattr(self, kind)[layer - 1], self.words)
+    def distances(self, layer: int, kind: str = "forget") -> list[float]:
+        """One layer's distances; `layer` counts from 1."""
+        return getattr(self, kind)[layer - 1]
+
+    def gaps(self, layer: int, kind: str = "forget") -> list[float]:
+        return trees.gap_scores(self.distances(layer, kind), self.direction)
+
+    def tree(self, layer: int, kind: str = "forget", decoder: str = "paper") -> Tree:
+        return decode(self.distances(layer, kind), self.words, self.direction, decoder)
+
+
+def decode(distances: list[float], words: list[str], direction: str, decoder: str) -> Tree:
+    if decoder == "gap":
+        return trees.tree_from_gaps(trees.gap_scores(distances, direction), words)
+    return trees.paper_tree(distances, words, direction)
 
 
 def check_layer(layer: int, n_layers: int) -> None:
-    from .data import InputError
-
     if not 1 <= layer <= n_layers:
         raise InputError(f"--layer {layer} is out of range: the model has layers 1 to {n_layers}")
 
@@ -41,58 +72,116 @@ def middle_layer(n_layers: int) -> int:
     return (n_layers + 1) // 2
 
 
+def resolve_layer(layer: int | None, loaded: LoadedModel) -> int:
+    n_layers = loaded.config.model.n_layers
+    layer = middle_layer(n_layers) if layer is None else layer
+    check_layer(layer, n_layers)
+    return layer
+
+
+def check_members(models: list[LoadedModel]) -> None:
+    """Every model must have distances, and all must split and normalise words alike."""
+    for loaded in models:
+        if not loaded.model.has_distances:
+            raise InputError(f"{loaded.source}: a {loaded.config.model.kind} language model has no distances "
+                             "to parse with (train an ON-LSTM: model.kind = \"onlstm\")")
+    first = models[0]
+    for loaded in models[1:]:
+        if loaded.tokenizer != first.tokenizer:
+            raise InputError(f"{loaded.source}: tokenizer {loaded.tokenizer.to_dict()} differs from "
+                             f"{first.source}'s {first.tokenizer.to_dict()}; ensemble members must share it")
+
+
 @torch.no_grad()
 def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
-                progress=None, n_layers: int | None = None) -> list[Parsed]:
+                progress: Callable[[int], object] | None = None, n_layers: int | None = None) -> list[Parsed | None]:
     """Distances of every layer (or of layers 1 to `n_layers`) for each sentence (a list of words as written).
 
-    Sentences are sorted by length and padded on the right: the model reads left to right,
-    so padding never changes the distances of earlier positions. Empty sentences get None.
+    Sentences are sorted by length and padded at the end: the model reads from the start, so
+    padding never changes the distances of earlier positions. Empty sentences get None.
     """
     model, vocab, tokenizer = loaded.model, loaded.vocab, loaded.tokenizer
-    device = model.embedding.weight.device
+    direction = loaded.config.model.direction
     eos = vocab.index[EOS]
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Parsed | None] = [None] * len(sentences)
     for first in range(0, len(order), batch_size):
         batch = order[first : first + batch_size]
         longest = len(sentences[batch[-1]])
-        rows = [[eos, *vocab.encode(tokenizer.normalize(w) for w in sentences[k])] for k in batch]
+        rows = [[eos, *vocab.encode(tokenizer.normalize(w) for w in _model_order(sentences[k], direction))]
+                for k in batch]
         tokens = torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows]).t()  # (T, B)
-        distances = model.distances(tokens.to(device), n_layers=n_layers)  # (L, T, B) each
+        distances = model.distances(tokens.to(model.device), n_layers=n_layers)  # (L, T, B) each
         forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
         inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
         for column, k in enumerate(batch):
             n = len(sentences[k])
-            results[k] = Parsed(sentences[k], [d[:n] for d in forget[column]], [d[:n] for d in inp[column]])
+            results[k] = Parsed(sentences[k], [_model_order(d[:n], direction) for d in forget[column]],
+                                [_model_order(d[:n], direction) for d in inp[column]], direction)
         if progress is not None:
             progress(len(batch))
     return results
 
 
-def render(parsed: Parsed | None, fmt: str, layer: int, kind: str) -> str:
-    """One sentence in an output format; an empty sentence is an empty line."""
-    from . import trees
-
-    if parsed is None:
-        return ""
-    tree = parsed.tree(layer, kind)
-    if fmt == "brackets":
-        return trees.to_brackets(tree)
-    if fmt == "ptb":
-        return trees.to_ptb(tree)
-    if fmt == "json":
-        return trees.to_json(tree)
-    if fmt == "jsonl":
-        record = {"tokens": parsed.words, "forget": parsed.forget, "input": parsed.input, "tree": tree}
-        return json.dumps(record, ensure_ascii=False)
-    return _ascii(tree)
+def _model_order(items: list, direction: str) -> list:
+    """Reading order <-> the model's order (its own inverse)."""
+    return items[::-1] if direction == "backward" else items
 
 
-def _ascii(tree: Tree) -> str:
-    import nltk
-    from nltk.tree import TreePrettyPrinter
+def combine(members: list[Parsed], layers: list[int], options: ParseOptions) -> Tree:
+    """The ensemble's tree: span voting over the members' trees, or the gap decoder on their mean
+    standardised gap scores. One member's tree is its own."""
+    if len(members) == 1:
+        return members[0].tree(layers[0], options.distance, options.decoder)
+    if options.combine == "mean":
+        scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]
+        return trees.tree_from_gaps([sum(column) / len(scores) for column in zip(*scores)], members[0].words)
+    return trees.most_voted_tree([p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)])
 
-    from .trees import to_ptb
 
-    return TreePrettyPrinter(nltk.Tree.fromstring(to_ptb(tree))).text().rstrip("\n")
+def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], options: ParseOptions,
+                    all_layers: bool = False, progress: Callable[[int], object] | None = None
+                    ) -> list[SentenceResult]:
+    """Each sentence's combined tree and every member's distances and tree."""
+    layers = [resolve_layer(options.layer, loaded) for loaded in models]
+    parsed = [parse_words(loaded, sentences, options.batch_size, progress, None if all_layers else layer)
+              for loaded, layer in zip(models, layers)]
+    results = []
+    for k, words in enumerate(sentences):
+        members = [member[k] for member in parsed]
+        if not words:
+            results.append(SentenceResult(words, None))
+            continue
+        results.append(SentenceResult(words, combine(members, layers, options), [
+            MemberResult(p.direction, p.forget, p.input, p.tree(layer, options.distance, options.decoder))
+            for p, layer in zip(members, layers)]))
+    return results
+
+
+def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, fmt: str = "brackets",
+          agreement: list[SpanMetric] | None = None) -> Iterator[str]:
+    """Lines of text in, rendered lines out (without newlines), in input order.
+
+    With `agreement`, each member's agreement with the others (see `member_agreement`) is added to it.
+    """
+    check_members(models)
+    tokenizer = models[0].tokenizer
+    lines = iter(lines)
+    while chunk := list(itertools.islice(lines, 64 * options.batch_size)):
+        results = parse_sentences(models, [tokenizer.split(line) for line in chunk], options, fmt in ALL_LAYERS)
+        if agreement is not None:
+            for k, part in enumerate(member_agreement([[m.tree for m in r.members] for r in results if r.members])):
+                agreement[k] += part
+        yield from (render(result, fmt) for result in results)
+
+
+def member_agreement(sentences: list[list[Tree]]) -> list[SpanMetric]:
+    """Per member, the F1 of its trees against each other member's, pooled (a member far below the
+    others is an outlier run). Needs no gold trees. `sentences`: per sentence, the members' trees."""
+    n = len(sentences[0]) if sentences else 0
+    scores = [SpanMetric() for _ in range(n)]
+    for members in sentences:
+        spans = [trees.spans(tree) for tree in members]
+        for a, b in itertools.permutations(range(n), 2):
+            scores[a] += SpanMetric.of(spans[a], spans[b])
+    return scores

@@ -24,13 +24,15 @@ from torch import Tensor
 from . import checkpoint, distributed, native
 from . import config as config_module
 from .config import Config
-from .data import InputError, Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, read_corpus
-from .model import ONLSTMLanguageModel, State, count_parameters, cross_entropy, detach_state
+from .files import InputError, UserError, atomic_write
+from .data import (Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, model_order,
+                   read_corpus)
+from .model import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
 
 RUN_FILES = ("config.toml", "metrics.jsonl", "best.pt", "last.pt")
 
 
-class TrainingStopped(Exception):
+class TrainingStopped(UserError):
     """Training cannot go on (a NaN loss); the last good checkpoint is kept."""
 
 
@@ -67,17 +69,6 @@ class Result:
     main_process: bool = True  # false on the other ranks of a distributed run
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {name}: torch sees no CUDA device")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise InputError(f"--device {name}: expected auto, cpu, cuda or cuda:N") from None
-
-
 def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = None) -> Corpus:
     """Read the corpus files; the vocabulary comes from the training file unless given (on resume)."""
     data, train_cfg = config.data, config.train
@@ -86,7 +77,9 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
     tokenizer = Tokenizer(data.tokenizer, data.lowercase, data.replace_digits)
     reader = tokenizer if data.normalize_training_text else Tokenizer(data.tokenizer)
     blank_lines: dict[str, int] = {}
+    direction = config.model.direction
     sentences, blank_lines[data.train] = read_corpus(data.train, reader)
+    sentences = model_order(sentences, direction)
     vocab = vocab or build_vocab(sentences, data.max_vocab, data.min_freq)
     train_rows = world.split_rows(batchify(encode_stream(sentences, vocab), train_cfg.batch_size))
 
@@ -94,7 +87,7 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
         if not path:
             return None
         sentences, blank_lines[path] = read_corpus(path, reader)
-        return batchify(encode_stream(sentences, vocab), batch_size)
+        return batchify(encode_stream(model_order(sentences, direction), vocab), batch_size)
 
     return Corpus(tokenizer, vocab, train_rows, optional(data.valid, train_cfg.eval_batch_size),
                   optional(data.test, train_cfg.test_batch_size), blank_lines)
@@ -102,6 +95,7 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
 
 def prepare_run_dir(out_dir: Path, resume: bool, force: bool) -> None:
     existing = [name for name in RUN_FILES if (out_dir / name).exists()]
+    existing += sorted(path.name for path in out_dir.glob("epoch-*.pt"))
     if resume:
         if not (out_dir / "last.pt").exists():
             raise InputError(f"{out_dir}: nothing to resume (no last.pt)")
@@ -157,7 +151,7 @@ def train_step(model, optimizer, inputs, targets, hidden, config: Config, seq_le
 
 
 @torch.no_grad()
-def evaluate_loss(model: ONLSTMLanguageModel, source: Tensor, bptt: int) -> float:
+def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int) -> float:
     """Mean next-token cross entropy over a batchified stream, in evaluation mode."""
     model.eval()
     hidden = model.init_hidden(source.shape[1])
@@ -215,7 +209,7 @@ class Loop:
 
     config: Config
     corpus: Corpus
-    model: ONLSTMLanguageModel
+    model: LanguageModel
     trainable: torch.nn.Module  # the model, or its DistributedDataParallel wrapper
     device: torch.device
     world: distributed.World
@@ -231,7 +225,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
           log: Callable[[str], None] = print) -> Result:
     """Train a language model into `out_dir` (config.toml, metrics.jsonl, best.pt, last.pt)."""
     world = distributed.World.from_env()
-    device = world.device_for(resolve_device(config.train.device))
+    device = world.device_for(distributed.resolve_device(config.train.device))
     if world.is_main:
         prepare_run_dir(out_dir, resume, force)
     world.barrier()
@@ -240,7 +234,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     state = restore_state(loop, payload)
     if world.is_main:
         trim_metrics(out_dir / "metrics.jsonl", state.epoch)
-        checkpoint.atomic_write(out_dir / "config.toml", lambda f: f.write(config_module.to_toml(config).encode()))
+        atomic_write(out_dir / "config.toml", lambda f: f.write(config_module.to_toml(config).encode()))
         for path, blank in loop.corpus.blank_lines.items():
             if blank:
                 log(f"{path}: skipped {blank} blank lines")
@@ -265,7 +259,7 @@ def time_step_note(model: torch.nn.Module) -> str:
 def start_loop(config, out_dir, payload, world, device, quiet, log) -> Loop:
     torch.manual_seed(config.train.seed)
     corpus = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
-    model = ONLSTMLanguageModel(len(corpus.vocab), config.model).to(device)
+    model = build_model(len(corpus.vocab), config.model).to(device)
     if payload:
         model.load_state_dict(payload["state_dict"])
     corpus.train = corpus.train.to(device)
@@ -390,6 +384,8 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
             if loop.world.is_main:
                 checkpoint.save(loop.out_dir / "best.pt", loop.model, loop.corpus.vocab, loop.corpus.tokenizer,
                                 loop.config)
+        if cfg.keep_epochs and loop.world.is_main:
+            keep_snapshot(loop, state.epoch)
     record = {
         "epoch": state.epoch,
         "train_loss": round(stats["train_loss"], 5),
@@ -414,6 +410,14 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
     return record
 
 
+def keep_snapshot(loop: Loop, epoch: int) -> None:
+    """Save this epoch's model (as validated: ASGD's averages once averaging runs) as epoch-K.pt,
+    dropping the one that falls out of the last `keep_epochs`."""
+    checkpoint.save(loop.out_dir / f"epoch-{epoch}.pt", loop.model, loop.corpus.vocab, loop.corpus.tokenizer,
+                    loop.config)
+    (loop.out_dir / f"epoch-{epoch - loop.config.train.keep_epochs}.pt").unlink(missing_ok=True)
+
+
 def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
     """The paper's switch to ASGD: no improvement on the best of more than `nonmono` epochs back."""
     return len(history) > nonmono and val_loss > min(history[: len(history) - nonmono])
@@ -436,7 +440,7 @@ def trim_metrics(path: Path, next_epoch: int) -> None:
     lines = path.read_text().splitlines(keepends=True)
     kept = [line for line in lines if line.endswith("\n") and json.loads(line)["epoch"] < next_epoch]
     if kept != lines:
-        checkpoint.atomic_write(path, lambda f: f.write("".join(kept).encode()))
+        atomic_write(path, lambda f: f.write("".join(kept).encode()))
 
 
 def format_record(record: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data import InputError, read_lines
+from .files import InputError, read_lines
 from .trees import Tree, leaves
 
 # The 36 word tags of the paper's code; every other tag is dropped.

@@ -55,6 +55,121 @@ def _assemble(root: int, left: list[int], right: list[int], words: Sequence[str]
     return built[root]
 
 
+def mirror(tree: Tree) -> Tree:
+    """The tree read right to left: every node's children reversed."""
+    stack: list[list] = [[]]
+    for event in _events(tree):
+        if event == "(":
+            stack.append([])
+        elif event == ")":
+            node = stack.pop()
+            stack[-1].append(node[::-1])
+        else:
+            stack[-1].append(event)
+    return stack[0][0]
+
+
+def paper_tree(distances: Sequence[float], words: Sequence[str], direction: str = "forward") -> Tree:
+    """The paper's decoder; for a backward model (distances in reading order) its mirror image, in which
+    the largest distance's word ends the left part."""
+    if direction == "forward":
+        return tree_from_distances(distances, words)
+    return mirror(tree_from_distances(distances[::-1], words[::-1]))
+
+
+def gap_scores(distances: Sequence[float], direction: str) -> list[float]:
+    """The n-1 scores of the gaps between neighbouring words, from distances in reading order.
+
+    A forward model's distance at word t+1 says how much it forgets before reading t+1; a
+    backward model's distance at word t says the same of the gap from the other side.
+    """
+    return list(distances[1:]) if direction == "forward" else list(distances[:-1])
+
+
+def tree_from_gaps(gaps: Sequence[float], words: Sequence[str]) -> Tree:
+    """Split at the largest gap (the first of equals), then each side the same way.
+
+    Unlike the paper's decoder, the word after the split is not forced to stand alone, which
+    removes its right-branching bias (Dyer, Melis and Blunsom 2019). Linear time: the split
+    points are the Cartesian tree of the gaps, first maximum on top.
+    """
+    if len(gaps) != len(words) - 1:
+        raise ValueError(f"{len(gaps)} gap scores for {len(words)} words")
+    if len(words) == 1:
+        return words[0]
+    left, right = [-1] * len(gaps), [-1] * len(gaps)
+    stack: list[int] = []
+    for k, g in enumerate(gaps):
+        last = -1
+        while stack and gaps[stack[-1]] < g:
+            last = stack.pop()
+        left[k] = last
+        if stack:
+            right[stack[-1]] = k
+        stack.append(k)
+    built: dict[int, Tree] = {}
+    todo = [(stack[0], False)]
+    while todo:
+        k, children_done = todo.pop()
+        if not children_done:
+            todo.append((k, True))
+            todo.extend((child, False) for child in (left[k], right[k]) if child >= 0)
+            continue
+        left_part = built.pop(left[k]) if left[k] >= 0 else words[k]  # gap k lies between words k and k+1
+        right_part = built.pop(right[k]) if right[k] >= 0 else words[k + 1]
+        built[k] = [left_part, right_part]
+    return built[stack[0]]
+
+
+def standardize(scores: Sequence[float]) -> list[float]:
+    """Scores minus their mean, over their standard deviation (all 0 when they are equal)."""
+    if not scores:
+        return []
+    mean = sum(scores) / len(scores)
+    spread = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5
+    return [(x - mean) / spread if spread > 0 else 0.0 for x in scores]
+
+
+def most_voted_tree(members: Sequence[Tree]) -> Tree:
+    """The binary tree with the largest total count of the members' spans (span-voting MBR,
+    Shayegh et al., ICLR 2024), by CKY over a chart of span counts: O(n^3).
+
+    Ties go to the leftmost split. The members must be trees over the same words.
+    """
+    words = leaves(members[0])
+    n = len(words)
+    votes: dict[tuple[int, int], int] = {}
+    for member in members:
+        for span in spans(member):
+            votes[span] = votes.get(span, 0) + 1
+    best = [[0] * (n + 1) for _ in range(n + 1)]  # best[i][j]: most votes inside words i..j-1
+    split = [[0] * (n + 1) for _ in range(n + 1)]
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length
+            row_i = best[i]
+            k = max(range(i + 1, j), key=lambda m: (row_i[m] + best[m][j], -m))
+            best[i][j] = row_i[k] + best[k][j] + votes.get((i, j), 0)
+            split[i][j] = k
+    return _tree_from_splits(split, words, 0, n)
+
+
+def _tree_from_splits(split: list[list[int]], words: Sequence[str], start: int, end: int) -> Tree:
+    built: dict[tuple[int, int], Tree] = {}
+    todo = [(start, end, False)]
+    while todo:
+        i, j, children_done = todo.pop()
+        if j - i == 1:
+            built[i, j] = words[i]
+        elif not children_done:
+            todo.append((i, j, True))
+            todo.extend([(i, split[i][j], False), (split[i][j], j, False)])
+        else:
+            k = split[i][j]
+            built[i, j] = [built.pop((i, k)), built.pop((k, j))]
+    return built[start, end]
+
+
 def _events(tree: Tree):
     """Walk a tree without recursion (trees of long sentences are deep): yields "(", ")" or a word."""
     stack = [iter([tree])]

@@ -36,3 +36,20 @@ def tiny_model(tiny_run):
     from grammar_induce import checkpoint
 
     return checkpoint.load(tiny_run / "best.pt")
+
+
+@pytest.fixture(scope="session")
+def tiny_backward_run(tmp_path_factory) -> Path:
+    """A tiny model trained to read sentences right to left."""
+    from grammar_induce.train import train
+
+    out = tmp_path_factory.mktemp("tiny_backward_run")
+    train(tiny_config(model={"direction": "backward"}), out, **QUIET)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_backward_model(tiny_backward_run):
+    from grammar_induce import checkpoint
+
+    return checkpoint.load(tiny_backward_run / "best.pt")

@@ -78,3 +78,14 @@ def test_chinese_with_jieba(tmp_path):
     tree = json.loads(parsed.output)
     flat = json.dumps(tree, ensure_ascii=False)
     assert "苹果" in flat and "喜欢" in flat and "\\u" not in parsed.output
+
+
+def test_ensembles_from_the_command_line(tiny_run, tiny_backward_run):
+    models = ["--model", tiny_run / "best.pt", "--model", tiny_backward_run / "best.pt"]
+    parsed = run("parse", *models, "--agreement", "--decoder", "gap", "the dog saw a cat", "he ran")
+    assert parsed.exit_code == 0, parsed.output
+    assert "mean pairwise F1" in parsed.output and parsed.output.count("best.pt") == 2
+    assert parsed.output.splitlines()[1] == "(he ran)"
+    evaluated = run("evaluate", *models, "--quiet", "--max-length", 8, "--combine", "mean")
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "mean of 2 *" in evaluated.output and "mbr of 2" in evaluated.output

@@ -3,8 +3,9 @@ import json
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.data import InputError
-from grammar_induce.evaluate import EvalOptions, evaluate_file, evaluate_model, write_json
+from grammar_induce.files import InputError
+from grammar_induce.evaluate import EvalOptions, evaluate_file, evaluate_models, write_json
+from grammar_induce.parse import ParseOptions
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.treebank import TagFilter, read_gold
 
@@ -14,7 +15,7 @@ GOLD = str(ROOT / "data" / "synthetic" / "test.trees")
 
 
 def test_model_report_rows_and_baselines(tiny_model, tmp_path):
-    report = evaluate_model(tiny_model, EvalOptions(GOLD, quiet=True), layer=2, kind="forget")
+    report = evaluate_models([tiny_model], EvalOptions(GOLD, quiet=True), ParseOptions())
     expected_rows = {f"layer {l} {k}" for l in (1, 2, 3) for k in ("forget", "input")}
     expected_rows |= {"mean of layers forget", "mean of layers input", "left-branching", "right-branching",
                       "balanced", "random"}
@@ -31,7 +32,7 @@ def test_model_report_rows_and_baselines(tiny_model, tmp_path):
 
 
 def test_max_length(tiny_model):
-    report = evaluate_model(tiny_model, EvalOptions(GOLD, max_length=10, quiet=True), layer=2, kind="forget")
+    report = evaluate_models([tiny_model], EvalOptions(GOLD, max_length=10, quiet=True), ParseOptions())
     gold, _ = read_gold(GOLD, TagFilter())
     assert report.sentences == sum(1 for g in gold if len(g.words) <= 10)
 
@@ -59,3 +60,23 @@ def test_labeled_pred_file(tmp_path):
     pred.write_text("(X (X (X the) (X dog)) (X (X saw) (X (X a) (X cat))))\n")
     report = evaluate_file(pred, EvalOptions(str(gold)), labeled=True)
     assert report.rows["predicted"].sentence_f1 == 1.0
+
+
+def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backward_model):
+    from grammar_induce.parse import parse_words
+
+    report = evaluate_models([tiny_model, tiny_backward_model], EvalOptions(GOLD, max_length=12, quiet=True),
+                             ParseOptions(decoder="gap"))
+    members = [name for name in report.rows if name[0].isdigit()]
+    assert len(members) == 2 and members[0].startswith("1: ") and members[0].endswith("/best.pt L2")
+    assert report.main_row == "mbr of 2" and "mean of 2" in report.rows
+    gold, _ = read_gold(GOLD, TagFilter())
+    gold = [g for g in gold if len(g.words) <= 12]
+    parsed = [parse_words(m, [g.words for g in gold]) for m in (tiny_model, tiny_backward_model)]
+    voted = [trees.most_voted_tree([f.tree(2, decoder="gap"), b.tree(2, decoder="gap")]) for f, b in zip(*parsed)]
+    expected = sum((SpanMetric.of(trees.spans(t), trees.spans(g.tree)) for t, g in zip(voted, gold)), SpanMetric())
+    assert report.rows["mbr of 2"] == expected
+    pairwise = sum((SpanMetric.of(trees.spans(f.tree(2, decoder="gap")), trees.spans(b.tree(2, decoder="gap")))
+                    for f, b in zip(*parsed)), SpanMetric())
+    assert [m.sentence_f1 for m in report.agreement.values()] == pytest.approx([pairwise.sentence_f1] * 2)
+    assert "mean pairwise F1" in report.table()

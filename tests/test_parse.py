@@ -1,9 +1,15 @@
+import dataclasses
 import json
 
 import nltk
+import pytest
 import torch
 
-from grammar_induce.parse import middle_layer, parse_words, render
+from grammar_induce import trees
+from grammar_induce.files import InputError
+
+from grammar_induce.formats import render
+from grammar_induce.parse import ParseOptions, member_agreement, middle_layer, parse, parse_sentences, parse_words
 from grammar_induce.trees import leaves, tree_from_distances
 
 SENTENCES = [
@@ -56,15 +62,64 @@ def test_unknown_words_keep_their_spelling(tiny_model):
 
 
 def test_formats(tiny_model):
-    parsed = parse_words(tiny_model, SENTENCES)
     layer = middle_layer(3)
     assert layer == 2
-    brackets = render(parsed[0], "brackets", layer, "forget")
+    forget = parse_sentences([tiny_model], SENTENCES, ParseOptions(), all_layers=True)
+    by_input = parse_sentences([tiny_model], SENTENCES, ParseOptions(distance="input"))
+    brackets = render(forget[0], "brackets")
     assert brackets.startswith("(") and brackets.count("(") == len(SENTENCES[0]) - 1
-    assert nltk.Tree.fromstring(render(parsed[0], "ptb", layer, "forget")).leaves() == SENTENCES[0]
-    assert leaves(json.loads(render(parsed[1], "json", layer, "input"))) == SENTENCES[1]
-    record = json.loads(render(parsed[1], "jsonl", layer, "forget"))
+    assert nltk.Tree.fromstring(render(forget[0], "ptb")).leaves() == SENTENCES[0]
+    assert leaves(json.loads(render(by_input[1], "json"))) == SENTENCES[1]
+    assert json.loads(render(by_input[1], "json")) == parse_words(tiny_model, [SENTENCES[1]])[0].tree(2, "input")
+    record = json.loads(render(forget[1], "jsonl"))
     assert record["tokens"] == SENTENCES[1] and len(record["forget"]) == 3 and len(record["input"][0]) == 12
-    assert render(parsed[2], "brackets", layer, "forget") == ""
-    assert render(parsed[3], "brackets", layer, "forget") == "mary"
-    assert "saw" in render(parsed[0], "ascii", layer, "forget")
+    assert render(forget[2], "brackets") == ""
+    assert render(forget[3], "brackets") == "mary"
+    assert "saw" in render(forget[0], "ascii")
+
+
+def test_a_backward_models_distances_are_the_forward_pass_over_the_reversed_words(tiny_backward_model):
+    sentence = SENTENCES[1]
+    parsed = parse_words(tiny_backward_model, [sentence, SENTENCES[0]])[0]
+    assert parsed.direction == "backward" and parsed.words == sentence
+    tokens = torch.tensor([[1] + tiny_backward_model.vocab.encode(sentence[::-1]) + [1]]).t()
+    with torch.no_grad():
+        distances = tiny_backward_model.model.distances(tokens)
+    torch.testing.assert_close(torch.tensor(parsed.forget), distances.forget[:, 1:-1, 0].flip(-1))
+    torch.testing.assert_close(torch.tensor(parsed.input), distances.input[:, 1:-1, 0].flip(-1))
+    assert parsed.tree(2) == trees.paper_tree(parsed.forget[1], sentence, "backward")
+    assert parsed.gaps(2) == parsed.forget[1][:-1]
+
+
+def test_an_ensemble_of_one_model_twice_gives_that_models_trees(tiny_model):
+    for decoder in ("paper", "gap"):
+        alone = parse_sentences([tiny_model], SENTENCES, ParseOptions(decoder=decoder))
+        for combine in ("mbr", "mean"):
+            if combine == "mean" and decoder == "paper":
+                continue  # mean always decodes gaps
+            twice = parse_sentences([tiny_model, tiny_model], SENTENCES, ParseOptions(decoder=decoder, combine=combine))
+            assert [r.tree for r in twice] == [r.tree for r in alone]
+            assert all(len(r.members) == 2 for r in twice if r.tree is not None)
+
+
+def test_forward_and_backward_members_combine_by_their_gap_scores(tiny_model, tiny_backward_model):
+    sentence = SENTENCES[1]
+    results = parse_sentences([tiny_model, tiny_backward_model], [sentence], ParseOptions(combine="mean"))
+    fwd, bwd = (parse_words(m, [sentence])[0] for m in (tiny_model, tiny_backward_model))
+    mean = [(a + b) / 2 for a, b in zip(trees.standardize(fwd.gaps(2)), trees.standardize(bwd.gaps(2)))]
+    assert results[0].tree == trees.tree_from_gaps(mean, sentence)
+    voted = parse_sentences([tiny_model, tiny_backward_model, tiny_model], [sentence], ParseOptions())
+    assert voted[0].tree == fwd.tree(2)  # two of three members are the same model
+
+
+def test_ensemble_members_must_share_the_tokenizer(tiny_model):
+    other = dataclasses.replace(tiny_model, tokenizer=dataclasses.replace(tiny_model.tokenizer, lowercase=True),
+                                source="other.pt")
+    with pytest.raises(InputError, match="other.pt: tokenizer .* differs from .*; ensemble members must share it"):
+        list(parse([tiny_model, other], ["a b"], ParseOptions()))
+
+
+def test_member_agreement_is_pairwise_f1():
+    a, b = [["x", "y"], "z"], ["x", ["y", "z"]]
+    scores = member_agreement([[a, a, b]])
+    assert [s.sentence_f1 for s in scores] == [0.5, 0.5, 0.0]

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from grammar_induce import checkpoint, trees
 from grammar_induce import train as train_module
 from grammar_induce.cli import main
-from grammar_induce.data import InputError, Tokenizer, read_corpus
+from grammar_induce.data import Tokenizer, read_corpus
+from grammar_induce.files import InputError
 from grammar_induce.parse import parse_words
 from grammar_induce.train import train
 from grammar_induce.treebank import TagFilter, read_gold

@@ -105,7 +105,7 @@ def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
 
 
 def test_existing_run_directory_is_refused(tiny_run):
-    from grammar_induce.data import InputError
+    from grammar_induce.files import InputError
 
     with pytest.raises(InputError, match="run directory exists.*--resume or --force"):
         train(tiny_config(), tiny_run, **QUIET)
@@ -143,3 +143,48 @@ def test_the_log_says_whether_cpu_time_steps_run_in_c(monkeypatch):
     monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1")
     if native.library(torch.float32) is not None:
         assert train_module.time_step_note(model) == ", time steps in C"
+
+
+def test_a_backward_model_learns_each_sentence_right_to_left(tiny_backward_run):
+    from grammar_induce.data import EOS, Tokenizer, Vocab, read_corpus
+    from grammar_induce.distributed import World
+
+    loaded = checkpoint.load(tiny_backward_run / "best.pt")
+    assert loaded.config.model.direction == "backward"
+    corpus = train_module.load_corpus(loaded.config, World(), Vocab(loaded.vocab.words))
+    sentences, _ = read_corpus(loaded.config.data.train, Tokenizer())
+    stream = [w for s in sentences for w in (*reversed(s), EOS)]
+    batch = loaded.config.train.batch_size
+    steps = len(stream) // batch
+    first_column = [loaded.vocab.words[i] for i in corpus.train[:, 0].tolist()]
+    assert first_column == [w if w in loaded.vocab.index else "<unk>" for w in stream[:steps]]
+
+
+def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
+    out = tmp_path / "run"
+    train(tiny_config(train={"epochs": 4, "keep_epochs": 2}), out, **QUIET)
+    assert sorted(p.name for p in out.glob("epoch-*.pt")) == ["epoch-3.pt", "epoch-4.pt"]
+    last_valid = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["valid_ppl"]
+    from grammar_induce.data import Tokenizer, batchify, encode_stream, read_corpus
+
+    snapshot = checkpoint.load(out / "epoch-4.pt")
+    cfg = snapshot.config
+    valid = batchify(encode_stream(read_corpus(cfg.data.valid, Tokenizer())[0], snapshot.vocab), cfg.train.eval_batch_size)
+    ppl = math.exp(train_module.evaluate_loss(snapshot.model, valid, cfg.train.bptt))
+    assert ppl == pytest.approx(last_valid, rel=1e-4)  # the model as validated in that epoch
+    train(tiny_config(train={"epochs": 1}), out, force=True, **QUIET)
+    assert not list(out.glob("epoch-*.pt"))  # --force clears the old snapshots
+
+
+def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
+    from grammar_induce.files import InputError
+    from grammar_induce.model import LSTMLanguageModel
+    from grammar_induce.parse import ParseOptions, parse
+
+    out = tmp_path / "lstm"
+    result = train(tiny_config(model={"kind": "lstm"}, train={"epochs": 2}), out, **QUIET)
+    assert result.best_valid_ppl is not None and result.best_valid_ppl < 105  # below the vocabulary size
+    loaded = checkpoint.load(out / "best.pt")
+    assert isinstance(loaded.model, LSTMLanguageModel)
+    with pytest.raises(InputError, match="lstm language model has no distances"):
+        list(parse([loaded], ["a b"], ParseOptions()))

@@ -1,6 +1,6 @@
 import pytest
 
-from grammar_induce.data import InputError
+from grammar_induce.files import InputError
 from grammar_induce.treebank import TagFilter, parse_bracketed, preprocess, read_gold
 
 WSJ = """( (S

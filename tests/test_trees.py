@@ -82,3 +82,95 @@ def test_brackets_round_trip_and_ptb_is_readable_by_nltk():
 def test_parse_brackets_rejects_malformed(bad):
     with pytest.raises(ValueError):
         trees.parse_brackets(bad)
+
+
+def split_at_largest_gap(gaps, words):
+    """The gap decoder's definition: split at the first largest gap, then each side the same way."""
+    if len(words) == 1:
+        return words[0]
+    k = max(range(len(gaps)), key=lambda m: (gaps[m], -m))
+    return [split_at_largest_gap(gaps[:k], words[: k + 1]), split_at_largest_gap(gaps[k + 1 :], words[k + 1 :])]
+
+
+def all_binary_trees(words):
+    if len(words) == 1:
+        yield words[0]
+        return
+    for cut in range(1, len(words)):
+        for left in all_binary_trees(words[:cut]):
+            for right in all_binary_trees(words[cut:]):
+                yield [left, right]
+
+
+def test_gap_decoder_equals_its_recursive_definition_on_every_small_case_with_ties():
+    for n in range(1, 7):
+        words = [f"w{k}" for k in range(n)]
+        for gaps in itertools.product([0.0, 0.5, 1.0], repeat=n - 1):
+            assert trees.tree_from_gaps(list(gaps), words) == split_at_largest_gap(list(gaps), words)
+
+
+def test_gap_decoder_does_not_force_the_split_word_alone():
+    # gaps: a|b 0.1, b|c 0.9, c|d 0.2 -> split between b and c, and c d stay together
+    assert trees.tree_from_gaps([0.1, 0.9, 0.2], list("abcd")) == [["a", "b"], ["c", "d"]]
+    # forward distances 0 .9 .1 .5 score the gaps .9 .1 .5: the paper's decoder makes b head the
+    # rest ([b [c d]]), while the gap decoder groups b c before d
+    assert trees.paper_tree([0.0, 0.9, 0.1, 0.5], list("abcd")) == ["a", ["b", ["c", "d"]]]
+    assert trees.tree_from_gaps(trees.gap_scores([0.0, 0.9, 0.1, 0.5], "forward"), list("abcd")) == [
+        "a", [["b", "c"], "d"]]
+    with pytest.raises(ValueError):
+        trees.tree_from_gaps([0.1], list("abc"))
+
+
+def test_gap_scores_of_each_direction():
+    assert trees.gap_scores([0.5, 0.1, 0.9], "forward") == [0.1, 0.9]
+    assert trees.gap_scores([0.5, 0.1, 0.9], "backward") == [0.5, 0.1]
+
+
+def test_backward_paper_decoder_is_the_mirror_image():
+    # the largest distance's word ends the left part; ties go to the rightmost (the first the model read)
+    assert trees.paper_tree([0.1, 0.9, 0.5, 0.2], list("abcd"), "backward") == [["a", "b"], ["c", "d"]]
+    assert trees.paper_tree([0.1, 0.2, 0.3], list("abc"), "backward") == [["a", "b"], "c"]
+    assert trees.paper_tree([0.5, 0.5], list("ab"), "backward") == ["a", "b"]
+    rng = random.Random(1)
+    for _ in range(500):
+        n = rng.randint(1, 10)
+        distances = [rng.choice([0.1, 0.5, 0.9]) for _ in range(n)]
+        words = [f"w{k}" for k in range(n)]
+        mirrored = trees.mirror(trees.tree_from_distances(distances[::-1], words[::-1]))
+        assert trees.paper_tree(distances, words, "backward") == mirrored
+        assert trees.leaves(mirrored) == words
+
+
+def test_mirror_reverses_every_node_and_is_its_own_inverse():
+    tree = [["a", "b"], ["c", ["d", "e"]]]
+    assert trees.mirror(tree) == [[["e", "d"], "c"], ["b", "a"]]
+    assert trees.mirror(trees.mirror(tree)) == tree
+    assert trees.mirror("a") == "a"
+
+
+def test_span_voting_equals_brute_force_over_all_binary_trees():
+    rng = random.Random(2)
+    for n in range(1, 9):
+        words = [f"w{k}" for k in range(n)]
+        candidates = list(all_binary_trees(words))
+        for _ in range(30 if n > 2 else 3):
+            members = [rng.choice(candidates) for _ in range(rng.randint(1, 5))]
+            votes = [sum(len(trees.spans(c) & trees.spans(m)) for m in members) for c in candidates]
+            voted = trees.most_voted_tree(members)
+            assert voted in candidates
+            assert votes[candidates.index(voted)] == max(votes)
+
+
+def test_span_voting_of_identical_members_is_their_tree():
+    tree = [["the", "dog"], ["saw", ["a", "cat"]]]
+    assert trees.most_voted_tree([tree, tree, tree]) == tree
+    assert trees.most_voted_tree([tree]) == tree
+    # two of three agree on every span: the majority wins
+    other = trees.right_branching(["the", "dog", "saw", "a", "cat"])
+    assert trees.most_voted_tree([tree, other, tree]) == tree
+
+
+def test_standardize():
+    assert trees.standardize([1.0, 3.0]) == [-1.0, 1.0]
+    assert trees.standardize([2.0, 2.0, 2.0]) == [0.0, 0.0, 0.0]
+    assert trees.standardize([]) == []
