@@ -88,6 +88,8 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
     result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, log=click.echo)
     if result.main_process and result.best_valid_ppl is not None:
         click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir / 'best.pt'}")
+    if result.stopped_by is not None:
+        sys.exit(128 + result.stopped_by)  # the shell's convention: 130 after Ctrl-C, 143 after SIGTERM
 
 
 def _absolute(path: str | None) -> str | None:

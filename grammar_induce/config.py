@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 MODEL_KINDS = ("onlstm", "lstm")
 DIRECTIONS = ("forward", "backward")
 

@@ -307,7 +307,7 @@ class LSTMLayer(nn.Module):
         if self.training and self.wdrop:
             weight = self.lstm.weight_hh_l0
             weights["weight_hh_l0"] = weight * keep_mask(weight, self.wdrop) / (1.0 - self.wdrop)
-        hs, (h, c) = torch.func.functional_call(self.lstm, weights, (x, (h0[None], c0[None])))
+        hs, (_, c) = torch.func.functional_call(self.lstm, weights, (x, (h0[None], c0[None])))
         return hs, c[0], None, None
 
 

@@ -6,9 +6,8 @@ each do one thing (sample a sequence length, one optimizer step, one epoch, vali
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
-import os
 import random
 import signal
 import threading
@@ -21,15 +20,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from . import checkpoint, distributed, native
+from . import checkpoint, distributed, native, rundir
 from . import config as config_module
 from .config import Config
-from .files import InputError, UserError, atomic_write
-from .data import (Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, model_order,
-                   read_corpus)
+from .data import Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, model_order, read_corpus
+from .files import InputError, UserError, write_text
 from .model import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
-
-RUN_FILES = ("config.toml", "metrics.jsonl", "best.pt", "last.pt")
 
 
 class TrainingStopped(UserError):
@@ -46,17 +42,55 @@ class Corpus:
     blank_lines: dict[str, int]  # per file, skipped
 
 
+RESUME_VERSION = 1  # of the training state in last.pt; files from before it was recorded are version 1
+
+
+@dataclass
+class EpochPosition:
+    """How far an epoch has come; saved when it is interrupted, so --resume continues inside it."""
+
+    start: int = 0  # the next batch's first row
+    hidden: list[tuple[Tensor, Tensor]] | None = None  # per layer (h, c) of the whole batch, on the CPU
+    loss_sum: float = 0.0
+    tokens: int = 0  # this process's tokens so far
+    seconds: float = 0.0
+
+
 @dataclass
 class TrainState:
-    """Everything the loop changes; `last.pt` stores all of it so a resumed run is exact."""
+    """Everything the loop changes; `last.pt` stores all of it (with the optimizer and random
+    generators) so a resumed run is exact."""
 
     epoch: int = 1  # the epoch in progress (1-based)
     step: int = 0  # optimizer steps taken in all
     best_loss: float = math.inf
     val_history: list[float] = field(default_factory=list)
     phase: str = "sgd"  # sgd | asgd
-    position: dict[str, Any] | None = None  # where an interrupted epoch stopped
+    position: EpochPosition | None = None  # where an interrupted epoch stopped
     elapsed: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        position = None if self.position is None else {
+            f.name: getattr(self.position, f.name) for f in dataclasses.fields(EpochPosition)}
+        return {"version": RESUME_VERSION, "epoch": self.epoch, "step": self.step, "best_loss": self.best_loss,
+                "val_history": list(self.val_history), "phase": self.phase, "position": position,
+                "elapsed": self.elapsed}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any], source: Path) -> TrainState:
+        version = saved.get("version", 1)
+        if version != RESUME_VERSION:
+            raise InputError(f"{source}: training state version {version}; this grammar-induce resumes version "
+                             f"{RESUME_VERSION} (start a new run, or resume with the version that wrote it)")
+        try:
+            position = saved["position"]
+            return cls(int(saved["epoch"]), int(saved["step"]), float(saved["best_loss"]),
+                       [float(v) for v in saved["val_history"]], str(saved["phase"]),
+                       None if position is None else EpochPosition(
+                           *(position[f.name] for f in dataclasses.fields(EpochPosition))),
+                       float(saved["elapsed"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{source}: damaged training state ({type(e).__name__}: {e})") from None
 
 
 @dataclass
@@ -67,6 +101,7 @@ class Result:
     test_ppl: float | None
     epochs: list[dict[str, Any]]
     main_process: bool = True  # false on the other ranks of a distributed run
+    stopped_by: int | None = None  # the signal that interrupted training, if one did
 
 
 def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = None) -> Corpus:
@@ -91,20 +126,6 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
 
     return Corpus(tokenizer, vocab, train_rows, optional(data.valid, train_cfg.eval_batch_size),
                   optional(data.test, train_cfg.test_batch_size), blank_lines)
-
-
-def prepare_run_dir(out_dir: Path, resume: bool, force: bool) -> None:
-    existing = [name for name in RUN_FILES if (out_dir / name).exists()]
-    existing += sorted(path.name for path in out_dir.glob("epoch-*.pt"))
-    if resume:
-        if not (out_dir / "last.pt").exists():
-            raise InputError(f"{out_dir}: nothing to resume (no last.pt)")
-        return
-    if existing and not force:
-        raise InputError(f"{out_dir}: run directory exists ({', '.join(existing)}); use --resume or --force")
-    for name in existing:
-        (out_dir / name).unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
 
 
 def sample_seq_len(rng: random.Random, bptt: int) -> int:
@@ -188,6 +209,7 @@ class StopFlag:
 
     def __init__(self):
         self.requested = False
+        self.signal: int | None = None
 
     def __enter__(self):
         in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
@@ -197,6 +219,7 @@ class StopFlag:
 
     def _handle(self, signum, frame):
         self.requested = True
+        self.signal = signum
 
     def __exit__(self, *exc):
         for sig, handler in self.previous.items():
@@ -205,7 +228,8 @@ class StopFlag:
 
 @dataclass
 class Loop:
-    """What stays fixed during a run."""
+    """The parts of a run: fixed ones (config, device, world, run directory, logging) and the ones
+    training swaps (the optimizer at the switch to averaged SGD, the corpus moved to the device)."""
 
     config: Config
     corpus: Corpus
@@ -219,33 +243,52 @@ class Loop:
     rng: random.Random = field(default_factory=random.Random)
     optimizer: torch.optim.Optimizer | None = None
     started: float = field(default_factory=time.time)
+    stopped_by: int | None = None  # the signal that interrupted the run
 
 
 def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = False, quiet: bool = False,
           log: Callable[[str], None] = print) -> Result:
-    """Train a language model into `out_dir` (config.toml, metrics.jsonl, best.pt, last.pt)."""
+    """Train a language model into `out_dir` (config.toml, metrics.jsonl, best.pt, last.pt).
+
+    Every input is checked before the run directory is touched; see `rundir` for its lock.
+    """
     world = distributed.World.from_env()
     device = world.device_for(distributed.resolve_device(config.train.device))
-    if world.is_main:
-        prepare_run_dir(out_dir, resume, force)
-    world.barrier()
+    rundir.check(out_dir, resume, force)
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
-    loop = start_loop(config, out_dir, payload, world, device, quiet, log)
-    state = restore_state(loop, payload)
-    if world.is_main:
-        trim_metrics(out_dir / "metrics.jsonl", state.epoch)
-        atomic_write(out_dir / "config.toml", lambda f: f.write(config_module.to_toml(config).encode()))
-        for path, blank in loop.corpus.blank_lines.items():
-            if blank:
-                log(f"{path}: skipped {blank} blank lines")
-        log(f"{count_parameters(loop.model):,} parameters, vocabulary {len(loop.corpus.vocab):,}, device {device}"
-            + (f", {world.size} processes" if world.size > 1 else "") + time_step_note(loop.model))
-    epochs = run_epochs(loop, state)
-    test_ppl = final_test(loop) if world.is_main and loop.corpus.test is not None and state.position is None else None
-    loop.trainable = loop.model  # release the DDP wrapper before the process group goes
-    world.close()
-    best = math.exp(state.best_loss) if loop.corpus.valid is not None and math.isfinite(state.best_loss) else None
-    return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main)
+    saved = resume_state(payload, out_dir / "last.pt") if payload else None
+    corpus = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
+    with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
+        world.barrier()
+        loop = start_loop(config, corpus, out_dir, payload, world, device, quiet, log)
+        state = restore_state(loop, payload, saved)
+        if world.is_main:
+            announce(loop, state)
+        epochs = run_epochs(loop, state)
+        interrupted = state.position is not None
+        test_ppl = final_test(loop) if world.is_main and corpus.test is not None and not interrupted else None
+        loop.trainable = loop.model  # release the DDP wrapper before the process group goes
+        world.close()
+    best = math.exp(state.best_loss) if corpus.valid is not None and math.isfinite(state.best_loss) else None
+    return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main, loop.stopped_by)
+
+
+def resume_state(payload: dict[str, Any], source: Path) -> TrainState:
+    if "training_state" not in payload:
+        raise InputError(f"{source}: holds no training state to resume from (a copy of best.pt?)")
+    return TrainState.from_dict(payload["training_state"], source)
+
+
+def announce(loop: Loop, state: TrainState) -> None:
+    """Write config.toml and say what is about to train."""
+    rundir.trim_metrics(loop.out_dir / "metrics.jsonl", state.epoch)
+    write_text(loop.out_dir / "config.toml", config_module.to_toml(loop.config))
+    for path, blank in loop.corpus.blank_lines.items():
+        if blank:
+            loop.log(f"{path}: skipped {blank} blank lines")
+    loop.log(f"{count_parameters(loop.model):,} parameters, vocabulary {len(loop.corpus.vocab):,}, device "
+             f"{loop.device}" + (f", {loop.world.size} processes" if loop.world.size > 1 else "")
+             + time_step_note(loop.model))
 
 
 def time_step_note(model: torch.nn.Module) -> str:
@@ -256,9 +299,8 @@ def time_step_note(model: torch.nn.Module) -> str:
     return ", time steps in C" if native.usable(weight) else ", time steps as tensor ops (the C steps are turned off or could not be built)"
 
 
-def start_loop(config, out_dir, payload, world, device, quiet, log) -> Loop:
+def start_loop(config, corpus, out_dir, payload, world, device, quiet, log) -> Loop:
     torch.manual_seed(config.train.seed)
-    corpus = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
     model = build_model(len(corpus.vocab), config.model).to(device)
     if payload:
         model.load_state_dict(payload["state_dict"])
@@ -268,17 +310,16 @@ def start_loop(config, out_dir, payload, world, device, quiet, log) -> Loop:
                 rng=random.Random(config.train.seed))
 
 
-def restore_state(loop: Loop, payload: dict | None) -> TrainState:
-    if payload is None:
+def restore_state(loop: Loop, payload: dict | None, saved: TrainState | None) -> TrainState:
+    if payload is None or saved is None:
         loop.optimizer = make_optimizer(loop.model, loop.config, "sgd")
         return TrainState()
-    saved = dict(payload["training_state"])
-    loop.optimizer = make_optimizer(loop.model, loop.config, saved["phase"])
-    loop.optimizer.load_state_dict(saved.pop("optimizer"))
+    loop.optimizer = make_optimizer(loop.model, loop.config, saved.phase)
+    loop.optimizer.load_state_dict(payload["training_state"]["optimizer"])
     for group in loop.optimizer.param_groups:  # as the paper's --resume: the config's values win
         group.update(lr=loop.config.train.lr, weight_decay=loop.config.train.weight_decay)
-    set_rng_state(loop, saved.pop("rng"))
-    return TrainState(**saved)
+    set_rng_state(loop, payload["training_state"]["rng"])
+    return saved
 
 
 def rng_state(loop: Loop) -> dict[str, Any]:
@@ -299,7 +340,7 @@ def set_rng_state(loop: Loop, state: dict[str, Any]) -> None:
 def save_last(loop: Loop, state: TrainState) -> None:
     if not loop.world.is_main:
         return
-    training_state = {**state.__dict__, "optimizer": loop.optimizer.state_dict(), "rng": rng_state(loop),
+    training_state = {**state.to_dict(), "optimizer": loop.optimizer.state_dict(), "rng": rng_state(loop),
                       "elapsed": state.elapsed + time.time() - loop.started}
     checkpoint.save(loop.out_dir / "last.pt", loop.model, loop.corpus.vocab, loop.corpus.tokenizer, loop.config,
                     training_state)
@@ -314,6 +355,7 @@ def run_epochs(loop: Loop, state: TrainState) -> list[dict[str, Any]]:
             stats = run_epoch(loop, state, stop)
             if stats is None:  # interrupted: last.pt holds the position inside the epoch
                 save_last(loop, state)
+                loop.stopped_by = stop.signal or signal.SIGINT  # other ranks learn of it from rank 0
                 loop.log(f"interrupted in epoch {state.epoch}; continue with --resume")
                 break
             records.append(end_epoch(loop, state, stats))
@@ -333,20 +375,20 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
     from tqdm import tqdm
 
     data, cfg = loop.corpus.train, loop.config.train
-    pos = state.position or {"start": 0, "hidden": None, "loss_sum": 0.0, "tokens": 0, "seconds": 0.0}
-    if pos["hidden"] is None:
+    pos = state.position or EpochPosition()
+    if pos.hidden is None:
         hidden = loop.model.init_hidden(data.shape[1])
     else:  # saved for the whole batch; this process takes its columns
         hidden = [(loop.world.split_rows(h.t()).t().to(loop.device), loop.world.split_rows(c.t()).t().to(loop.device))
-                  for h, c in pos["hidden"]]
-    start, began = pos["start"], time.time()
+                  for h, c in pos.hidden]
+    start, began = pos.start, time.time()
     bar = tqdm(total=data.shape[0] - 1, initial=start, desc=f"epoch {state.epoch}", leave=False,
                disable=loop.quiet or not loop.world.is_main, dynamic_ncols=True)
     while start < data.shape[0] - 2:
         if loop.world.any(stop.requested):
             bar.close()
             whole = [(loop.world.gather_columns(h).cpu(), loop.world.gather_columns(c).cpu()) for h, c in hidden]
-            state.position = {**pos, "start": start, "hidden": whole, "seconds": pos["seconds"] + time.time() - began}
+            state.position = dataclasses.replace(pos, start=start, hidden=whole, seconds=pos.seconds + time.time() - began)
             return None
         seq_len = sample_seq_len(loop.rng, cfg.bptt)
         inputs, targets = get_batch(data, start, seq_len)
@@ -357,18 +399,18 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
             raise TrainingStopped(f"the training loss became {ce} at step {state.step + 1} of epoch {state.epoch}; "
                                   f"{loop.out_dir / 'last.pt'} keeps the last good state (try a lower lr or clip)")
         state.step += 1
-        pos["loss_sum"] += ce * inputs.numel()
-        pos["tokens"] += inputs.numel()  # this process's share
+        pos.loss_sum += ce * inputs.numel()
+        pos.tokens += inputs.numel()  # this process's share
         start += len(inputs)
-        seconds = pos["seconds"] + time.time() - began
+        seconds = pos.seconds + time.time() - began
         bar.update(len(inputs))
-        bar.set_postfix(loss=f"{ce:.3f}", ppl=f"{math.exp(min(ce, 50)):.1f}", tok_s=f"{pos['tokens'] * loop.world.size / seconds:.0f}")
+        bar.set_postfix(loss=f"{ce:.3f}", ppl=f"{math.exp(min(ce, 50)):.1f}", tok_s=f"{pos.tokens * loop.world.size / seconds:.0f}")
         if limit_reached(loop, state):
             break
     bar.close()
-    seconds = pos["seconds"] + time.time() - began
-    mean_loss = loop.world.mean(pos["loss_sum"] / max(1, pos["tokens"]))
-    return {"train_loss": mean_loss, "tokens_per_s": pos["tokens"] * loop.world.size / max(seconds, 1e-9),
+    seconds = pos.seconds + time.time() - began
+    mean_loss = loop.world.mean(pos.loss_sum / max(1, pos.tokens))
+    return {"train_loss": mean_loss, "tokens_per_s": pos.tokens * loop.world.size / max(seconds, 1e-9),
             "seconds": seconds}
 
 
@@ -404,8 +446,8 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
     state.epoch += 1
     state.position = None
     if loop.world.is_main:
-        append_metrics(loop.out_dir / "metrics.jsonl", record)
-        loop.log(format_record(record))
+        rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
+        loop.log(rundir.format_record(record))
     save_last(loop, state)
     return record
 
@@ -423,32 +465,6 @@ def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
     return len(history) > nonmono and val_loss > min(history[: len(history) - nonmono])
 
 
-def append_metrics(path: Path, record: dict[str, Any]) -> None:
-    """Append one whole line with a single write, so a kill never leaves half a line."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (json.dumps(record) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def trim_metrics(path: Path, next_epoch: int) -> None:
-    """After a kill, drop lines of epochs that `last.pt` does not include (they will be redone)."""
-    if not path.exists():
-        return
-    lines = path.read_text().splitlines(keepends=True)
-    kept = [line for line in lines if line.endswith("\n") and json.loads(line)["epoch"] < next_epoch]
-    if kept != lines:
-        atomic_write(path, lambda f: f.write("".join(kept).encode()))
-
-
-def format_record(record: dict[str, Any]) -> str:
-    valid = f"valid ppl {record['valid_ppl']:.2f}" if record["valid_ppl"] is not None else "no validation"
-    return (f"epoch {record['epoch']:3d} | train loss {record['train_loss']:.3f} | {valid} | "
-            f"lr {record['lr']:g} | {record['phase']} | {record['tokens_per_s']:.0f} tok/s | {record['seconds']:.1f}s")
-
-
 def final_test(loop: Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
@@ -459,4 +475,5 @@ def final_test(loop: Loop) -> float:
 
 def resume_config(out_dir: Path) -> dict[str, Any]:
     """The config a run was started with, as a raw dict, for --resume."""
+    rundir.check(out_dir, resume=True, force=False)
     return checkpoint.read(out_dir / "last.pt")["config"]

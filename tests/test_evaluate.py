@@ -3,10 +3,10 @@ import json
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.files import InputError
 from grammar_induce.evaluate import EvalOptions, evaluate_file, evaluate_models, write_json
-from grammar_induce.parse import ParseOptions
+from grammar_induce.files import InputError
 from grammar_induce.metrics import SpanMetric
+from grammar_induce.parse import ParseOptions
 from grammar_induce.treebank import TagFilter, read_gold
 
 from .conftest import ROOT

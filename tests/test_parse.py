@@ -7,7 +7,6 @@ import torch
 
 from grammar_induce import trees
 from grammar_induce.files import InputError
-
 from grammar_induce.formats import render
 from grammar_induce.parse import ParseOptions, member_agreement, middle_layer, parse, parse_sentences, parse_words
 from grammar_induce.trees import leaves, tree_from_distances
