@@ -15,8 +15,9 @@ from . import config as config_module
 from .config import ConfigError
 from .formats import FORMATS
 
-ROOT = Path(__file__).resolve().parent.parent
-QUICKSTART_CONFIG = ROOT / "configs" / "quickstart.toml"
+RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
+QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
+QUICKSTART_GOLD = RESOURCES / "synthetic" / "test.trees"
 
 
 def user_errors(command):
@@ -39,13 +40,14 @@ def device_option(command):
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="grammar-induce", prog_name="grammar-induce")
 def main() -> None:
     """Unsupervised grammar induction with ON-LSTM (Shen et al., ICLR 2019)."""
 
 
 @main.command()
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-              help="TOML config [default: configs/quickstart.toml]")
+              help="TOML config [default: the quick start's, shipped in the package]")
 @click.option("--train", "train_file", default=None, help="training text, one sentence per line")
 @click.option("--valid", "valid_file", default=None, help="validation text")
 @click.option("--test", "test_file", default=None, help="test text")
@@ -155,7 +157,7 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
               help="file of predicted trees instead of a model, one per line")
 @click.option("--pred-format", type=click.Choice(["brackets", "ptb"]), default="brackets", show_default=True)
 @click.option("--gold", default=None, help="gold trees: a .mrg or one-tree-per-line file, a folder of .mrg, "
-              "or nltk:treebank [default: data/synthetic/test.trees]")
+              "or nltk:treebank [default: the quick start's synthetic test trees]")
 @click.option("--treebank", "preset", type=click.Choice(["ptb", "ctb"]), default="ptb", show_default=True,
               help="which leaves count as words: PTB word tags, or all but PU and -NONE- (Chinese Treebank)")
 @click.option("--punct-tags", default=None, help="drop leaves with these tags instead (comma-separated)")
@@ -180,7 +182,7 @@ def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_
     for path in (json_path, save_trees):
         check_output(path)
     options = evaluate_workflow.EvalOptions(
-        gold or str(ROOT / "data" / "synthetic" / "test.trees"), TagFilter.from_options(preset, punct_tags),
+        gold or str(QUICKSTART_GOLD), TagFilter.from_options(preset, punct_tags),
         max_length, skip_bad, batch_size, seed, quiet=quiet)
     if model_paths:
         models = _load_models(model_paths, device)

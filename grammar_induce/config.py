@@ -159,7 +159,9 @@ def _build_section(name: str, values: dict[str, Any], source: str) -> Any:
 
 
 def load(path: Path) -> dict[str, Any]:
-    """Read a TOML config as a raw dict; data paths become relative to the config's folder."""
+    """Read a TOML config as a raw dict; data paths become relative to the config's folder
+    (the folder of the file itself, when `path` is a link to it)."""
+    path = Path(path).resolve()
     try:
         with open(path, "rb") as f:
             raw = tomllib.load(f)

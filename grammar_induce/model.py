@@ -48,7 +48,22 @@ def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
     return x.new_tensor([[-1.0], [1.0]]), x.new_tensor([[1.0], [0.0]])
 
 
-def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, save: bool):
+class _TimeSteps(NamedTuple):
+    forward: Callable[..., None]  # (gates, c_prev, probs, acts, c, h) -> None: one step, see _forward_step
+    backward_loop: Callable[..., tuple[Tensor, Tensor, Tensor]]  # see _backward_loop
+
+
+def _time_steps(x: Tensor) -> _TimeSteps:
+    """The C steps where they can run (see native.py), else the tensor-op steps; chosen here only.
+    Fixed arguments are bound once, not per step (the tensor-op constants are host-to-device copies on a GPU)."""
+    if native.usable(x):
+        return _TimeSteps(functools.partial(_native_forward_step, native.library(x.dtype).forward_step),
+                          _native_backward_loop)
+    return _TimeSteps(functools.partial(_forward_step, *_sign_offset(x)), _backward_loop)
+
+
+def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, step: Callable[..., None],
+                 save: bool):
     """The time loop of one layer.
 
     xproj: (T, B, G) input projection plus both biases, G = 2n + 4H with columns
@@ -65,11 +80,6 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     cs = xproj.new_empty(steps, batch, n, chunk)
     probs = xproj.new_empty(steps, batch, 2, n)
     acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
-    # fixed arguments bound once, not per step (the tensor-op constants are host-to-device copies on a GPU)
-    if native.usable(xproj):
-        step = functools.partial(_native_forward_step, native.library(xproj.dtype).forward_step)
-    else:
-        step = functools.partial(_forward_step, *_sign_offset(xproj))
     c = c0.reshape(batch, n, chunk).contiguous()
     weight_t = weight.t()
     gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
@@ -126,16 +136,16 @@ class _Recurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, xproj, h0, c0, weight, n):
-        hs, cs, probs, acts = _run_forward(xproj, h0, c0, weight, n, save=True)
+        steps = _time_steps(xproj)
+        hs, cs, probs, acts = _run_forward(xproj, h0, c0, weight, n, steps.forward, save=True)
         ctx.save_for_backward(h0, c0, weight, hs, cs, probs, acts)
-        ctx.n = n
+        ctx.n, ctx.backward_loop = n, steps.backward_loop
         return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
 
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
         h0, c0, weight, hs, cs, probs, acts = ctx.saved_tensors
-        loop = _native_backward_loop if native.usable(hs) else _backward_loop
-        grad_gates, dh, dc = loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n)
+        grad_gates, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n)
         # sum over steps of dg_t^T h_{t-1}, as one product
         grad_weight = grad_gates.view(-1, grad_gates.shape[-1]).t() @ hs[:-1].reshape(-1, hs.shape[-1])
         return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
@@ -227,7 +237,7 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
     """Run one layer: returns hs (T, B, H), c_last (B, H), forget and input distances (T, B)."""
     if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, h0, c0, weight)):
         return _Recurrence.apply(xproj, h0, c0, weight, n)
-    hs, cs, probs, _ = _run_forward(xproj, h0, c0, weight, n, save=False)
+    hs, cs, probs, _ = _run_forward(xproj, h0, c0, weight, n, _time_steps(xproj).forward, save=False)
     return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
 
 

@@ -1,6 +1,6 @@
 """Generate the quick start's synthetic treebank from scripts/synthetic_grammar.txt.
 
-    python scripts/make_synthetic.py            # writes data/synthetic/ (seeded, reproducible)
+    python scripts/make_synthetic.py            # writes grammar_induce/resources/synthetic/ (seeded, reproducible)
 
 Outputs: train.txt and valid.txt (sentences, one per line), test.txt (the test sentences)
 and test.trees (their gold trees, one PTB-style bracketed tree per line).
@@ -73,7 +73,7 @@ def generate(count: int, rules, lexicon, rng: random.Random, max_words: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grammar", type=Path, default=HERE / "synthetic_grammar.txt")
-    parser.add_argument("--out", type=Path, default=HERE.parent / "data" / "synthetic")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "grammar_induce" / "resources" / "synthetic")
     parser.add_argument("--train", type=int, default=8000)
     parser.add_argument("--valid", type=int, default=500)
     parser.add_argument("--test", type=int, default=500)

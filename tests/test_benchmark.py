@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from grammar_induce import native
@@ -11,6 +12,7 @@ from grammar_induce import native
 from .conftest import ROOT
 
 
+@pytest.mark.slow
 def test_benchmark_smoke_run_reports_every_case(tmp_path):
     out = tmp_path / "bench.json"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--models", "tiny",

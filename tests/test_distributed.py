@@ -4,6 +4,7 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -40,6 +41,7 @@ def test_split_rows_and_gather():
     assert World(1, 2).split_rows(rows)[:, 0].tolist() == [4, 12, 20]
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one(tmp_path):
     single = tmp_path / "single"
     torch.set_num_threads(1)
@@ -55,6 +57,7 @@ def test_two_processes_train_like_one(tmp_path):
     assert abs(a["training_state"]["best_loss"] - b["training_state"]["best_loss"]) < 1e-4
 
 
+@pytest.mark.slow
 def test_checkpoints_move_between_one_and_two_processes(tmp_path):
     out = tmp_path / "run"
     run_two(out, resume=False, epochs=1, max_steps=0)

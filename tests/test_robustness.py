@@ -147,6 +147,7 @@ def run_training(out, extra=()):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_moment_leaves_loadable_files_and_resume_matches(tmp_path):
     straight = tmp_path / "straight"
     assert run_training(straight).wait() == 0

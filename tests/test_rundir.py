@@ -48,9 +48,8 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path):
     with pytest.raises(InputError, match="missing.txt: cannot read"):
         train(tiny_config(data={"train": str(tmp_path / "missing.txt")}), out, **QUIET)
     assert not out.exists()
-    with pytest.raises(RuntimeError):  # past every check: the model cannot be built
-        with rundir.RunDirectory(out, resume=False, force=False):
-            raise RuntimeError("allocation failed")
+    with pytest.raises(RuntimeError), rundir.RunDirectory(out, resume=False, force=False):
+        raise RuntimeError("allocation failed")  # past every check: say, the model cannot be built
     assert not out.exists()
 
 

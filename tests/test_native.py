@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from grammar_induce import native
+from grammar_induce.model import _Recurrence
+
+from .test_model import fast, needs_c_steps, random_layer
+
+
+def layer_values_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:
+    """Outputs and input gradients of a float32 layer, with or without the C steps."""
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1" if native_on else "0")
+    gen = torch.Generator().manual_seed(3)
+    steps, batch, hidden, n = 9, 5, 60, 6
+    inputs = [torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen), torch.randn(batch, hidden, generator=gen),
+              torch.randn(batch, hidden, generator=gen), torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2]
+    inputs = [x.requires_grad_() for x in inputs]
+    outputs = _Recurrence.apply(*inputs, n)
+    weights = [torch.randn(o.shape, generator=gen) for o in outputs]
+    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), inputs)
+    return [o.detach() for o in outputs] + list(grads)
+
+
+@needs_c_steps
+def test_c_steps_and_tensor_ops_agree_in_float32(monkeypatch):
+    for got, want in zip(layer_values_float32(True, monkeypatch), layer_values_float32(False, monkeypatch)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_c_steps
+def test_loading_the_c_steps_leaves_denormals_alone():
+    """They are compiled with -ffast-math; linked with it, loading them would flush denormals process-wide."""
+    tiny = torch.tensor([1e-39])  # below float32's smallest normal, 1.2e-38
+    assert (tiny * 1.5).item() > 0
+
+
+@pytest.mark.parametrize("missing", ["compiler", "writable cache"])
+def test_without_a_compiler_or_cache_the_model_falls_back_to_tensor_ops(missing, monkeypatch, tmp_path):
+    if missing == "compiler":
+        monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build either
+    else:
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # the cache folder cannot be made
+    native.library.cache_clear()
+    try:
+        assert native.library(torch.float32) is None
+        assert not native.usable(torch.zeros(1))
+        p = random_layer(seed=4, steps=3)
+        torch.autograd.grad(sum(o.sum() for o in fast(p)), [p["w_hh"]])  # runs, through the tensor-op loop
+    finally:
+        native.library.cache_clear()
