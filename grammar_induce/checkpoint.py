@@ -47,13 +47,15 @@ def save(path: Path, model: LanguageModel, vocab: Vocab, tokenizer: Tokenizer, c
 def read(path: Path) -> dict[str, Any]:
     """The raw checkpoint dict, refusing anything but our own plain-data format."""
     path = Path(path)
+    if path.is_dir():
+        hint = f" (did you mean {path / 'best.pt'}?)" if (path / "best.pt").is_file() else ""
+        raise InputError(f"{path}: is a folder, not a checkpoint file{hint}")
     if not path.is_file():
         raise InputError(f"{path}: no such checkpoint file")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises many types for foreign or corrupt files
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InputError(f"{path}: not a grammar-induce checkpoint or corrupt ({first_line[:200]})") from None
+        raise InputError(f"{path}: not a grammar-induce checkpoint or corrupt ({_load_failure(e)})") from None
     if not isinstance(payload, dict) or "format_version" not in payload:
         raise InputError(f"{path}: not a grammar-induce checkpoint")
     if payload["format_version"] != FORMAT_VERSION:
@@ -61,6 +63,23 @@ def read(path: Path) -> dict[str, Any]:
             f"{path}: checkpoint format version {payload['format_version']}, this grammar-induce reads {FORMAT_VERSION}"
         )
     return payload
+
+
+def _load_failure(error: Exception) -> str:
+    """Why torch.load refused a file, in one line. torch's own advice for a file holding Python
+    objects (re-run with weights_only=False) is the wrong advice for a file from a stranger."""
+    text = str(error).strip()
+    if "Weights only load failed" in text:
+        return "it holds Python objects, not only plain data; they are refused because loading them could run code"
+    return (text.splitlines()[0] if text else type(error).__name__)[:200]
+
+
+def _mismatch(error: Exception) -> str:
+    """The informative line of a load_state_dict error (its first line only names the model class)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    detail = next((line for line in lines if line.startswith(("size mismatch", "Missing key", "Unexpected key"))),
+                  lines[0] if lines else type(error).__name__)
+    return detail[:300]
 
 
 def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
@@ -72,6 +91,6 @@ def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
         model = build_model(len(vocab), config.model)
         model.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError, ConfigError) as e:
-        raise InputError(f"{path}: damaged checkpoint ({str(e).splitlines()[0][:200]})") from None
+        raise InputError(f"{path}: damaged checkpoint ({_mismatch(e)})") from None
     model.to(device).eval()
     return LoadedModel(model, vocab, tokenizer, config, str(path))

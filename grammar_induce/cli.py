@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -20,6 +21,9 @@ QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
 QUICKSTART_GOLD = RESOURCES / "synthetic" / "test.trees"
 
 
+OUT_OF_MEMORY = "not enough memory for this model, batch or input: try smaller sizes or a smaller --batch-size"
+
+
 def user_errors(command):
     """Report a user's mistake (bad file, bad config) as one line and a non-zero exit, never a traceback."""
 
@@ -31,6 +35,14 @@ def user_errors(command):
             return command(*args, **kwargs)
         except (UserError, ConfigError) as e:
             raise click.ClickException(str(e)) from None
+        except MemoryError:
+            raise click.ClickException(OUT_OF_MEMORY) from None
+        except RuntimeError as e:  # torch reports a failed allocation as a RuntimeError
+            if "alloc" in str(e).lower() or "out of memory" in str(e).lower():
+                raise click.ClickException(f"{OUT_OF_MEMORY} ({str(e).strip().splitlines()[0][:160]})") from None
+            raise
+        except RecursionError:
+            raise click.ClickException("the input is nested too deeply to process") from None
 
     return wrapper
 
@@ -51,14 +63,15 @@ def main() -> None:
 @click.option("--train", "train_file", default=None, help="training text, one sentence per line")
 @click.option("--valid", "valid_file", default=None, help="validation text")
 @click.option("--test", "test_file", default=None, help="test text")
-@click.option("--tokenizer", type=click.Choice(["whitespace", "jieba", "char"]), default=None)
+@click.option("--tokenizer", type=click.Choice(["whitespace", "jieba", "char"]), default=None,
+              help="how lines split into words: spaces, jieba (Chinese) or characters [default: the config's]")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="run directory [default: runs/<config name>]")
 @device_option
-@click.option("--epochs", type=int, default=None)
+@click.option("--epochs", type=click.IntRange(min=1), default=None, help="epochs in all [default: the config's]")
 @click.option("--max-steps", type=int, default=None, help="stop after this many batches in all")
 @click.option("--max-minutes", type=float, default=None, help="stop at this wall time")
-@click.option("--seed", type=int, default=None)
+@click.option("--seed", type=int, default=None, help="random seed of the run [default: the config's]")
 @click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
               help="read sentences left to right or right to left [default: forward]")
 @click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
@@ -102,12 +115,14 @@ def model_options(command):
     """Options shared by `parse` and `evaluate` for choosing, running and combining the models."""
     for option in reversed([
         click.option("--layer", type=int, default=None, help="layer whose distances make the tree [default: middle]"),
-        click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True),
+        click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True,
+                     help="which master gate's expected level makes the distances"),
         click.option("--decoder", type=click.Choice(["paper", "gap"]), default="paper", show_default=True,
                      help="paper: the paper's greedy split; gap: split at the largest gap between words"),
         click.option("--combine", type=click.Choice(["mbr", "mean"]), default="mbr", show_default=True,
                      help="with several --model: span voting over their trees, or their mean gap scores"),
-        click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True),
+        click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+                     help="sentences run through the model together"),
     ]):
         command = option(command)
     return device_option(command)
@@ -125,7 +140,8 @@ def _parse_options(layer, distance, decoder, combine, batch_size):
 @click.argument("sentences", nargs=-1)
 @click.option("--input", "input_path", default=None, help="file of sentences, one per line, or - for stdin")
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True,
+              help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, or drawn")
 @click.option("--agreement", is_flag=True, help="print how much each ensemble member agrees with the others")
 @model_options
 @user_errors
@@ -133,7 +149,7 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
           batch_size, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
-    from .files import check_output
+    from .files import check_output, progress_bar
     from .metrics import SpanMetric
 
     check_output(output_path)
@@ -141,8 +157,8 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
     models = _load_models(model_paths, device)
     scores = [SpanMetric() for _ in models] if agreement else None
     options = _parse_options(layer, distance, decoder, combine, batch_size)
-    text = "".join(line + "\n" for line in parse_workflow.parse(models, lines, options, fmt, scores))
-    _write_output(text, output_path)
+    with progress_bar(len(lines), "parsing", "sent") as bar:
+        _write_lines(parse_workflow.parse(models, lines, options, fmt, scores, bar.update), output_path)
     if scores and len(models) > 1:
         from .evaluate import agreement_table
 
@@ -155,13 +171,15 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
               help="checkpoint to evaluate; repeat it for an ensemble")
 @click.option("--pred", "pred_path", type=click.Path(path_type=Path), default=None,
               help="file of predicted trees instead of a model, one per line")
-@click.option("--pred-format", type=click.Choice(["brackets", "ptb"]), default="brackets", show_default=True)
+@click.option("--pred-format", type=click.Choice(["brackets", "ptb"]), default="brackets", show_default=True,
+              help="unlabeled brackets, or labelled PTB trees (recognised on their own too)")
 @click.option("--gold", default=None, help="gold trees: a .mrg or one-tree-per-line file, a folder of .mrg, "
               "or nltk:treebank [default: the quick start's synthetic test trees]")
 @click.option("--treebank", "preset", type=click.Choice(["ptb", "ctb"]), default="ptb", show_default=True,
               help="which leaves count as words: PTB word tags, or all but PU and -NONE- (Chinese Treebank)")
 @click.option("--punct-tags", default=None, help="drop leaves with these tags instead (comma-separated)")
-@click.option("--max-length", type=click.IntRange(min=0), default=0, help="only sentences of at most N words")
+@click.option("--max-length", type=click.IntRange(min=0), default=0, show_default=True,
+              help="only sentences of at most N words (0: all)")
 @click.option("--skip-bad", is_flag=True, help="skip malformed gold trees and count them")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every number here")
 @click.option("--save-trees", type=click.Path(path_type=Path), default=None, help="write the predicted trees here")
@@ -194,7 +212,7 @@ def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_
     if json_path:
         evaluate_workflow.write_json(report, json_path)
     if save_trees:
-        _write_output("".join(to_brackets(t) + "\n" for t in report.predicted), save_trees)
+        _write_lines((to_brackets(t) for t in report.predicted), save_trees)
 
 
 def _load_models(paths: tuple[Path, ...], device: str | None) -> list:
@@ -216,10 +234,12 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[
     return [text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)]
 
 
-def _write_output(text: str, path: Path | None) -> None:
-    from .files import write_text
+def _write_lines(lines: Iterable[str], path: Path | None) -> None:
+    """To stdout as they come, or atomically to a file."""
+    from .files import write_lines
 
     if path is None:
-        click.echo(text, nl=False)
+        for line in lines:
+            click.echo(line)
     else:
-        write_text(path, text)
+        write_lines(lines, path)

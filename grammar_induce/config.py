@@ -7,6 +7,7 @@ a field below (unknown keys are errors), and `--set section.key=value` overrides
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,9 @@ class TrainConfig:
         for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")
-        for name in ("lr", "clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono",
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr must be positive, got {self.lr}")
+        for name in ("clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono",
                      "keep_epochs"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name} must not be negative, got {getattr(self, name)}")
@@ -145,17 +148,28 @@ def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
 
 
 def _build_section(name: str, values: dict[str, Any], source: str) -> Any:
-    cls = SECTIONS[name]
-    fields = {f.name: f for f in dataclasses.fields(cls)}
     for key, value in values.items():
-        if key not in fields:
-            raise ConfigError(f"{source}: unknown key {name}.{key}")
-        expected = type(fields[key].default)
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            values[key] = float(value)
-        elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise ConfigError(f"{source}: {name}.{key} must be {expected.__name__}, got {value!r}")
-    return cls(**values)
+        try:
+            values[key] = checked_value(name, key, value)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
+    return SECTIONS[name](**values)
+
+
+def checked_value(section: str, key: str, value: Any) -> Any:
+    """The value of a known key with the field's type (an int where a float is expected becomes one);
+    errors name the key but not where it came from."""
+    fields = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
+    if key not in fields:
+        raise ConfigError(f"unknown key {section}.{key}")
+    expected = type(fields[key].default)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ConfigError(f"{section}.{key} must be {expected.__name__}, got {value!r}")
+    if expected is float and not math.isfinite(value):
+        raise ConfigError(f"{section}.{key} must be a finite number, got {value}")
+    return value
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -169,6 +183,8 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     for key in ("train", "valid", "test"):
         value = raw.get("data", {}).get(key)
         if isinstance(value, str) and value and not Path(value).is_absolute():
@@ -177,13 +193,19 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string."""
+    """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string.
+    A bad key or value is an error naming the --set it came from."""
     for item in overrides:
         dotted, sep, text = item.partition("=")
         section, dot, key = dotted.strip().partition(".")
         if not sep or not dot or not key:
             raise ConfigError(f"--set {item!r}: expected section.key=value")
-        raw.setdefault(section, {})[key] = parse_value(text.strip())
+        if section not in SECTIONS:
+            raise ConfigError(f"--set {item}: unknown section [{section}] (expected one of {', '.join(SECTIONS)})")
+        try:
+            raw.setdefault(section, {})[key] = checked_value(section, key, parse_value(text.strip()))
+        except ConfigError as e:
+            raise ConfigError(f"--set {item}: {e}") from None
     return raw
 
 

@@ -80,6 +80,10 @@ class Vocab:
     def encode(self, words: Iterable[str]) -> list[int]:
         return [self.index.get(word, 0) for word in words]
 
+    def encode_user_words(self, words: Iterable[str]) -> list[int]:
+        """Ids of words a user wrote to parse: `<eos>` there is an unknown word, not the end of the sentence."""
+        return [0 if word == EOS else self.index.get(word, 0) for word in words]
+
 
 def read_corpus(path: str | Path, tokenizer: Tokenizer) -> tuple[list[list[str]], int]:
     """One sentence per line; blank lines are skipped and counted. Returns (sentences, blank lines)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import trees
 from .data import Tokenizer
-from .files import InputError, read_lines, write_text
+from .files import InputError, progress_bar, read_lines, write_text
 from .metrics import SpanMetric
 from .treebank import GoldTree, TagFilter, read_gold
 
@@ -47,11 +47,12 @@ class Report:
     skipped: int
     predicted: list[trees.Tree]
     agreement: dict[str, SpanMetric] = field(default_factory=dict)  # member -> its F1 against the others
+    notes: list[str] = field(default_factory=list)  # warnings about the gold trees
 
     def to_dict(self) -> dict:
         return {
             "sentences": self.sentences, "skipped": self.skipped, "main": self.main_row,
-            "agreement": {name: m.to_dict() for name, m in self.agreement.items()},
+            "agreement": {name: m.to_dict() for name, m in self.agreement.items()}, "notes": self.notes,
             "rows": {name: m.to_dict() for name, m in self.rows.items()},
             "by_length": {row: {b: m.to_dict() for b, m in buckets.items()} for row, buckets in self.by_length.items()},
         }
@@ -65,6 +66,7 @@ class Report:
                          f"{100 * m.precision:6.1f} {100 * m.recall:7.1f}")
         if self.agreement:
             lines.append("\n" + agreement_table(self.agreement))
+        lines += [f"\nnote: {note}" for note in self.notes]
         lines.append(f"\nsentence F1 by length ({self.sentences} sentences, {self.skipped} skipped)")
         rows = list(self.by_length)
         lines.append(f"{'words':10s} {'count':>6s} " + " ".join(f"{r[:16]:>16s}" for r in rows))
@@ -97,7 +99,8 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     from .parse import check_members, parse_words, resolve_layer
 
     check_members(models)
-    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad)
+    notes: list[str] = []
+    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, notes)
     gold = within_length(gold, options.max_length)
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:
@@ -106,9 +109,9 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     if len(models) == 1:
         predicted = _layer_rows(parsed[0], parse_options.decoder)
         main_row = f"layer {layers[0]} {parse_options.distance}"
-        return _report(gold, skipped, predicted, main_row, options)
+        return _report(gold, skipped, predicted, main_row, options, notes=notes)
     predicted, agreement = _ensemble_rows(models, parsed, layers, parse_options)
-    return _report(gold, skipped, predicted, f"{parse_options.combine} of {len(models)}", options, agreement)
+    return _report(gold, skipped, predicted, f"{parse_options.combine} of {len(models)}", options, agreement, notes)
 
 
 def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
@@ -148,35 +151,62 @@ def _short_name(source: str) -> str:
 
 
 def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Report:
-    """Score a file of predicted trees, one per line, aligned with the gold trees."""
-    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad)
+    """Score a file of predicted trees, one per line, aligned with the gold trees (all of them, or those
+    within --max-length, as `evaluate --max-length N --save-trees` writes them)."""
+    notes: list[str] = []
+    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, notes)
     lines = list(read_lines(pred_path))
-    if len(lines) != len(gold):
-        raise InputError(f"{pred_path}: {len(lines)} predicted trees for {len(gold)} gold trees")
-    predicted = [_read_predicted(pred_path, n, text, g, labeled) for (n, text), g in zip(lines, gold)]
-    keep = [k for k, g in enumerate(gold) if not options.max_length or len(g.words) <= options.max_length]
-    return _report([gold[k] for k in keep], skipped, {"predicted": [predicted[k] for k in keep]},
-                   "predicted", options)
+    short = within_length(gold, options.max_length)
+    if len(lines) not in (len(gold), len(short)):
+        within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
+        raise InputError(f"{pred_path}: {len(lines)} predicted trees for {len(gold)} gold trees{within}")
+    aligned = gold if len(lines) == len(gold) else short
+    predicted = [_read_predicted(pred_path, n, text, g, labeled) for (n, text), g in zip(lines, aligned)]
+    keep = [k for k, g in enumerate(aligned) if not options.max_length or len(g.words) <= options.max_length]
+    return _report([aligned[k] for k in keep], skipped, {"predicted": [predicted[k] for k in keep]},
+                   "predicted", options, notes=notes)
 
 
 def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled: bool) -> trees.Tree:
-    from .treebank import parse_bracketed, preprocess
-
-    try:
-        tree = (preprocess(parse_bracketed(text, f"{path}:{lineno}"), TagFilter(keep=None), f"{path}:{lineno}")
-                if labeled else trees.parse_brackets(text))
-    except trees.TreeSyntaxError as e:
-        raise InputError(f"{path}:{lineno}: malformed tree ({e})") from None
-    words = trees.leaves(tree) if tree is not None else []
-    normalize = Tokenizer(lowercase=True, replace_digits=True).normalize
-    if [normalize(w) for w in words] != [normalize(w) for w in gold.words]:
-        raise InputError(f"{path}:{lineno}: the words ({len(words)}) differ from the gold tree at {gold.source} "
-                         f"({len(gold.words)}): {' '.join(words[:8])} ... vs {' '.join(gold.words[:8])} ...")
+    """One predicted tree; labelled trees (`(S (NP (DT the) ...`) are recognised without --pred-format ptb."""
+    source = f"{path}:{lineno}"
+    tree = _read_tree(text, source, labeled)
+    if not labeled and not _same_words(tree, gold):
+        try:
+            relabeled = _read_tree(text, source, labeled=True)
+        except InputError:
+            relabeled = None
+        if relabeled is not None and _same_words(relabeled, gold):
+            return relabeled
+    if not _same_words(tree, gold):
+        words = trees.leaves(tree) if tree is not None else []
+        hint = "" if labeled else " (for labelled trees, add --pred-format ptb)"
+        raise InputError(f"{source}: the words ({len(words)}) differ from the gold tree at {gold.source} "
+                         f"({len(gold.words)}): {' '.join(words[:8])} ... vs {' '.join(gold.words[:8])} ...{hint}")
     return tree
 
 
+def _read_tree(text: str, source: str, labeled: bool) -> trees.Tree | None:
+    from .treebank import parse_bracketed, preprocess
+
+    try:
+        if labeled:
+            return preprocess(parse_bracketed(text, source), TagFilter(keep=None), source)
+        return trees.parse_brackets(text)
+    except trees.TreeSyntaxError as e:
+        raise InputError(f"{source}: malformed tree ({e})") from None
+
+
+def _same_words(tree: trees.Tree | None, gold: GoldTree) -> bool:
+    """Equal up to case, digits and the Penn Treebank's bracket names."""
+    normalize = Tokenizer(lowercase=True, replace_digits=True).normalize
+    words = trees.leaves(tree) if tree is not None else []
+    return [normalize(trees.unescape(w)) for w in words] == [normalize(trees.unescape(w)) for w in gold.words]
+
+
 def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main_row: str,
-            options: EvalOptions, agreement: dict[str, SpanMetric] | None = None) -> Report:
+            options: EvalOptions, agreement: dict[str, SpanMetric] | None = None,
+            notes: list[str] | None = None) -> Report:
     if not gold:
         raise InputError(f"{options.gold}: no gold trees of at most {options.max_length} words")
     gold_spans = [trees.spans(g.tree) for g in gold]
@@ -187,7 +217,7 @@ def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main
     lengths = [len(g.words) for g in gold]
     by_length = {name: _by_length(ts, gold_spans, lengths)
                  for name, ts in ((main_row, predicted[main_row]), ("right-branching", baselines["right-branching"]))}
-    return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {})
+    return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {}, notes or [])
 
 
 def _score(predicted: list, gold_spans: list[set]) -> SpanMetric:
@@ -212,9 +242,7 @@ def _by_length(predicted: list, gold_spans: list[set], lengths: list[int]) -> di
 
 
 def _progress(total: int, quiet: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="parsing", unit="sent", leave=False, disable=quiet or total < 500)
+    return progress_bar(total, "parsing", "sent", quiet=quiet or total < 500)
 
 
 def write_json(report: Report, path: Path) -> None:

@@ -108,7 +108,7 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
     for first in range(0, len(order), batch_size):
         batch = order[first : first + batch_size]
         longest = len(sentences[batch[-1]])
-        rows = [[eos, *vocab.encode(tokenizer.normalize(w) for w in _model_order(sentences[k], direction))]
+        rows = [[eos, *vocab.encode_user_words(tokenizer.normalize(w) for w in _model_order(sentences[k], direction))]
                 for k in batch]
         tokens = torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows]).t()  # (T, B)
         distances = model.distances(tokens.to(model.device), n_layers=n_layers)  # (L, T, B) each
@@ -144,8 +144,8 @@ def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], optio
                     ) -> list[SentenceResult]:
     """Each sentence's combined tree and every member's distances and tree."""
     layers = [resolve_layer(options.layer, loaded) for loaded in models]
-    parsed = [parse_words(loaded, sentences, options.batch_size, progress, None if all_layers else layer)
-              for loaded, layer in zip(models, layers)]
+    parsed = [parse_words(loaded, sentences, options.batch_size, progress if k == 0 else None,
+                          None if all_layers else layer) for k, (loaded, layer) in enumerate(zip(models, layers))]
     results = []
     for k, words in enumerate(sentences):
         members = [member[k] for member in parsed]
@@ -159,16 +159,19 @@ def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], optio
 
 
 def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, fmt: str = "brackets",
-          agreement: list[SpanMetric] | None = None) -> Iterator[str]:
-    """Lines of text in, rendered lines out (without newlines), in input order.
+          agreement: list[SpanMetric] | None = None, progress: Callable[[int], object] | None = None
+          ) -> Iterator[str]:
+    """Lines of text in, rendered lines out (without newlines), in input order, a chunk of lines at a time.
 
-    With `agreement`, each member's agreement with the others (see `member_agreement`) is added to it.
+    With `agreement`, each member's agreement with the others (see `member_agreement`) is added to it;
+    `progress` is called with the number of sentences each batch parsed.
     """
     check_members(models)
     tokenizer = models[0].tokenizer
     lines = iter(lines)
     while chunk := list(itertools.islice(lines, 64 * options.batch_size)):
-        results = parse_sentences(models, [tokenizer.split(line) for line in chunk], options, fmt in ALL_LAYERS)
+        results = parse_sentences(models, [tokenizer.split(line) for line in chunk], options, fmt in ALL_LAYERS,
+                                  progress)
         if agreement is not None:
             for k, part in enumerate(member_agreement([[m.tree for m in r.members] for r in results if r.members])):
                 agreement[k] += part

@@ -24,7 +24,7 @@ from . import checkpoint, distributed, native, rundir
 from . import config as config_module
 from .config import Config
 from .data import Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, model_order, read_corpus
-from .files import InputError, UserError, write_text
+from .files import InputError, UserError, progress_bar, write_text
 from .model import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
 
 
@@ -372,8 +372,6 @@ def limit_reached(loop: Loop, state: TrainState) -> bool:
 
 def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float] | None:
     """Train from `state.position` (or the epoch's start). Returns statistics, or None if interrupted."""
-    from tqdm import tqdm
-
     data, cfg = loop.corpus.train, loop.config.train
     pos = state.position or EpochPosition()
     if pos.hidden is None:
@@ -382,8 +380,8 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
         hidden = [(loop.world.split_rows(h.t()).t().to(loop.device), loop.world.split_rows(c.t()).t().to(loop.device))
                   for h, c in pos.hidden]
     start, began = pos.start, time.time()
-    bar = tqdm(total=data.shape[0] - 1, initial=start, desc=f"epoch {state.epoch}", leave=False,
-               disable=loop.quiet or not loop.world.is_main, dynamic_ncols=True)
+    bar = progress_bar(data.shape[0] - 1, f"epoch {state.epoch}", "tok", quiet=loop.quiet or not loop.world.is_main,
+                       initial=start)
     while start < data.shape[0] - 2:
         if loop.world.any(stop.requested):
             bar.close()
@@ -396,8 +394,11 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
         ce = ce.item()
         if not math.isfinite(ce):
             bar.close()
+            last = loop.out_dir / "last.pt"
+            kept = (f"{last} keeps the last good state" if last.exists()
+                    else "no epoch had finished, so nothing was kept and the run can start again")
             raise TrainingStopped(f"the training loss became {ce} at step {state.step + 1} of epoch {state.epoch}; "
-                                  f"{loop.out_dir / 'last.pt'} keeps the last good state (try a lower lr or clip)")
+                                  f"{kept} (try a lower lr or clip)")
         state.step += 1
         pos.loss_sum += ce * inputs.numel()
         pos.tokens += inputs.numel()  # this process's share

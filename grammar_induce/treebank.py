@@ -7,6 +7,7 @@ The result is an unlabeled tree (see `trees`) over the kept words.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,13 +52,16 @@ class GoldTree:
     tree: Tree  # unlabeled, over `words`
 
 
-def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False) -> tuple[list[GoldTree], int]:
+def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
+              notes: list[str] | None = None) -> tuple[list[GoldTree], int]:
     """Read gold trees from a file, a folder of .mrg files or `nltk:<corpus>`.
 
     Returns the non-empty preprocessed trees and the number of trees skipped (emptied by
-    preprocessing, or malformed when `skip_bad`).
+    preprocessing, or malformed when `skip_bad`). When the tag filter drops most leaves (Chinese
+    trees scored as English, say), a warning is added to `notes`.
     """
     gold, skipped = [], 0
+    tag_counts: Counter[str] = Counter()
     for source, text in _tree_strings(spec, skip_bad):
         if text is None:  # malformed, and skip_bad is on
             skipped += 1
@@ -69,6 +73,7 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False) -> tuple[list[
                 raise
             skipped += 1
             continue
+        tag_counts.update(tag for _, tag in tree.pos())
         try:
             kept = preprocess(tree, tags, source)
         except InputError:
@@ -80,9 +85,24 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False) -> tuple[list[
             skipped += 1
             continue
         gold.append(GoldTree(source, leaves(kept), kept))
+    warning = _filter_warning(spec, tags, tag_counts)
     if not gold:
-        raise InputError(f"{spec}: no gold trees with words in them")
+        raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))
+    if notes is not None and warning:
+        notes.append(warning)
     return gold, skipped
+
+
+def _filter_warning(spec: str, tags: TagFilter, tag_counts: Counter[str]) -> str | None:
+    """Say so when the tag filter drops most leaves: the gold trees likely use another tag set."""
+    total = sum(tag_counts.values())
+    dropped = Counter({tag: n for tag, n in tag_counts.items() if not tags.keeps(tag)})
+    if not total or sum(dropped.values()) <= total / 2:
+        return None
+    common = ", ".join(tag for tag, _ in dropped.most_common(5))
+    return (f"{spec}: the tag filter dropped {100 * sum(dropped.values()) / total:.0f}% of the gold leaves "
+            f"(most often tagged {common}); for Chinese Treebank trees use --treebank ctb, for another "
+            "tag set --punct-tags")
 
 
 def _tree_strings(spec: str, skip_bad: bool) -> Iterator[tuple[str, str]]:

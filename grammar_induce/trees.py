@@ -59,9 +59,9 @@ def mirror(tree: Tree) -> Tree:
     """The tree read right to left: every node's children reversed."""
     stack: list[list] = [[]]
     for event in _events(tree):
-        if event == "(":
+        if event is _OPEN:
             stack.append([])
-        elif event == ")":
+        elif event is _CLOSE:
             node = stack.pop()
             stack[-1].append(node[::-1])
         else:
@@ -170,33 +170,36 @@ def _tree_from_splits(split: list[list[int]], words: Sequence[str], start: int, 
     return built[start, end]
 
 
+_OPEN, _CLOSE = object(), object()  # structure events, never equal to a word (a word may be "(")
+
+
 def _events(tree: Tree):
-    """Walk a tree without recursion (trees of long sentences are deep): yields "(", ")" or a word."""
+    """Walk a tree without recursion (trees of long sentences are deep): yields _OPEN, _CLOSE or a word."""
     stack = [iter([tree])]
     while stack:
         node = next(stack[-1], None)
         if node is None:
             stack.pop()
             if stack:
-                yield ")"
+                yield _CLOSE
         elif isinstance(node, str):
             yield node
         else:
-            yield "("
+            yield _OPEN
             stack.append(iter(node))
 
 
 def leaves(tree: Tree) -> list[str]:
-    return [e for e in _events(tree) if e not in ("(", ")")] if not isinstance(tree, str) else [tree]
+    return [e for e in _events(tree) if isinstance(e, str)]
 
 
 def spans(tree: Tree) -> set[tuple[int, int]]:
     """Every constituent of two or more words except the whole sentence, as in the paper's code."""
     found, starts, position = set(), [], 0
     for event in _events(tree):
-        if event == "(":
+        if event is _OPEN:
             starts.append(position)
-        elif event == ")":
+        elif event is _CLOSE:
             start = starts.pop()
             if position - start > 1:
                 found.add((start, position))
@@ -237,18 +240,21 @@ def random_tree(words: Sequence[str], rng: random.Random) -> Tree:
 
 def _render(tree: Tree, word, open_: str, close: str, sep: str) -> str:
     parts: list[str] = []
+    separate = False  # whether the next item follows a sibling
     for event in _events(tree):
-        if event == ")":
+        if event is _CLOSE:
             parts.append(close)
+            separate = True
             continue
-        if parts and parts[-1] != open_:
+        if separate:
             parts.append(sep)
-        parts.append(open_ if event == "(" else word(event))
+        parts.append(open_ if event is _OPEN else word(event))
+        separate = event is not _OPEN
     return "".join(parts)
 
 
 def to_brackets(tree: Tree) -> str:
-    """`(the (quick (brown fox)))`; brackets inside words are escaped as -LRB- / -RRB-."""
+    """`(the (quick (brown fox)))`; brackets inside words are written as the Penn Treebank does (-LRB- ...)."""
     return _render(tree, escape, "(", ")", " ")
 
 
@@ -262,12 +268,23 @@ def to_json(tree: Tree) -> str:
     return _render(tree, lambda w: json.dumps(w, ensure_ascii=False), "[", "]", ", ")
 
 
+PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-", "{": "-LCB-", "}": "-RCB-"}
+
+
 def escape(word: str) -> str:
-    return word.replace("(", "-LRB-").replace(")", "-RRB-")
+    for bracket, name in PTB_ESCAPES.items():
+        word = word.replace(bracket, name)
+    return word
+
+
+def unescape(word: str) -> str:
+    for bracket, name in PTB_ESCAPES.items():
+        word = word.replace(name, bracket)
+    return word
 
 
 def parse_brackets(text: str) -> Tree:
-    """Read `(the (quick (brown fox)))` back; -LRB-/-RRB- become brackets again."""
+    """Read `(the (quick (brown fox)))` back; -LRB-, -RRB- and the others become brackets again."""
     stack: list[list] = [[]]
     for token in text.replace("(", " ( ").replace(")", " ) ").split():
         if token == "(":
@@ -280,7 +297,7 @@ def parse_brackets(text: str) -> Tree:
                 raise TreeSyntaxError("empty brackets ()")
             stack[-1].append(node[0] if len(node) == 1 else node)
         else:
-            stack[-1].append(token.replace("-LRB-", "(").replace("-RRB-", ")"))
+            stack[-1].append(unescape(token))
     if len(stack) != 1:
         raise TreeSyntaxError("unbalanced brackets: a '(' is never closed")
     if len(stack[0]) != 1:

@@ -11,6 +11,10 @@ For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures:
   the forward floor, and one at a time with the plain per-step implementation
   (`grammar_induce.reference`): as the paper's code runs it (the DropConnect weight scaled
   at every step) and with the weight scaled once per sentence;
+- parsing with a two-model ensemble (one forward and one backward model, span voting) against
+  one model, both through the whole `parse` workflow (tokenizing, distances, trees, rendering);
+- parsing one very long line (500, 2000 and 8000 words) through the `parse` workflow, in
+  words/s: the time should grow linearly with the length;
 - peak memory of each case (each runs in its own process; CPU: peak RSS, CUDA: peak allocated).
 """
 
@@ -34,6 +38,7 @@ PARSE_WORDS = 20
 # The plain per-step parser, one sentence at a time: as the paper's code (DropConnect weight
 # scaled at every step), and tidied (scaled once per sentence).
 REFERENCE_VARIANTS = {"per-step paper": True, "per-step scaled once": False}
+LONG_LINES = (500, 2000, 8000)  # words in one line: parse time should grow linearly
 
 
 def model_config(name: str):
@@ -141,17 +146,20 @@ def parse_sentences(count: int) -> list[list[str]]:
     return [[f"w{rng.randrange(VOCAB - 2)}" for _ in range(PARSE_WORDS)] for _ in range(count)]
 
 
-def loaded_model(name: str, device):
+def loaded_model(name: str, device, direction: str = "forward", seed: int = 0):
+    import dataclasses
+
     import torch
 
     from grammar_induce.checkpoint import LoadedModel
     from grammar_induce.data import Tokenizer, Vocab
-    from grammar_induce.model import ONLSTMLanguageModel
+    from grammar_induce.model import build_model
 
     cfg = model_config(name)
-    torch.manual_seed(0)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, direction=direction))
+    torch.manual_seed(seed)
     vocab = Vocab(["<unk>", "<eos>"] + [f"w{k}" for k in range(VOCAB - 2)])
-    return LoadedModel(ONLSTMLanguageModel(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
+    return LoadedModel(build_model(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
 
 
 def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_layers: int | None = None) -> dict:
@@ -194,6 +202,35 @@ def bench_reference_parsing(name: str, device_name: str, count: int, scale_every
             tree_from_distances(d.forget[1, 1:-1, 0].tolist(), words)
 
     return {"sentences_per_s": count / timed(parse_all, device, repeats=1, warmup=0)}
+
+
+def bench_ensemble(name: str, device_name: str, count: int) -> dict:
+    """The parse workflow with a forward and a backward model (span voting) against the forward one alone."""
+    import torch
+
+    from grammar_induce.parse import ParseOptions, parse
+
+    device = torch.device(device_name)
+    forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
+    lines = [" ".join(words) for words in parse_sentences(count)]
+    options = ParseOptions(batch_size=64)
+    seconds, alone = timed_pair(lambda: list(parse([forward, backward], lines, options)),
+                                lambda: list(parse([forward], lines, options)), device, repeats=5, warmup=1)
+    return {"sentences_per_s": count / seconds, "one_model_sentences_per_s": count / alone, "ratio": alone / seconds}
+
+
+def bench_long_line(name: str, device_name: str, words: int) -> dict:
+    """One line of `words` words through the parse workflow: words per second."""
+    import torch
+
+    from grammar_induce.parse import ParseOptions, parse
+
+    device = torch.device(device_name)
+    loaded = loaded_model(name, device)
+    line = " ".join(parse_sentences(-(-words // PARSE_WORDS))[0] * (-(-words // PARSE_WORDS)))
+    line = " ".join(line.split()[:words])
+    seconds = timed(lambda: list(parse([loaded], [line], ParseOptions())), device, repeats=1, warmup=0)
+    return {"tokens_per_s": words / seconds}
 
 
 def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
@@ -248,6 +285,11 @@ def main() -> None:
             results[case] = in_process(args.threads, args.device, "bench_reference_parsing", name, args.device,
                                        reference_sentences, every_step)
             results[case]["batch 256 speedup"] = batched / results[case]["sentences_per_s"]
+        results[f"{name} parse 2-model ensemble"] = in_process(
+            args.threads, args.device, "bench_ensemble", name, args.device, sentences)
+        for words in LONG_LINES[: 1 if args.quick else None]:
+            results[f"{name} parse one {words}-word line"] = in_process(
+                args.threads, args.device, "bench_long_line", name, args.device, words)
     steps = time_steps(args.device)
     print_table(results, args, steps)
     if args.json:
@@ -266,11 +308,12 @@ def time_steps(device: str) -> str:
 
 def print_table(results: dict, args, steps: str) -> None:
     print(f"device {args.device}, {args.threads} threads, time steps in {steps}")
-    print(f"{'case':32s} {'rate':>12s} {'floor':>12s} {'ratio':>6s} {'peak MB':>8s}")
+    print(f"{'case':32s} {'rate':>12s} {'floor':>12s} {'ratio':>6s} {'peak MB':>8s}"
+          "   (ensemble: 'floor' is one model's rate in the same run)")
     for case, r in results.items():
-        unit = "tok/s" if "train" in case else "sent/s"
+        unit = "tok/s" if "tokens_per_s" in r else "sent/s"
         rate = r.get("tokens_per_s", r.get("sentences_per_s"))
-        floor = r.get("floor_tokens_per_s", r.get("floor_sentences_per_s"))
+        floor = r.get("floor_tokens_per_s", r.get("floor_sentences_per_s", r.get("one_model_sentences_per_s")))
         floor_text = f"{floor:9.0f}" if floor else ""
         ratio_text = f"{r['ratio']:6.2f}" if "ratio" in r else ""
         speedup = f"  batched 256 is {r['batch 256 speedup']:.1f}x this" if "batch 256 speedup" in r else ""

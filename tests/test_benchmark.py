@@ -21,7 +21,8 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
     assert report["time_steps"] == ("C" if native.library(torch.float32) is not None else "tensor ops")
     results = report["results"]
     expected = {"tiny train", "tiny parse batch 1", "tiny parse batch 64", "tiny parse batch 256",
-                "tiny parse batch 256, layers 1-2", "tiny parse per-step paper", "tiny parse per-step scaled once"}
+                "tiny parse batch 256, layers 1-2", "tiny parse per-step paper", "tiny parse per-step scaled once",
+                "tiny parse 2-model ensemble", "tiny parse one 500-word line"}
     assert set(results) == expected
     for case, figures in results.items():
         assert figures.get("tokens_per_s", figures.get("sentences_per_s")) > 0, case
@@ -30,6 +31,8 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
             floor = figures.get("floor_tokens_per_s", figures.get("floor_sentences_per_s"))
             rate = figures.get("tokens_per_s", figures.get("sentences_per_s"))
             assert abs(figures["ratio"] - rate / floor) < 1e-9, case
+    ensemble = results["tiny parse 2-model ensemble"]
+    assert abs(ensemble["ratio"] - ensemble["sentences_per_s"] / ensemble["one_model_sentences_per_s"]) < 1e-9
     batched = results["tiny parse batch 256"]["sentences_per_s"]
     for case in ("tiny parse per-step paper", "tiny parse per-step scaled once"):
         assert abs(results[case]["batch 256 speedup"] - batched / results[case]["sentences_per_s"]) < 1e-9

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import click
 import pytest
 import torch
 from click.testing import CliRunner
@@ -219,3 +220,136 @@ def test_fuzz_corpus_reader_returns_sentences_or_our_error(tmp_path, data):
     except InputError:
         return
     assert sentences and all(sentence for sentence in sentences) and blank >= 0
+
+
+# --- what real users do (each of these once went wrong) ---------------------------------------
+
+def one_line_error(result, message):
+    assert result.exit_code == 1, result.output
+    assert message in result.output and "Traceback" not in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_brackets_typed_as_words_survive_parsing_and_rescoring(tiny_run, tmp_path):
+    result = cli("parse", "--model", tiny_run / "best.pt", "a ( b ) c [ d ] { e }")
+    assert result.exit_code == 0, result.output
+    assert trees.leaves(trees.parse_brackets(result.output.strip())) == "a ( b ) c [ d ] { e }".split()
+    gold = tmp_path / "gold.txt"
+    gold.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (-LRB- -LRB-) (NP (DT a) (NN cat)) (-RRB- -RRB-)))\n")
+    saved = tmp_path / "saved.txt"
+    first = cli("evaluate", "--model", tiny_run / "best.pt", "--gold", gold, "--punct-tags", "PU",
+                "--save-trees", saved, "--quiet")
+    assert first.exit_code == 0, first.output
+    assert "-LRB-" in saved.read_text()
+    again = cli("evaluate", "--pred", saved, "--gold", gold, "--punct-tags", "PU")
+    assert again.exit_code == 0, again.output
+
+
+def test_eos_and_unk_typed_by_a_user_are_ordinary_unknown_words(tiny_model):
+    typed = parse_words(tiny_model, ["the dog <eos> saw a cat".split(), "the dog <unk> saw a cat".split()])
+    unknown = parse_words(tiny_model, ["the dog qqqq saw a cat".split()])[0]
+    for parsed in typed:
+        assert parsed.forget == unknown.forget
+        assert len(trees.leaves(parsed.tree(2))) == 6
+
+
+def test_a_byte_order_mark_does_not_become_part_of_a_word(tiny_run, tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_bytes("\ufeffthe dog ran\n".encode())
+    result = cli("parse", "--model", tiny_run / "best.pt", "--input", text, "--format", "json")
+    assert json.loads(result.output) == json.loads(cli("parse", "--model", tiny_run / "best.pt", "--format", "json",
+                                                       "the dog ran").output)
+    text.write_bytes(b"the\x00dog ran\n")
+    one_line_error(cli("parse", "--model", tiny_run / "best.pt", "--input", text), "in.txt:1: control character U+0000")
+
+
+def test_chinese_gold_scored_with_the_english_tag_filter_says_so(tmp_path):
+    gold = tmp_path / "ctb.txt"
+    gold.write_text("(IP (NP (NR 张三)) (VP (VV 喜欢) (NP (NN 苹果))) (PU 。))\n"
+                    "(IP (NP (PN 我们)) (VP (VV 学习) (NP (NN 中文) (CD 3))) (PU 。))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("苹果\n(中文 3)\n")  # what survives the PTB filter: the NN and CD leaves
+    result = cli("evaluate", "--pred", pred, "--gold", gold)
+    assert result.exit_code == 0, result.output
+    assert "dropped 67% of the gold leaves" in result.output and "--treebank ctb" in result.output
+
+
+def test_saved_trees_of_a_length_limited_evaluation_can_be_rescored(tiny_run, tmp_path):
+    saved = tmp_path / "t.txt"
+    first = cli("evaluate", "--model", tiny_run / "best.pt", "--max-length", 10, "--save-trees", saved, "--quiet")
+    assert first.exit_code == 0, first.output
+    again = cli("evaluate", "--pred", saved, "--max-length", 10)
+    assert again.exit_code == 0, again.output
+    main_row = next(line for line in first.output.splitlines() if "*" in line).split("*")[1].split()
+    assert next(line for line in again.output.splitlines() if "*" in line).split("*")[1].split() == main_row
+
+
+def test_labelled_predictions_are_recognised(tmp_path):
+    gold = tmp_path / "gold.txt"
+    gold.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
+    result = cli("evaluate", "--pred", pred, "--gold", gold)
+    assert result.exit_code == 0 and "100.0" in result.output, result.output
+    pred.write_text("(S (NP (DT the) (NN cow)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
+    one_line_error(cli("evaluate", "--pred", pred, "--gold", gold), "(for labelled trees, add --pred-format ptb)")
+
+
+def test_outputs_and_run_directories_that_cannot_be_used_are_refused_first(tiny_run, tmp_path):
+    one_line_error(cli("parse", "--model", tiny_run / "best.pt", "--output", tmp_path, "a b"), "is a folder, not a file")
+    one_line_error(cli("parse", "--model", tiny_run / "best.pt", "--output", "/proc/trees.txt", "a b"),
+                   "cannot write in /proc")
+    file = tmp_path / "file"
+    file.write_text("")
+    one_line_error(cli("train", "--config", ROOT / "configs" / "tiny.toml", "--out", file), "is a file, not a run directory")
+
+
+def test_a_deeply_nested_config_and_absurd_sizes_are_one_line_errors(tmp_path):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100000 + "]" * 100000 + "\n")
+    one_line_error(cli("train", "--config", deep, "--out", tmp_path / "r"), "nested too deeply")
+    out = tmp_path / "huge"
+    one_line_error(cli("train", "--config", ROOT / "configs" / "tiny.toml", "--out", out, "--quiet",
+                       "--set", "model.emb_size=400000", "--set", "model.hidden_size=400000"), "not enough memory")
+    assert not out.exists()
+
+
+def test_non_finite_settings_are_refused_naming_set(tmp_path):
+    one_line_error(cli("train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r",
+                       "--set", "train.lr=nan"), "--set train.lr=nan: train.lr must be a finite number, got nan")
+    one_line_error(cli("train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r",
+                       "--set", "train.clip=inf"), "--set train.clip=inf: train.clip must be a finite number")
+    one_line_error(cli("train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r",
+                       "--set", "train.lr=0"), "train.lr must be positive")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_run_stopped_by_nan_before_any_epoch_can_start_again(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(train_module.TrainingStopped, match="no epoch had finished, so nothing was kept"):
+        train(tiny_config(train={"epochs": 1, "lr": 1e38, "clip": 0.0}), out, **QUIET)
+    train(tiny_config(train={"epochs": 1}), out, **QUIET)  # no --force needed
+    assert (out / "best.pt").exists()
+
+
+def test_checkpoint_messages_name_the_problem(tiny_run, tmp_path):
+    one_line_error(cli("parse", "--model", tiny_run, "a b"),
+                   f"is a folder, not a checkpoint file (did you mean {tiny_run / 'best.pt'}?)")
+    payload = torch.load(tiny_run / "best.pt", weights_only=True)
+    payload["state_dict"]["layers.1.hh.weight"] = torch.zeros(3, 3)
+    wrong = tmp_path / "wrong.pt"
+    torch.save(payload, wrong)
+    one_line_error(cli("parse", "--model", wrong, "a b"), "size mismatch for layers.1.hh.weight")
+    evil = tmp_path / "evil.pt"
+    torch.save({"format_version": 1, "config": RunsCode(tmp_path / "pwned")}, evil)
+    result = cli("parse", "--model", evil, "a b")
+    one_line_error(result, "holds Python objects, not only plain data")
+    assert "weights_only=False" not in result.output
+
+
+def test_every_option_has_help_and_the_tool_a_version():
+    for name, command in main.commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and param.name != "help":
+                assert param.help, f"{name} {param.opts[0]} has no help"
+    assert cli("--version").output.startswith("grammar-induce, version ")

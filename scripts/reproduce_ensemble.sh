@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Train a forward and a backward ON-LSTM (configs/ptb-cpu.toml) side by side, one CPU thread each,
+# for a wall-time budget, keeping their last 5 epochs; then score on the NLTK Penn Treebank sample:
+# each model alone (paper and gap decoders), the pair combined (span voting and mean gap scores),
+# and the snapshot ensembles of their last epochs. Prints the table the README shows.
+#
+#   scripts/reproduce_ensemble.sh [PTB_LM_DIR] [MINUTES] [OUT_DIR]
+#   defaults: ../shared/data/ptb_lm, 105 minutes, runs/ensemble
+# The gold trees are read from $NLTK_TREEBANK (default ../shared/data/nltk/corpora/treebank/combined).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:-../shared/data/ptb_lm}
+minutes=${2:-105}
+out=${3:-runs/ensemble}
+gold=${NLTK_TREEBANK:-../shared/data/nltk/corpora/treebank/combined}
+mkdir -p "$out"
+
+if [ -z "${SKIP_TRAINING:-}" ]; then
+    for direction in forward backward; do
+        OMP_NUM_THREADS=1 grammar-induce train --config configs/ptb-cpu.toml --train "$data/train.txt" \
+            --valid "$data/valid.txt" --test "$data/test.txt" --out "$out/$direction" --direction "$direction" \
+            --max-minutes "$minutes" --keep-epochs 5 --quiet ${RESUME:+--resume} > "$out/$direction.log" 2>&1 &
+    done
+    wait
+fi
+
+score() {  # score NAME ARGS...: evaluate, keeping the table and every number
+    local name=$1
+    shift
+    grammar-induce evaluate --gold "$gold" --quiet --json "$out/eval-$name.json" "$@" > "$out/eval-$name.txt"
+}
+fwd=$out/forward/best.pt
+bwd=$out/backward/best.pt
+for decoder in paper gap; do
+    score "forward-$decoder" --model "$fwd" --decoder "$decoder"
+    score "backward-$decoder" --model "$bwd" --decoder "$decoder"
+    score "pair-$decoder" --model "$fwd" --model "$bwd" --decoder "$decoder"
+    score "snapshots-forward-$decoder" $(printf -- '--model %s ' "$out"/forward/epoch-*.pt) --decoder "$decoder"
+    score "snapshots-both-$decoder" $(printf -- '--model %s ' "$out"/forward/epoch-*.pt "$out"/backward/epoch-*.pt) \
+        --decoder "$decoder"
+done
+python scripts/ensemble_table.py "$out"
