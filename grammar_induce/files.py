@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -52,13 +53,11 @@ def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
 
 def check_output(path: Path | None) -> None:
     """Refuse before the work, not after it, an output that could not be written."""
-    if path is None:
-        return
+    if path is None or _is_special(path):
+        return  # a device or a FIFO is written through
     path = _target(Path(path))
     if path.is_dir():
         raise InputError(f"{path}: is a folder, not a file")
-    if path.exists() and not path.is_file():
-        return  # a device or a FIFO, written through
     if not path.parent.is_dir():
         raise InputError(f"{path}: the folder {path.parent} does not exist")
     try:  # the one sure test that a file can be made there (read-only and pseudo filesystems)
@@ -67,6 +66,16 @@ def check_output(path: Path | None) -> None:
         os.unlink(probe)
     except OSError as e:
         raise InputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from None
+
+
+def _is_special(path: Path) -> bool:
+    """Whether `path` (after links) is something other than a regular file or folder: /dev/null,
+    /dev/stdout, a FIFO."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _target(path: Path) -> Path:
@@ -78,11 +87,11 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write an output whole or not at all: call write(file_object) on a temporary file beside it,
     then rename that into place, keeping an existing file's permission bits. A symbolic link's
     target is replaced (the link stays); a device or FIFO (/dev/null, /dev/stdout) is written through."""
-    path = _target(Path(path))
-    if path.exists() and not path.is_file() and not path.is_dir():
+    if _is_special(path):
         with open(path, "wb") as f:
             write(f)
         return
+    path = _target(Path(path))
     if not path.parent.is_dir():
         raise InputError(f"{path}: the folder {path.parent} does not exist")
     try:

@@ -353,3 +353,12 @@ def test_every_option_has_help_and_the_tool_a_version():
             if isinstance(param, click.Option) and param.name != "help":
                 assert param.help, f"{name} {param.opts[0]} has no help"
     assert cli("--version").output.startswith("grammar-induce, version ")
+
+
+@pytest.mark.slow
+def test_output_to_dev_stdout_writes_to_standard_output(tiny_run):
+    result = subprocess.run([sys.executable, "-m", "grammar_induce", "parse", "--model", str(tiny_run / "best.pt"),
+                             "--output", "/dev/stdout", "the dog ran"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert trees.leaves(trees.parse_brackets(result.stdout.strip())) == ["the", "dog", "ran"]
+    assert os.path.islink("/dev/stdout") or not os.path.isfile("/dev/stdout")
