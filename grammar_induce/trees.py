@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 Tree = str | list
 
@@ -27,21 +27,34 @@ def tree_from_distances(distances: Sequence[float], words: Sequence[str]) -> Tre
         raise ValueError(f"{len(distances)} distances for {len(words)} words")
     if not words:
         raise ValueError("cannot build a tree over no words")
-    left, right = [-1] * len(words), [-1] * len(words)
+    root, left, right = _cartesian_tree(distances)
+
+    def node(k: int, left_part: Tree | None, right_part: Tree | None) -> Tree:
+        head: Tree = words[k] if right_part is None else [words[k], right_part]
+        return head if left_part is None else [left_part, head]
+
+    return _fold(root, left, right, node)
+
+
+def _cartesian_tree(values: Sequence[float]) -> tuple[int, list[int], list[int]]:
+    """The root and each index's left and right child (-1: none) in the Cartesian tree of `values`,
+    the first of equal maxima on top; built with a stack in linear time."""
+    left, right = [-1] * len(values), [-1] * len(values)
     stack: list[int] = []
-    for k, d in enumerate(distances):
+    for k, v in enumerate(values):
         last = -1
-        while stack and distances[stack[-1]] < d:  # strict: an earlier equal value stays above
+        while stack and values[stack[-1]] < v:  # strict: an earlier equal value stays above
             last = stack.pop()
         left[k] = last
         if stack:
             right[stack[-1]] = k
         stack.append(k)
-    return _assemble(stack[0], left, right, words)
+    return stack[0], left, right
 
 
-def _assemble(root: int, left: list[int], right: list[int], words: Sequence[str]) -> Tree:
-    """Turn the Cartesian tree into the parse tree, iteratively (sentences can be long)."""
+def _fold(root: int, left: list[int], right: list[int], node: Callable[[int, Tree | None, Tree | None], Tree]) -> Tree:
+    """Build a tree bottom-up over a Cartesian tree, iteratively (sentences can be long):
+    node(k, tree of k's left child or None, tree of its right child or None)."""
     built: dict[int, Tree] = {}
     todo = [(root, False)]
     while todo:
@@ -50,8 +63,8 @@ def _assemble(root: int, left: list[int], right: list[int], words: Sequence[str]
             todo.append((k, True))
             todo.extend((child, False) for child in (left[k], right[k]) if child >= 0)
             continue
-        node: Tree = words[k] if right[k] < 0 else [words[k], built.pop(right[k])]
-        built[k] = node if left[k] < 0 else [built.pop(left[k]), node]
+        built[k] = node(k, built.pop(left[k]) if left[k] >= 0 else None,
+                        built.pop(right[k]) if right[k] >= 0 else None)
     return built[root]
 
 
@@ -97,28 +110,10 @@ def tree_from_gaps(gaps: Sequence[float], words: Sequence[str]) -> Tree:
         raise ValueError(f"{len(gaps)} gap scores for {len(words)} words")
     if len(words) == 1:
         return words[0]
-    left, right = [-1] * len(gaps), [-1] * len(gaps)
-    stack: list[int] = []
-    for k, g in enumerate(gaps):
-        last = -1
-        while stack and gaps[stack[-1]] < g:
-            last = stack.pop()
-        left[k] = last
-        if stack:
-            right[stack[-1]] = k
-        stack.append(k)
-    built: dict[int, Tree] = {}
-    todo = [(stack[0], False)]
-    while todo:
-        k, children_done = todo.pop()
-        if not children_done:
-            todo.append((k, True))
-            todo.extend((child, False) for child in (left[k], right[k]) if child >= 0)
-            continue
-        left_part = built.pop(left[k]) if left[k] >= 0 else words[k]  # gap k lies between words k and k+1
-        right_part = built.pop(right[k]) if right[k] >= 0 else words[k + 1]
-        built[k] = [left_part, right_part]
-    return built[stack[0]]
+    root, left, right = _cartesian_tree(gaps)
+    # gap k lies between words k and k+1: without a subtree on a side, that side is the word
+    return _fold(root, left, right, lambda k, left_part, right_part: [
+        words[k] if left_part is None else left_part, words[k + 1] if right_part is None else right_part])
 
 
 def standardize(scores: Sequence[float]) -> list[float]:
