@@ -157,7 +157,7 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
     models = _load_models(model_paths, device)
     scores = [SpanMetric() for _ in models] if agreement else None
     options = _parse_options(layer, distance, decoder, combine, batch_size)
-    with progress_bar(len(lines), "parsing", "sent") as bar:
+    with progress_bar(None, "parsing", "sent") as bar:
         _write_lines(parse_workflow.parse(models, lines, options, fmt, scores, bar.update), output_path)
     if scores and len(models) > 1:
         from .evaluate import agreement_table
@@ -222,8 +222,9 @@ def _load_models(paths: tuple[Path, ...], device: str | None) -> list:
     return [checkpoint.load(path, resolve_device(device or "auto")) for path in paths]
 
 
-def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[str]:
-    from .files import read_lines
+def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Iterable[str]:
+    """The sentences to parse, read as they are needed."""
+    from .files import InputError, read_lines
 
     if arguments and input_path:
         raise click.UsageError("give sentences as arguments or with --input, not both")
@@ -231,7 +232,9 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> list[
         return list(arguments)
     if input_path is None:
         raise click.UsageError("no sentences: give them as arguments or with --input FILE (- for stdin)")
-    return [text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)]
+    if input_path != "-" and not Path(input_path).is_file():  # before the models load
+        raise InputError(f"{input_path}: cannot read (no such file)")
+    return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path))
 
 
 def _write_lines(lines: Iterable[str], path: Path | None) -> None:

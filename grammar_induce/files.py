@@ -28,19 +28,31 @@ class InputError(UserError):
 
 
 def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of a UTF-8 file (or binary stream, e.g. stdin), without a leading
-    byte-order mark; undecodable bytes and control characters (NUL ...) are errors naming the line."""
-    path = Path(source) if isinstance(source, (str, Path)) else Path("<stdin>")
+    """Yield (line number, text) of a UTF-8 file (or binary stream, e.g. stdin) as it is read, without
+    a leading byte-order mark; undecodable bytes and control characters (NUL ...) are errors naming the line."""
+    if not isinstance(source, (str, Path)):
+        yield from _decoded_lines(source, Path("<stdin>"))
+        return
     try:
-        raw = path.read_bytes() if isinstance(source, (str, Path)) else source.read()
+        f = open(source, "rb")  # noqa: SIM115 - closed below, after the last line
     except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    lines = raw.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()  # the final newline ends the last line; it does not start an empty one
-    for lineno, line in enumerate(lines, start=1):
+        raise InputError(f"{source}: cannot read ({e.strerror or e})") from None
+    with f:
+        yield from _decoded_lines(f, Path(source))
+
+
+def _decoded_lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
+    lineno = 0
+    while True:
         try:
-            text = line.decode("utf-8").rstrip("\r")
+            line = f.readline()
+        except OSError as e:
+            raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+        if not line:
+            return
+        lineno += 1
+        try:
+            text = line.removesuffix(b"\n").decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as e:
             raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {e.start + 1} of the line)") from None
         if lineno == 1:

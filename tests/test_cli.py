@@ -91,3 +91,8 @@ def test_ensembles_from_the_command_line(tiny_run, tiny_backward_run):
     evaluated = run("evaluate", *models, "--quiet", "--max-length", 8, "--combine", "mean")
     assert evaluated.exit_code == 0, evaluated.output
     assert "mean of 2 *" in evaluated.output and "mbr of 2" in evaluated.output
+
+
+def test_a_missing_input_file_is_reported_before_the_models_load(tmp_path):
+    result = run("parse", "--model", tmp_path / "absent.pt", "--input", tmp_path / "missing.txt")
+    assert result.exit_code == 1 and "missing.txt: cannot read (no such file)" in result.output

@@ -122,3 +122,21 @@ def test_member_agreement_is_pairwise_f1():
     a, b = [["x", "y"], "z"], ["x", ["y", "z"]]
     scores = member_agreement([[a, a, b]])
     assert [s.sentence_f1 for s in scores] == [0.5, 0.5, 0.0]
+
+
+def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
+    lines = [" ".join(s) for s in SENTENCES] * 7  # 35 lines: chunks of 64 * batch_size = 128 lines at batch 2
+    whole = parse_sentences([tiny_model], [line.split() for line in lines], ParseOptions(batch_size=64),
+                            all_layers=True)
+    assert list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2))) == [render(r, "brackets") for r in whole]
+    streamed = [json.loads(line) if line else None
+                for line in parse([tiny_model], iter(lines), ParseOptions(batch_size=2), "jsonl")]
+    for record, result in zip(streamed, whole, strict=True):  # other batches: float rounding differs
+        if result.tree is None:
+            assert record is None
+            continue
+        assert record["tokens"] == result.words and record["tree"] == result.tree
+        torch.testing.assert_close(torch.tensor(record["forget"]), torch.tensor(result.members[0].forget))
+    counted = []
+    list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), progress=counted.append))
+    assert sum(counted) == sum(1 for line in lines if line)
