@@ -14,7 +14,7 @@ import click
 
 from . import config as config_module
 from .config import ConfigError
-from .formats import FORMATS
+from .formats import FORMATS, PICTURES
 
 RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
 QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
@@ -141,7 +141,8 @@ def _parse_options(layer, distance, decoder, combine, batch_size):
 @click.option("--input", "input_path", default=None, help="file of sentences, one per line, or - for stdin")
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True,
-              help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, or drawn")
+              help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, drawn in text, "
+              "SVG pictures (--output DIR: a file per line) or one HTML page")
 @click.option("--agreement", is_flag=True, help="print how much each ensemble member agrees with the others")
 @model_options
 @user_errors
@@ -152,13 +153,20 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
     from .files import check_output, progress_bar
     from .metrics import SpanMetric
 
-    check_output(output_path)
+    if fmt == "svg" and output_path is not None:
+        _prepare_folder(output_path)
+    else:
+        check_output(output_path)
     lines = _read_sentences(sentences, input_path)
     models = _load_models(model_paths, device)
     scores = [SpanMetric() for _ in models] if agreement else None
     options = _parse_options(layer, distance, decoder, combine, batch_size)
     with progress_bar(None, "parsing", "sent") as bar:
-        _write_lines(parse_workflow.parse(models, lines, options, fmt, scores, bar.update), output_path)
+        if fmt in PICTURES:
+            for text in parse_workflow.draw_pictures(models, lines, options, fmt, output_path, bar.update):
+                click.echo(text)
+        else:
+            _write_lines(parse_workflow.parse(models, lines, options, fmt, scores, bar.update), output_path)
     if scores and len(models) > 1:
         from .evaluate import agreement_table
 
@@ -183,12 +191,17 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
 @click.option("--skip-bad", is_flag=True, help="skip malformed gold trees and count them")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every number here")
 @click.option("--save-trees", type=click.Path(path_type=Path), default=None, help="write the predicted trees here")
+@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
+              help="write an HTML page: the table, F1 by length, predicted and gold trees drawn")
+@click.option("--report-sentences", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="how many sentences the HTML page draws")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random baseline")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
 @user_errors
 def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, seed, quiet, layer, distance, decoder, combine, batch_size, device) -> None:
+             save_trees, report_path, report_sentences, seed, quiet, layer, distance, decoder, combine, batch_size,
+             device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import evaluate as evaluate_workflow
     from .files import check_output
@@ -197,7 +210,7 @@ def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_
 
     if bool(model_paths) == (pred_path is not None):
         raise click.UsageError("give exactly one of --model and --pred")
-    for path in (json_path, save_trees):
+    for path in (json_path, save_trees, report_path):
         check_output(path)
     options = evaluate_workflow.EvalOptions(
         gold or str(QUICKSTART_GOLD), TagFilter.from_options(preset, punct_tags),
@@ -213,6 +226,23 @@ def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_
         evaluate_workflow.write_json(report, json_path)
     if save_trees:
         _write_lines((to_brackets(t) for t in report.predicted), save_trees)
+    if report_path:
+        evaluate_workflow.write_report(report, report_path, report_sentences)
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--output", "output_path", type=click.Path(path_type=Path), default=Path("curves.svg"),
+              show_default=True, help="the SVG to write")
+@user_errors
+def plot(run_dirs, output_path) -> None:
+    """Draw the learning curves of one or more run directories in one chart."""
+    from .files import check_output
+    from .rundir import write_curves
+
+    check_output(output_path)
+    write_curves(list(run_dirs), output_path)
+    click.echo(f"learning curves of {len(run_dirs)} run(s) in {output_path}")
 
 
 def _load_models(paths: tuple[Path, ...], device: str | None) -> list:
@@ -235,6 +265,17 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Itera
     if input_path != "-" and not Path(input_path).is_file():  # before the models load
         raise InputError(f"{input_path}: cannot read (no such file)")
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path))
+
+
+def _prepare_folder(path: Path) -> None:
+    """The folder for one SVG per line: made if missing (its parent must exist)."""
+    from .files import InputError
+
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: --format svg writes one file per line into a folder; this is a file")
+    if not path.parent.is_dir():
+        raise InputError(f"{path}: the folder {path.parent} does not exist")
+    path.mkdir(exist_ok=True)
 
 
 def _write_lines(lines: Iterable[str], path: Path | None) -> None:

@@ -48,6 +48,7 @@ class Report:
     predicted: list[trees.Tree]
     agreement: dict[str, SpanMetric] = field(default_factory=dict)  # member -> its F1 against the others
     notes: list[str] = field(default_factory=list)  # warnings about the gold trees
+    gold: list[GoldTree] = field(default_factory=list)  # the scored gold trees, aligned with `predicted`
 
     def to_dict(self) -> dict:
         return {
@@ -216,8 +217,9 @@ def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main
     rows["random"] = _random_baseline(gold, gold_spans, options)
     lengths = [len(g.words) for g in gold]
     by_length = {name: _by_length(ts, gold_spans, lengths)
-                 for name, ts in ((main_row, predicted[main_row]), ("right-branching", baselines["right-branching"]))}
-    return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {}, notes or [])
+                 for name, ts in ((main_row, predicted[main_row]), *baselines.items())}
+    return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {}, notes or [],
+                  gold)
 
 
 def _score(predicted: list, gold_spans: list[set]) -> SpanMetric:
@@ -243,6 +245,18 @@ def _by_length(predicted: list, gold_spans: list[set], lengths: list[int]) -> di
 
 def _progress(total: int, quiet: bool):
     return progress_bar(total, "parsing", "sent", quiet=quiet or total < 500)
+
+
+def write_report(report: Report, path: Path, limit: int = 1000) -> None:
+    """The evaluation as one self-contained HTML page (see draw.report_page); at most `limit` sentences drawn."""
+    from . import draw
+
+    sentences = [draw.ReportSentence(g.source, g.words, p, g.tree)
+                 for g, p in zip(report.gold[:limit], report.predicted[:limit])]
+    by_length = {row: {bucket: m.sentence_f1 for bucket, m in buckets.items()} for row, buckets in report.by_length.items()}
+    title = f"grammar-induce evaluation: {report.main_row}, {report.sentences} sentences"
+    write_text(path, draw.report_page(title, [(name, m.to_dict()) for name, m in report.rows.items()], report.main_row,
+                                      by_length, sentences, report.sentences))
 
 
 def write_json(report: Report, path: Path) -> None:

@@ -22,6 +22,7 @@ class MemberResult:
     forget: list[list[float]]  # per layer run, per word
     input: list[list[float]]
     tree: Tree
+    source: str = ""  # the model's checkpoint file
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ RENDERERS: dict[str, Callable[[SentenceResult], str]] = {
     "jsonl": to_jsonl,
     "ascii": _tree_format(to_ascii),
 }
-FORMATS = tuple(RENDERERS)
+PICTURES = ("svg", "html")  # drawn by `draw`, not line by line
+FORMATS = (*RENDERERS, *PICTURES)
 ALL_LAYERS = frozenset({"jsonl"})  # formats that print every layer's distances, so every layer must run
 
 

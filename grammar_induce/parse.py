@@ -12,13 +12,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from . import trees
 from .checkpoint import LoadedModel
 from .data import EOS
-from .files import InputError
+from .files import InputError, write_text
 from .formats import ALL_LAYERS, MemberResult, SentenceResult, render
 from .metrics import SpanMetric
 from .trees import Tree
@@ -153,8 +154,8 @@ def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], optio
             results.append(SentenceResult(words, None))
             continue
         results.append(SentenceResult(words, combine(members, layers, options), [
-            MemberResult(p.direction, p.forget, p.input, p.tree(layer, options.distance, options.decoder))
-            for p, layer in zip(members, layers)]))
+            MemberResult(p.direction, p.forget, p.input, p.tree(layer, options.distance, options.decoder), m.source)
+            for p, layer, m in zip(members, layers, models)]))
     return results
 
 
@@ -166,16 +167,59 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     With `agreement`, each member's agreement with the others (see `member_agreement`) is added to it;
     `progress` is called with the number of sentences each batch parsed.
     """
+    results = stream_results(models, lines, options, fmt in ALL_LAYERS, agreement, progress)
+    return (render(result, fmt) for result in results)
+
+
+def stream_results(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, all_layers: bool = False,
+                   agreement: list[SpanMetric] | None = None, progress: Callable[[int], object] | None = None
+                   ) -> Iterator[SentenceResult]:
+    """`parse` before rendering: each line's SentenceResult, in input order."""
     check_members(models)
     tokenizer = models[0].tokenizer
     lines = iter(lines)
     while chunk := list(itertools.islice(lines, 64 * options.batch_size)):
-        results = parse_sentences(models, [tokenizer.split(line) for line in chunk], options, fmt in ALL_LAYERS,
-                                  progress)
+        results = parse_sentences(models, [tokenizer.split(line) for line in chunk], options, all_layers, progress)
         if agreement is not None:
             for k, part in enumerate(member_agreement([[m.tree for m in r.members] for r in results if r.members])):
                 agreement[k] += part
-        yield from (render(result, fmt) for result in results)
+        yield from results
+
+
+def draw_pictures(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, fmt: str,
+                  output: Path | None, progress: Callable[[int], object] | None = None) -> Iterator[str]:
+    """`--format svg`: one SVG per sentence, as lines (to stdout) or as numbered files in the folder
+    `output`; `--format html`: one page of every sentence. Yields what goes to stdout."""
+    from . import draw
+
+    results = stream_results(models, lines, options, all_layers=True, progress=progress)
+    if fmt == "html":
+        page = draw.parse_page(((r.words, r.tree, [(_member_name(m), m.tree, m.forget) for m in r.members])
+                                for r in results if r.tree is not None), resolve_layer(options.layer, models[0]))
+        if output is None:
+            yield page
+        else:
+            write_text(output, page)
+        return
+    layer = resolve_layer(options.layer, models[0])
+    for number, result in enumerate(results, start=1):
+        svg = "" if result.tree is None else _sentence_svg(result, layer)
+        if output is None:
+            yield svg
+        elif svg:
+            write_text(output / f"{number:06d}.svg", svg)
+
+
+def _sentence_svg(result: SentenceResult, layer: int) -> str:
+    from . import draw
+
+    distances = result.members[0].forget if len(result.members) == 1 else []
+    return draw.tree_svg(result.words, result.tree, distances, layer)
+
+
+def _member_name(member: MemberResult) -> str:
+    path = Path(member.source)
+    return f"{path.parent.name}/{path.name} ({member.direction})"
 
 
 def member_agreement(sentences: list[list[Tree]]) -> list[SpanMetric]:

@@ -448,6 +448,7 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
     state.position = None
     if loop.world.is_main:
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
+        rundir.write_curves([loop.out_dir], loop.out_dir / "curves.svg")
         loop.log(rundir.format_record(record))
     save_last(loop, state)
     return record

@@ -71,10 +71,10 @@ def _fold(root: int, left: list[int], right: list[int], node: Callable[[int, Tre
 def mirror(tree: Tree) -> Tree:
     """The tree read right to left: every node's children reversed."""
     stack: list[list] = [[]]
-    for event in _events(tree):
-        if event is _OPEN:
+    for event in walk(tree):
+        if event is OPEN:
             stack.append([])
-        elif event is _CLOSE:
+        elif event is CLOSE:
             node = stack.pop()
             stack[-1].append(node[::-1])
         else:
@@ -165,36 +165,36 @@ def _tree_from_splits(split: list[list[int]], words: Sequence[str], start: int, 
     return built[start, end]
 
 
-_OPEN, _CLOSE = object(), object()  # structure events, never equal to a word (a word may be "(")
+OPEN, CLOSE = object(), object()  # structure events of `walk`, never equal to a word (a word may be "(")
 
 
-def _events(tree: Tree):
-    """Walk a tree without recursion (trees of long sentences are deep): yields _OPEN, _CLOSE or a word."""
+def walk(tree: Tree):
+    """Walk a tree without recursion (trees of long sentences are deep): yields OPEN, CLOSE or a word."""
     stack = [iter([tree])]
     while stack:
         node = next(stack[-1], None)
         if node is None:
             stack.pop()
             if stack:
-                yield _CLOSE
+                yield CLOSE
         elif isinstance(node, str):
             yield node
         else:
-            yield _OPEN
+            yield OPEN
             stack.append(iter(node))
 
 
 def leaves(tree: Tree) -> list[str]:
-    return [e for e in _events(tree) if isinstance(e, str)]
+    return [e for e in walk(tree) if isinstance(e, str)]
 
 
 def spans(tree: Tree) -> set[tuple[int, int]]:
     """Every constituent of two or more words except the whole sentence, as in the paper's code."""
     found, starts, position = set(), [], 0
-    for event in _events(tree):
-        if event is _OPEN:
+    for event in walk(tree):
+        if event is OPEN:
             starts.append(position)
-        elif event is _CLOSE:
+        elif event is CLOSE:
             start = starts.pop()
             if position - start > 1:
                 found.add((start, position))
@@ -236,15 +236,15 @@ def random_tree(words: Sequence[str], rng: random.Random) -> Tree:
 def _render(tree: Tree, word, open_: str, close: str, sep: str) -> str:
     parts: list[str] = []
     separate = False  # whether the next item follows a sibling
-    for event in _events(tree):
-        if event is _CLOSE:
+    for event in walk(tree):
+        if event is CLOSE:
             parts.append(close)
             separate = True
             continue
         if separate:
             parts.append(sep)
-        parts.append(open_ if event is _OPEN else word(event))
-        separate = event is not _OPEN
+        parts.append(open_ if event is OPEN else word(event))
+        separate = event is not OPEN
     return "".join(parts)
 
 

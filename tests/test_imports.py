@@ -11,6 +11,8 @@ from .conftest import ROOT
 PACKAGE = ROOT / "grammar_induce"
 WORKFLOWS = {"train", "parse", "evaluate"}
 STANDALONE = {"trees", "metrics", "config", "files"}  # import nothing else from the package
+CORE = {"model", "data", "trees", "metrics", "config", "files", "formats", "treebank", "checkpoint", "native",
+        "reference", "distributed"}  # none of them draws pictures
 
 
 def package_imports(module: str) -> set[str]:
@@ -34,10 +36,12 @@ def test_imports_point_from_cli_to_workflows_to_core(module):
         assert not imported & WORKFLOWS, f"core module {module} imports a workflow"
     if module in STANDALONE:
         assert not imported, f"{module} imports {imported}"
+    if module in CORE:
+        assert "draw" not in imported, f"core module {module} imports draw"
 
 
 def test_the_lists_above_name_real_modules():
-    assert WORKFLOWS | STANDALONE <= set(MODULES) and "cli" in MODULES
+    assert WORKFLOWS | STANDALONE | CORE <= set(MODULES) and "cli" in MODULES
 
 
 def run_python(code: str) -> str:
