@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -80,6 +81,10 @@ def test_chinese_with_jieba(tmp_path):
     tree = json.loads(parsed.output)
     flat = json.dumps(tree, ensure_ascii=False)
     assert "苹果" in flat and "喜欢" in flat and "\\u" not in parsed.output
+    drawn = run("parse", "--model", out / "best.pt", "--format", "svg", "我喜欢吃北京的苹果")
+    assert drawn.exit_code == 0, drawn.output
+    texts = re.findall(r'class="word">([^<]*)<', drawn.output)
+    assert "".join(texts) == "我喜欢吃北京的苹果" and "苹果" in texts
 
 
 def test_ensembles_from_the_command_line(tiny_run, tiny_backward_run):
