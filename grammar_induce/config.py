@@ -72,12 +72,14 @@ class DataConfig:
     normalize_training_text: bool = True
     max_vocab: int = 0  # 0: no limit
     min_freq: int = 1
+    cache_dir: str = ""  # the token cache; "": $GRAMMAR_INDUCE_CACHE, else ~/.cache/grammar-induce/corpora
+    workers: int = 0  # processes that tokenize with jieba; 0: one per core
 
     def validate(self) -> None:
         if self.tokenizer not in ("whitespace", "jieba", "char"):
             raise ConfigError(f"data.tokenizer must be whitespace, jieba or char, got {self.tokenizer!r}")
-        if self.max_vocab < 0 or self.min_freq < 1:
-            raise ConfigError("data.max_vocab must be >= 0 and data.min_freq >= 1")
+        if self.max_vocab < 0 or self.min_freq < 1 or self.workers < 0:
+            raise ConfigError("data.max_vocab and data.workers must be >= 0 and data.min_freq >= 1")
 
 
 @dataclass(frozen=True)

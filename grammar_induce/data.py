@@ -98,11 +98,6 @@ def read_corpus(path: str | Path, tokenizer: Tokenizer) -> tuple[list[list[str]]
     return sentences, blank
 
 
-def model_order(sentences: list[list[str]], direction: str) -> list[list[str]]:
-    """The words in the order the model reads them: a backward model reads each sentence right to left."""
-    return [sentence[::-1] for sentence in sentences] if direction == "backward" else sentences
-
-
 def build_vocab(sentences: list[list[str]], max_size: int = 0, min_freq: int = 1) -> Vocab:
     return Vocab.build(Counter(word for sentence in sentences for word in sentence), max_size, min_freq)
 
@@ -131,10 +126,14 @@ def batchify(stream: Tensor, batch_size: int) -> Tensor:
     steps = stream.numel() // batch_size
     if steps < 2:
         raise InputError(f"the corpus has {stream.numel()} tokens, too few for batch size {batch_size}")
-    return stream[: steps * batch_size].view(batch_size, steps).t().contiguous()
+    return stream[: steps * batch_size].view(batch_size, steps).t()  # a view: a memory-mapped stream stays mapped
 
 
 def get_batch(source: Tensor, start: int, seq_len: int) -> tuple[Tensor, Tensor]:
-    """Inputs source[start:start+L] and next-token targets, both (L, B)."""
+    """Inputs source[start:start+L] and next-token targets, both (L, B), as int64 (the source may be
+    a memory-mapped view of narrower ids)."""
+    import torch
+
     seq_len = min(seq_len, source.shape[0] - 1 - start)
-    return source[start : start + seq_len], source[start + 1 : start + 1 + seq_len]
+    inputs, targets = source[start : start + seq_len], source[start + 1 : start + 1 + seq_len]
+    return inputs.to(torch.long).contiguous(), targets.to(torch.long).contiguous()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 import signal
 import threading
@@ -20,10 +21,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from . import checkpoint, distributed, native, rundir
+from . import checkpoint, corpus, distributed, native, rundir
 from . import config as config_module
 from .config import Config
-from .data import Tokenizer, Vocab, batchify, build_vocab, encode_stream, get_batch, model_order, read_corpus
+from .data import Tokenizer, Vocab, batchify, get_batch
 from .files import InputError, UserError, progress_bar, write_text
 from .model import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
 
@@ -40,6 +41,8 @@ class Corpus:
     valid: Tensor | None  # (T, eval_batch_size)
     test: Tensor | None  # (T, test_batch_size)
     blank_lines: dict[str, int]  # per file, skipped
+    cache_bytes: int = 0  # of the token cache entries it maps
+    cache: Path | None = None  # the token cache folder
 
 
 RESUME_VERSION = 1  # of the training state in last.pt; files from before it was recorded are version 1
@@ -105,27 +108,36 @@ class Result:
 
 
 def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = None) -> Corpus:
-    """Read the corpus files; the vocabulary comes from the training file unless given (on resume)."""
+    """Memory-map the corpus files from the token cache (see corpus.py), building it on first use (on
+    rank 0, while the others wait); the vocabulary comes from the training file unless given (on resume)."""
     data, train_cfg = config.data, config.train
     if not data.train:
         raise InputError("no training file: give --train FILE or set data.train in the config")
     tokenizer = Tokenizer(data.tokenizer, data.lowercase, data.replace_digits)
     reader = tokenizer if data.normalize_training_text else Tokenizer(data.tokenizer)
-    blank_lines: dict[str, int] = {}
-    direction = config.model.direction
-    sentences, blank_lines[data.train] = read_corpus(data.train, reader)
-    sentences = model_order(sentences, direction)
-    vocab = vocab or build_vocab(sentences, data.max_vocab, data.min_freq)
-    train_rows = world.split_rows(batchify(encode_stream(sentences, vocab), train_cfg.batch_size))
+    root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
+    backward = config.model.direction == "backward"
+    limits = corpus.Limits(data.max_vocab, data.min_freq)
+    if not world.is_main:
+        world.barrier()  # rank 0 builds what is missing
+    train = corpus.training_entry(data.train, reader, limits, root, workers, backward)
+    if vocab is not None and vocab.words != train.vocab.words:  # resuming after the file or the limits changed
+        train = corpus.encoded_entry(data.train, reader, vocab, root, workers, backward)
+    vocab = vocab or train.vocab
+    entries = {data.train: train}
+    for path in (data.valid, data.test):
+        if path and path not in entries:
+            entries[path] = corpus.encoded_entry(path, reader, vocab, root, workers, backward)
+    if world.is_main:
+        world.barrier()
 
-    def optional(path: str, batch_size: int) -> Tensor | None:
-        if not path:
-            return None
-        sentences, blank_lines[path] = read_corpus(path, reader)
-        return batchify(encode_stream(model_order(sentences, direction), vocab), batch_size)
+    def rows(path: str, batch_size: int) -> Tensor | None:
+        return batchify(entries[path].ids, batch_size) if path else None
 
-    return Corpus(tokenizer, vocab, train_rows, optional(data.valid, train_cfg.eval_batch_size),
-                  optional(data.test, train_cfg.test_batch_size), blank_lines)
+    return Corpus(tokenizer, vocab, world.split_rows(rows(data.train, train_cfg.batch_size)),
+                  rows(data.valid, train_cfg.eval_batch_size), rows(data.test, train_cfg.test_batch_size),
+                  {path: entry.blank_lines for path, entry in entries.items()},
+                  sum(entry.size_bytes for entry in entries.values()), train.path.parent)
 
 
 def sample_seq_len(rng: random.Random, bptt: int) -> int:
@@ -286,6 +298,7 @@ def announce(loop: Loop, state: TrainState) -> None:
     for path, blank in loop.corpus.blank_lines.items():
         if blank:
             loop.log(f"{path}: skipped {blank} blank lines")
+    loop.log(f"token cache {loop.corpus.cache}: {loop.corpus.cache_bytes / 2**20:.1f} MB for this run's files")
     loop.log(f"{count_parameters(loop.model):,} parameters, vocabulary {len(loop.corpus.vocab):,}, device "
              f"{loop.device}" + (f", {loop.world.size} processes" if loop.world.size > 1 else "")
              + time_step_note(loop.model))

@@ -12,6 +12,18 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 QUIET = {"quiet": True, "log": lambda s: None}  # keyword arguments that silence train()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def token_cache(tmp_path_factory) -> Path:
+    """The token cache of this test session (and of the processes it starts), not the user's."""
+    import os
+
+    from grammar_induce.corpus import CACHE_ENV
+
+    path = tmp_path_factory.mktemp("token_cache")
+    os.environ[CACHE_ENV] = str(path)
+    return path
+
+
 def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
     """configs/tiny.toml with section overrides, e.g. train={"epochs": 1}."""
     raw = config_module.load(ROOT / "configs" / "tiny.toml")

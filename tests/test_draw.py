@@ -1,3 +1,4 @@
+import itertools
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -22,7 +23,7 @@ def svg_parts(svg: str):
 def test_a_tree_svg_has_every_word_once_in_order_and_a_bar_per_word_and_layer():
     words = "the old man saw a dog".split()
     distances = [[0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.6, 0.1, 0.5, 0.2, 0.4, 0.3], [0.0] * 6]
-    root, drawn, bars, dots = svg_parts(draw.tree_svg(words, trees.balanced(words), distances, layer=2))
+    _root, drawn, bars, dots = svg_parts(draw.tree_svg(words, trees.balanced(words), distances, layer=2))
     assert drawn == words
     assert sorted((b.get("data-layer"), float(b.get("x"))) for b in bars) == sorted(
         (str(k), float(b.get("x"))) for k in (1, 2, 3) for b in bars if b.get("data-layer") == "1")
@@ -38,7 +39,7 @@ def test_wide_characters_take_a_whole_em():
     words = ["我们", "喜欢", "北京的", "苹果"]
     root = ET.fromstring(draw.tree_svg(words, trees.right_branching(words)))
     texts = [t for t in root.iter(f"{SVG}text") if t.get("class") == "word"]
-    for left, right in zip(texts, texts[1:]):  # no two words overlap
+    for left, right in itertools.pairwise(texts):  # no two words overlap
         gap = float(right.get("x")) - float(left.get("x"))
         assert gap >= (draw.text_width(left.text) + draw.text_width(right.text)) / 2
 

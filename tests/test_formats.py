@@ -4,7 +4,7 @@ import nltk
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.formats import FORMATS, MemberResult, SentenceResult, render
+from grammar_induce.formats import RENDERERS, MemberResult, SentenceResult, render
 
 BRACKETS = ["(", ")", "[", "]", "{", "}"]
 
@@ -27,7 +27,7 @@ def test_every_format_keeps_every_bracket_word(bracket):
     assert json.loads(render(result, "jsonl"))["tree"] == tree
     drawn = render(result, "ascii")
     assert drawn.split().count(trees.escape(bracket)) == 2 and "f-LRB-x-RRB-" in drawn.split()
-    assert set(FORMATS) == {"brackets", "ptb", "json", "jsonl", "ascii"}
+    assert set(RENDERERS) == {"brackets", "ptb", "json", "jsonl", "ascii"}
 
 
 def test_bracket_words_get_their_penn_treebank_names():
@@ -38,4 +38,4 @@ def test_bracket_words_get_their_penn_treebank_names():
 
 
 def test_an_empty_line_is_an_empty_output_in_every_format():
-    assert all(render(SentenceResult([], None), fmt) == "" for fmt in FORMATS)
+    assert all(render(SentenceResult([], None), fmt) == "" for fmt in RENDERERS)

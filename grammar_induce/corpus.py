@@ -1,0 +1,231 @@
+"""Tokenized corpora on disk: a text file is tokenized once, in a streaming pass, into a cache of
+token ids that every later run (and every process of a distributed run) memory-maps.
+
+An entry is a folder named by a key: the hash of the file's content and of the settings that
+change its ids (tokenizer kind, lowercase, replace_digits, the vocabulary limits, and for a
+validation or test file the vocabulary it is encoded with). It holds `ids.bin`, the `<eos>`-
+separated id stream in the smallest unsigned type that fits the vocabulary, and `meta.json`
+(counts, the vocabulary of a training file). An entry that does not match its description
+(truncated, foreign, ids out of range) is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+
+from .data import EOS, UNK, Tokenizer, Vocab
+from .files import InputError, read_lines
+
+FORMAT = 1
+CACHE_ENV = "GRAMMAR_INDUCE_CACHE"
+CHUNK_LINES = 4096  # lines per tokenizing task (and per write of ids)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_vocab: int = 0
+    min_freq: int = 1
+
+
+@dataclass
+class Entry:
+    """A cached, memory-mapped corpus file."""
+
+    path: Path  # the entry's folder
+    ids: torch.Tensor  # (N,) memory-mapped ids, <eos> after every sentence
+    sentences: int
+    blank_lines: int
+    vocab: Vocab | None  # a training file's own vocabulary
+    counts: dict[str, int]  # word counts of a training file (for `prepare`'s report)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.path.iterdir())
+
+
+def cache_root(configured: str = "") -> Path:
+    """The cache folder: data.cache_dir, else $GRAMMAR_INDUCE_CACHE, else ~/.cache/grammar-induce/corpora."""
+    if configured:
+        return Path(configured).expanduser()
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grammar-induce" / "corpora"
+
+
+def training_entry(path: str, tokenizer: Tokenizer, limits: Limits, root: Path, workers: int = 1,
+                   backward: bool = False) -> Entry:
+    """The cached ids of a training file under its own vocabulary, built on first use; `backward`:
+    each sentence's words reversed (a backward model's stream)."""
+    key = _key(path, tokenizer, {"limits": [limits.max_vocab, limits.min_freq], "backward": backward})
+    return _load(root / key, key) or _build(path, tokenizer, root, key, workers, backward, limits=limits)
+
+
+def encoded_entry(path: str, tokenizer: Tokenizer, vocab: Vocab, root: Path, workers: int = 1,
+                  backward: bool = False) -> Entry:
+    """The cached ids of a validation or test file under a given vocabulary, built on first use."""
+    vocab_hash = hashlib.sha256("\n".join(vocab.words).encode()).hexdigest()
+    key = _key(path, tokenizer, {"vocab": vocab_hash, "backward": backward})
+    return _load(root / key, key) or _build(path, tokenizer, root, key, workers, backward, vocab=vocab)
+
+
+def _key(path: str, tokenizer: Tokenizer, extra: dict) -> str:
+    digest = hashlib.blake2b(digest_size=20)
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    digest.update(json.dumps({"format": FORMAT, "tokenizer": tokenizer.to_dict(), **extra}, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _load(folder: Path, key: str) -> Entry | None:
+    """The entry in `folder` if it is whole and what its key says; None otherwise."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        if meta.get("format") != FORMAT or meta.get("key") != key:
+            return None
+        dtype = {"uint16": torch.uint16, "int32": torch.int32}[meta["dtype"]]
+        n, limit = int(meta["tokens"]), int(meta["id_limit"])
+        if (folder / "ids.bin").stat().st_size != n * dtype.itemsize or n < 1:
+            return None
+        ids = torch.from_file(str(folder / "ids.bin"), shared=False, size=n, dtype=dtype)
+        if _largest(ids) >= limit:
+            return None
+        vocab = Vocab(meta["vocab"]) if meta.get("vocab") else None
+        return Entry(folder, ids, int(meta["sentences"]), int(meta["blank_lines"]), vocab, meta.get("counts", {}))
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+        return None
+
+
+def _largest(ids: torch.Tensor) -> int:
+    step = 1 << 24
+    return max(int(ids[k : k + step].to(torch.int32).max()) for k in range(0, ids.numel(), step))
+
+
+def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, backward: bool, *,
+           limits: Limits | None = None, vocab: Vocab | None = None) -> Entry:
+    """Tokenize once into provisional ids (first-seen order, uint32) with their counts, then map
+    them to final ids, in chunks: memory holds the vocabulary, never the corpus."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=root, prefix=".build-"))
+    except OSError as e:
+        raise InputError(f"{root}: cannot write the corpus cache ({e.strerror}); set {CACHE_ENV} or data.cache_dir")
+    try:
+        words, counts, sentences, blank = _provisional_ids(path, tokenizer, work / "provisional.bin", workers,
+                                                           backward)
+        if not sentences:
+            raise InputError(f"{path}: no sentences (the file is empty or has only blank lines)")
+        if vocab is None:
+            vocab = Vocab.build(_as_counter(words, counts), limits.max_vocab, limits.min_freq)
+            own_vocab = vocab
+        else:
+            own_vocab = None
+        table = [vocab.index.get(word, 0) for word in words]
+        dtype = "uint16" if len(vocab) <= 1 << 16 else "int32"
+        tokens = _remap(work / "provisional.bin", work / "ids.bin", table, dtype)
+        meta = {"format": FORMAT, "key": key, "source": str(Path(path).resolve()), "dtype": dtype, "tokens": tokens,
+                "id_limit": len(vocab), "sentences": sentences, "blank_lines": blank,
+                "vocab": own_vocab.words if own_vocab else None,
+                "counts": dict(zip(words, counts)) if own_vocab else {}}
+        (work / "provisional.bin").unlink()
+        (work / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
+        try:
+            os.replace(work, root / key)
+        except OSError:  # another process built it first: keep theirs
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    entry = _load(root / key, key)
+    if entry is None:
+        raise InputError(f"{root / key}: the corpus cache could not be written whole")
+    return entry
+
+
+def _as_counter(words: list[str], counts: list[int]):
+    from collections import Counter
+
+    return Counter(dict(zip(words, counts)))
+
+
+def _provisional_ids(path: str, tokenizer: Tokenizer, out: Path, workers: int, backward: bool):
+    """Write the stream of provisional ids (ids 0 and 1 are <unk> and <eos>); returns the words in id order,
+    their counts, the number of sentences and of blank lines."""
+    index = {UNK: 0, EOS: 1}
+    words, counts = [UNK, EOS], [0, 0]
+    sentences = blank = 0
+    with open(out, "wb") as f:
+        for chunk in _tokenized_chunks(path, tokenizer, workers):
+            ids = array.array("I")
+            for sentence in chunk:
+                if not sentence:
+                    blank += 1
+                    continue
+                sentences += 1
+                for word in reversed(sentence) if backward else sentence:
+                    k = index.get(word)
+                    if k is None:
+                        k = index[word] = len(words)
+                        words.append(word)
+                        counts.append(0)
+                    counts[k] += 1
+                    ids.append(k)
+                ids.append(1)
+            f.write(ids.tobytes())
+    counts[1] = 0  # the <eos> after each sentence is not a word of the text
+    return words, counts, sentences, blank
+
+
+def _tokenized_chunks(path: str, tokenizer: Tokenizer, workers: int) -> Iterator[list[list[str]]]:
+    """The file's lines as word lists, a chunk at a time, in order; jieba runs in `workers` processes."""
+    chunks = _line_chunks(path)
+    if workers <= 1 or tokenizer.kind != "jieba":
+        yield from ([tokenizer(line) for line in chunk] for chunk in chunks)
+        return
+    with get_context("spawn").Pool(workers) as pool:
+        yield from pool.imap(_tokenize_chunk, ((tokenizer, chunk) for chunk in chunks))
+
+
+def _tokenize_chunk(task: tuple[Tokenizer, list[str]]) -> list[list[str]]:
+    tokenizer, lines = task
+    return [tokenizer(line) for line in lines]
+
+
+def _line_chunks(path: str) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for _, line in read_lines(path):
+        chunk.append(line)
+        if len(chunk) == CHUNK_LINES:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _remap(source: Path, target: Path, table: list[int], dtype: str) -> int:
+    """Map provisional ids to final ones, a block at a time, into a memory-mapped target; returns the count."""
+    lookup = torch.tensor(table, dtype=torch.int32)
+    out_dtype = {"uint16": torch.uint16, "int32": torch.int32}[dtype]
+    total = source.stat().st_size // 4
+    with open(target, "wb") as f:
+        f.truncate(total * out_dtype.itemsize)
+    provisional = torch.from_file(str(source), shared=False, size=total, dtype=torch.int32)
+    out = torch.from_file(str(target), shared=True, size=total, dtype=out_dtype)
+    block = 1 << 22
+    for start in range(0, total, block):
+        out[start : start + block] = lookup[provisional[start : start + block].long()].to(out_dtype)
+    del out  # unmapped: the ids are in the file
+    return total
