@@ -76,13 +76,15 @@ def main() -> None:
               help="read sentences left to right or right to left [default: forward]")
 @click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
               help="also keep the models of the last N epochs (epoch-K.pt) for a snapshot ensemble")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="processes that tokenize with jieba on a first run [default: one per core]")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key")
 @click.option("--resume", is_flag=True, help="continue the run in --out from its last.pt")
 @click.option("--force", is_flag=True, help="overwrite an existing run directory")
 @click.option("--quiet", is_flag=True, help="no progress bars")
 @user_errors
 def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
-          max_minutes, seed, direction, keep_epochs, overrides, resume, force, quiet) -> None:
+          max_minutes, seed, direction, keep_epochs, workers, overrides, resume, force, quiet) -> None:
     """Train an ON-LSTM language model (the paper's AWD-LSTM recipe)."""
     from . import train as train_workflow
 
@@ -93,7 +95,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         "data.train": _absolute(train_file), "data.valid": _absolute(valid_file), "data.test": _absolute(test_file),
         "data.tokenizer": tokenizer, "train.device": device, "train.epochs": epochs, "train.max_steps": max_steps,
         "train.max_minutes": max_minutes, "train.seed": seed, "model.direction": direction,
-        "train.keep_epochs": keep_epochs,
+        "train.keep_epochs": keep_epochs, "data.workers": workers,
     }
     for key, value in flags.items():
         if value is not None:
@@ -105,6 +107,32 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir / 'best.pt'}")
     if result.stopped_by is not None:
         sys.exit(128 + result.stopped_by)  # the shell's convention: 130 after Ctrl-C, 143 after SIGTERM
+
+
+@main.command()
+@click.argument("text_file", type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="TOML config whose [data] settings to use [default: the quick start's]")
+@click.option("--tokenizer", type=click.Choice(["whitespace", "jieba", "char"]), default=None,
+              help="how lines split into words [default: the config's]")
+@click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
+              help="the order a model will read the sentences in [default: forward]")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="processes that tokenize with jieba [default: one per core]")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key")
+@user_errors
+def prepare(text_file, config_path, tokenizer, direction, workers, overrides) -> None:
+    """Tokenize a training file into the token cache ahead of training, and say what it holds."""
+    from . import train as train_workflow
+
+    raw = config_module.load(config_path or QUICKSTART_CONFIG)
+    for key, value in {"data.tokenizer": tokenizer, "model.direction": direction, "data.workers": workers}.items():
+        if value is not None:
+            section, name = key.split(".")
+            raw.setdefault(section, {})[name] = value
+    config = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)),
+                                     str(config_path or QUICKSTART_CONFIG))
+    click.echo(train_workflow.prepare_corpus(config, str(text_file)))
 
 
 def _absolute(path: str | None) -> str | None:

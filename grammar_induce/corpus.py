@@ -143,6 +143,8 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
                 "counts": dict(zip(words, counts)) if own_vocab else {}}
         (work / "provisional.bin").unlink()
         (work / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
+        if (root / key).exists() and _load(root / key, key) is None:
+            shutil.rmtree(root / key, ignore_errors=True)  # a damaged entry: replaced
         try:
             os.replace(work, root / key)
         except OSError:  # another process built it first: keep theirs

@@ -140,6 +140,25 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
                   sum(entry.size_bytes for entry in entries.values()), train.path.parent)
 
 
+def prepare_corpus(config: Config, path: str) -> str:
+    """Build (or find) the token cache of a training file with the config's text settings; returns
+    what it holds, in a few lines."""
+    data = config.data
+    reader = (Tokenizer(data.tokenizer, data.lowercase, data.replace_digits) if data.normalize_training_text
+              else Tokenizer(data.tokenizer))
+    began = time.time()
+    entry = corpus.training_entry(path, reader, corpus.Limits(data.max_vocab, data.min_freq),
+                                  corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1,
+                                  config.model.direction == "backward")
+    words = sum(entry.counts.values())
+    covered = sum(entry.counts.get(word, 0) for word in entry.vocab.words)
+    return (f"{path}: {entry.ids.numel() - entry.sentences:,} tokens in {entry.sentences:,} sentences "
+            f"({entry.blank_lines:,} blank lines skipped), {len(entry.counts) - 2:,} word types\n"
+            f"vocabulary {len(entry.vocab):,} (max_vocab {data.max_vocab or 'none'}, min_freq {data.min_freq}): "
+            f"covers {100 * covered / max(words, 1):.2f}% of the tokens\n"
+            f"cache {entry.path} ({entry.size_bytes / 2**20:.1f} MB), ready in {time.time() - began:.1f} s")
+
+
 def sample_seq_len(rng: random.Random, bptt: int) -> int:
     """The paper's variable BPTT: bptt w.p. 0.95 else bptt/2, plus N(0, 5) jitter, at least 5."""
     base = bptt if rng.random() < 0.95 else bptt / 2.0
