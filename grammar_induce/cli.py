@@ -172,9 +172,11 @@ def _parse_options(layer, distance, decoder, combine, batch_size):
               help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, drawn in text, "
               "SVG pictures (--output DIR: a file per line) or one HTML page")
 @click.option("--agreement", is_flag=True, help="print how much each ensemble member agrees with the others")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="processes that parse (on the CPU), each with its own copy of the models")
 @model_options
 @user_errors
-def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer, distance, decoder, combine,
+def parse(model_paths, sentences, input_path, output_path, fmt, agreement, workers, layer, distance, decoder, combine,
           batch_size, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
@@ -186,20 +188,41 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, layer
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    models = _load_models(model_paths, device)
-    scores = [SpanMetric() for _ in models] if agreement else None
     options = _parse_options(layer, distance, decoder, combine, batch_size)
+    scores = [SpanMetric() for _ in model_paths] if agreement else None
     with progress_bar(None, "parsing", "sent") as bar:
         if fmt in PICTURES:
+            models = _load_models(model_paths, device)
             for text in parse_workflow.draw_pictures(models, lines, options, fmt, output_path, bar.update):
                 click.echo(text)
         else:
-            _write_lines(parse_workflow.parse(models, lines, options, fmt, scores, bar.update), output_path)
-    if scores and len(models) > 1:
+            rendered, writes = _parsed_lines(model_paths, device, lines, options, fmt, workers, scores, bar.update)
+            if not writes:  # another process of a torchrun launch: it parses and hands its lines to process 0
+                all(True for _ in rendered)
+                return
+            _write_lines(rendered, output_path)
+    if scores and len(model_paths) > 1:
         from .evaluate import agreement_table
 
-        click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score) in enumerate(zip(models, scores))}),
+        click.echo(agreement_table({f"{k + 1}: {path}": score for k, (path, score) in enumerate(zip(model_paths, scores))}),
                    err=True)
+
+
+def _parsed_lines(model_paths, device, lines, options, fmt, workers, scores, progress):
+    """Rendered lines from one process, several (--workers), or every process of a torchrun launch, and
+    whether this process writes them (under torchrun, process 0 only)."""
+    from . import parse as parse_workflow
+    from .distributed import World, resolve_device
+
+    world = World.from_env()
+    if world.size > 1:
+        own_device = world.device_for(resolve_device(device or "auto"))
+        models = _load_models(model_paths, str(own_device))
+        return parse_workflow.parse_distributed(models, lines, options, fmt, world, scores), world.is_main
+    if workers > 1:
+        return parse_workflow.parse_in_processes(list(model_paths), device or "cpu", lines, options, fmt, workers,
+                                                 scores, progress), True
+    return parse_workflow.parse(_load_models(model_paths, device), lines, options, fmt, scores, progress), True
 
 
 @main.command()

@@ -97,6 +97,14 @@ class World:
         return bool(self._collective(float(flag), lambda t: torch.distributed.all_reduce(
             t, op=torch.distributed.ReduceOp.MAX)))
 
+    def gather_objects(self, obj: object) -> list[object]:
+        """Every process's `obj`, in rank order, on every process."""
+        if self.size == 1:
+            return [obj]
+        gathered: list[object] = [None] * self.size
+        torch.distributed.all_gather_object(gathered, obj)
+        return gathered
+
     def barrier(self) -> None:
         if self.size > 1:
             torch.distributed.barrier()

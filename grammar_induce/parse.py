@@ -10,8 +10,10 @@ span voting (mbr) or by averaging their standardised gap scores (mean).
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 
 import torch
@@ -19,6 +21,7 @@ import torch
 from . import trees
 from .checkpoint import LoadedModel
 from .data import EOS
+from .distributed import World
 from .files import InputError, write_text
 from .formats import ALL_LAYERS, MemberResult, SentenceResult, render
 from .metrics import SpanMetric
@@ -171,18 +174,83 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     return (render(result, fmt) for result in results)
 
 
+def parse_in_processes(model_paths: list[Path], device: str, lines: Iterable[str], options: ParseOptions,
+                       fmt: str, workers: int, agreement: list[SpanMetric] | None = None,
+                       progress: Callable[[int], object] | None = None) -> Iterator[str]:
+    """`parse` in `workers` processes, each with its own copy of the models and a share of the cores;
+    the output is the same and in input order."""
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    with get_context("spawn").Pool(workers, _start_worker, (model_paths, device, threads)) as pool:
+        tasks = ((chunk, options, fmt, agreement is not None) for chunk in _chunks(lines, options.batch_size))
+        for rendered, parts in pool.imap(_parse_chunk, tasks):
+            _add_agreement(agreement, parts)
+            if progress is not None:
+                progress(len(rendered))
+            yield from rendered
+
+
+def parse_distributed(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, fmt: str,
+                      world: World, agreement: list[SpanMetric] | None = None) -> Iterator[str]:
+    """`parse` under torchrun: chunk k is parsed by process k mod size; process 0 yields every chunk's
+    output in input order, the others yield nothing. Every process reads the same input."""
+    chunks = _chunks(lines, options.batch_size)
+    while True:
+        mine = []
+        for rank in range(world.size):  # one round: a chunk for each process
+            chunk = next(chunks, None)
+            if rank == world.rank and chunk is not None:
+                mine = chunk
+        scores = [SpanMetric() for _ in models] if agreement is not None else None
+        rendered = list(parse(models, mine, options, fmt, scores))
+        gathered = world.gather_objects((rendered, scores))
+        if world.is_main:
+            for part, part_scores in gathered:
+                _add_agreement(agreement, part_scores)
+                yield from part
+        if sum(len(part) for part, _ in gathered) == 0:
+            world.close()
+            return
+
+
+_WORKER_MODELS: list[LoadedModel] = []
+
+
+def _start_worker(model_paths: list[Path], device: str, threads: int) -> None:
+    from .checkpoint import load
+
+    torch.set_num_threads(threads)
+    _WORKER_MODELS.extend(load(path, device) for path in model_paths)
+
+
+def _parse_chunk(task: tuple[list[str], ParseOptions, str, bool]) -> tuple[list[str], list[SpanMetric] | None]:
+    lines, options, fmt, with_agreement = task
+    scores = [SpanMetric() for _ in _WORKER_MODELS] if with_agreement else None
+    return list(parse(_WORKER_MODELS, lines, options, fmt, scores)), scores
+
+
+def _chunks(lines: Iterable[str], batch_size: int) -> Iterator[list[str]]:
+    """Lines in chunks of 64 batches: sorting by length inside a chunk keeps batches full."""
+    lines = iter(lines)
+    while chunk := list(itertools.islice(lines, 64 * batch_size)):
+        yield chunk
+
+
+def _add_agreement(total: list[SpanMetric] | None, part: list[SpanMetric] | None) -> None:
+    if total is not None and part is not None:
+        for k, score in enumerate(part):
+            total[k] += score
+
+
 def stream_results(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, all_layers: bool = False,
                    agreement: list[SpanMetric] | None = None, progress: Callable[[int], object] | None = None
                    ) -> Iterator[SentenceResult]:
     """`parse` before rendering: each line's SentenceResult, in input order."""
     check_members(models)
     tokenizer = models[0].tokenizer
-    lines = iter(lines)
-    while chunk := list(itertools.islice(lines, 64 * options.batch_size)):
+    for chunk in _chunks(lines, options.batch_size):
         results = parse_sentences(models, [tokenizer.split(line) for line in chunk], options, all_layers, progress)
         if agreement is not None:
-            for k, part in enumerate(member_agreement([[m.tree for m in r.members] for r in results if r.members])):
-                agreement[k] += part
+            _add_agreement(agreement, member_agreement([[m.tree for m in r.members] for r in results if r.members]))
         yield from results
 
 

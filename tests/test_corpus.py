@@ -11,9 +11,9 @@ from .test_cli import CHINESE, run
 TEXT = ROOT / "data" / "synthetic" / "valid.txt"
 
 
-def reference(path, tokenizer=Tokenizer(), backward=False):
+def reference(path, tokenizer=None, backward=False):
     """The ids the in-memory reader gives (the path training took before the cache)."""
-    sentences, _ = read_corpus(path, tokenizer)
+    sentences, _ = read_corpus(path, tokenizer or Tokenizer())
     sentences = [s[::-1] for s in sentences] if backward else sentences
     vocab = build_vocab(sentences)
     return vocab, encode_stream(sentences, vocab)

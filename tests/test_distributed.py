@@ -66,3 +66,32 @@ def test_checkpoints_move_between_one_and_two_processes(tmp_path):
     state = torch.load(out / "last.pt", weights_only=True)["training_state"]
     assert state["epoch"] == 4
     assert [line.count('"epoch"') for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 1, 1]
+
+
+def parse_worker(rank: int, size: int, port: int, model: str, lines: str, out: str) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    from grammar_induce.cli import main
+
+    main(["parse", "--model", model, "--input", lines, "--output", out, "--batch-size", "2", "--device", "cpu"],
+         standalone_mode=False)
+
+
+@pytest.mark.slow
+def test_parsing_under_torchrun_splits_the_input_and_writes_it_whole_in_order(tiny_run, tmp_path):
+    from click.testing import CliRunner
+
+    from grammar_induce.cli import main
+
+    lines = tmp_path / "in.txt"
+    words = "the dog saw a cat near the old river".split()
+    lines.write_text("".join(" ".join(words[: 1 + k % 9]) + ("\n\n" if k % 13 == 0 else "\n") for k in range(300)))
+    one = tmp_path / "one.txt"
+    result = CliRunner().invoke(main, ["parse", "--model", str(tiny_run / "best.pt"), "--input", str(lines),
+                                       "--output", str(one), "--batch-size", "2"])
+    assert result.exit_code == 0, result.output
+    two = tmp_path / "two.txt"
+    mp.start_processes(parse_worker, args=(2, free_port(), str(tiny_run / "best.pt"), str(lines), str(two)),
+                       nprocs=2, start_method="spawn")
+    assert two.read_text() == one.read_text() and len(one.read_text().splitlines()) == 300 + 24  # 24 blank lines

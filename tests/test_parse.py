@@ -140,3 +140,18 @@ def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
     counted = []
     list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), progress=counted.append))
     assert sum(counted) == sum(1 for line in lines if line)
+
+
+@pytest.mark.slow
+def test_parsing_in_worker_processes_gives_the_same_lines_in_order(tiny_run, tiny_model):
+    from grammar_induce.metrics import SpanMetric
+    from grammar_induce.parse import parse_in_processes
+
+    lines = [" ".join(s) for s in SENTENCES] * 40  # 200 lines: chunks of 128 at batch 2
+    options = ParseOptions(batch_size=2)
+    alone, together = [SpanMetric(), SpanMetric()], [SpanMetric(), SpanMetric()]
+    expected = list(parse([tiny_model, tiny_model], lines, options, "brackets", alone))
+    counted = []
+    got = list(parse_in_processes([tiny_run / "best.pt"] * 2, "cpu", lines, options, "brackets", 2, together,
+                                  counted.append))
+    assert got == expected and sum(counted) == len(lines) and together == alone
