@@ -97,11 +97,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         "train.max_minutes": max_minutes, "train.seed": seed, "model.direction": direction,
         "train.keep_epochs": keep_epochs, "data.workers": workers,
     }
-    for key, value in flags.items():
-        if value is not None:
-            section, name = key.split(".")
-            raw.setdefault(section, {})[name] = value
-    config = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(config_path))
+    config = _config(raw, flags, overrides, config_path)
     result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, log=click.echo)
     if result.main_process and result.best_valid_ppl is not None:
         click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir / 'best.pt'}")
@@ -126,13 +122,18 @@ def prepare(text_file, config_path, tokenizer, direction, workers, overrides) ->
     from . import train as train_workflow
 
     raw = config_module.load(config_path or QUICKSTART_CONFIG)
-    for key, value in {"data.tokenizer": tokenizer, "model.direction": direction, "data.workers": workers}.items():
+    flags = {"data.tokenizer": tokenizer, "model.direction": direction, "data.workers": workers}
+    config = _config(raw, flags, overrides, config_path or QUICKSTART_CONFIG)
+    click.echo(train_workflow.prepare_corpus(config, str(text_file)))
+
+
+def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
+    """The config file's values, then the flags given (section.key -> value), then each --set."""
+    for key, value in flags.items():
         if value is not None:
             section, name = key.split(".")
             raw.setdefault(section, {})[name] = value
-    config = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)),
-                                     str(config_path or QUICKSTART_CONFIG))
-    click.echo(train_workflow.prepare_corpus(config, str(text_file)))
+    return config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))
 
 
 def _absolute(path: str | None) -> str | None:
