@@ -124,13 +124,17 @@ def main() -> None:
     parser.add_argument("--sentences", default="10,100,1000", help="parse sizes, thousands of sentences")
     parser.add_argument("--work", type=Path, default=Path("runs/benchmark-data"))
     parser.add_argument("--compare-with", type=Path, default=None, help="another checkout, for today's figure")
+    parser.add_argument("--compare-tokens", default="1,10",
+                        help="sizes to run the other checkout on (it reads the whole corpus into memory)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     block = generate_block()
     valid = args.work / "valid.txt"
     valid.write_text("\n".join(block.splitlines()[:500]) + "\n")
-    corpora = [bench_corpus(int(m), args.work, block, valid, args.compare_with) for m in args.tokens.split(",")]
+    compared = set(args.compare_tokens.split(","))
+    corpora = [bench_corpus(int(m), args.work, block, valid, args.compare_with if m in compared else None)
+               for m in args.tokens.split(",")]
     model = tiny_model(args.work, block)
     parses = [bench_parse(int(k), args.work, block, model) for k in args.sentences.split(",")]
     print_tables(corpora, parses)
@@ -148,8 +152,9 @@ def print_tables(corpora: list[dict], parses: list[dict]) -> None:
               f"| {r['prepare_peak_mb']:.0f} | {r['train_first_s']:.0f}, {r['train_first_peak_mb']:.0f} "
               f"| {r['cached_start_to_first_batch_s']:.1f} | {r['cached_train_peak_mb']:.0f} | {old} |")
     for key, label in (("cached_train_peak_mb", "the token cache"), ("old_train_peak_mb", "before the cache")):
-        if len(corpora) > 1 and key in corpora[0]:
-            small, large = corpora[0], corpora[-1]
+        measured = [r for r in corpora if key in r]
+        if len(measured) > 1:
+            small, large = measured[0], measured[-1]
             per_token = (large[key] - small[key]) * 2**20 / (large["tokens"] - small["tokens"])
             print(f"training peak memory per extra corpus token, {label}: {per_token:.1f} bytes")
     print("\n| sentences | parse sent/s | peak MB |\n| ---: | ---: | ---: |")
