@@ -22,16 +22,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def worker(rank: int, size: int, port: int, out: str, resume: bool, epochs: int = 2, max_steps: int = 40) -> None:
+def worker(rank: int, size: int, port: int, out: str, resume: bool, epochs: int = 2, max_steps: int = 40,
+           direction: str = "forward") -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    config = tiny_config(model=NO_DROPOUT, train={"epochs": epochs, "max_steps": max_steps})
+    config = tiny_config(model={**NO_DROPOUT, "direction": direction}, train={"epochs": epochs, "max_steps": max_steps})
     train(config, Path(out), resume=resume, **QUIET)
 
 
-def run_two(out: Path, resume: bool, epochs: int = 2, max_steps: int = 40) -> None:
-    mp.start_processes(worker, args=(2, free_port(), str(out), resume, epochs, max_steps), nprocs=2,
+def run_two(out: Path, resume: bool, epochs: int = 2, max_steps: int = 40, direction: str = "forward") -> None:
+    mp.start_processes(worker, args=(2, free_port(), str(out), resume, epochs, max_steps, direction), nprocs=2,
                        start_method="spawn")
 
 
@@ -42,12 +43,14 @@ def test_split_rows_and_gather():
 
 
 @pytest.mark.slow
-def test_two_processes_train_like_one(tmp_path):
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_two_processes_train_like_one(tmp_path, direction):
     single = tmp_path / "single"
     torch.set_num_threads(1)
-    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2, "max_steps": 40}), single, **QUIET)
+    train(tiny_config(model={**NO_DROPOUT, "direction": direction}, train={"epochs": 2, "max_steps": 40}), single,
+          **QUIET)
     double = tmp_path / "double"
-    run_two(double, resume=False)
+    run_two(double, resume=False, direction=direction)
     a = torch.load(single / "last.pt", weights_only=True)
     b = torch.load(double / "last.pt", weights_only=True)
     assert not any(k.startswith("module.") for k in b["state_dict"])
