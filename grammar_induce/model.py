@@ -396,11 +396,11 @@ class LSTMLanguageModel(LanguageModel):
         super().__init__(vocab_size, config, lambda input_size, size: LSTMLayer(input_size, size, config.wdrop))
 
 
-MODEL_KINDS = {"onlstm": ONLSTMLanguageModel, "lstm": LSTMLanguageModel}
+MODEL_CLASSES = {"onlstm": ONLSTMLanguageModel, "lstm": LSTMLanguageModel}  # by config.MODEL_KINDS
 
 
 def build_model(vocab_size: int, config: ModelConfig) -> LanguageModel:
-    return MODEL_KINDS[config.kind](vocab_size, config)
+    return MODEL_CLASSES[config.kind](vocab_size, config)
 
 
 class _CrossEntropy(torch.autograd.Function):

@@ -27,9 +27,6 @@ from .formats import ALL_LAYERS, MemberResult, SentenceResult, render
 from .metrics import SpanMetric
 from .trees import Tree
 
-DECODERS = ("paper", "gap")
-COMBINERS = ("mbr", "mean")
-
 
 @dataclass(frozen=True)
 class ParseOptions:
