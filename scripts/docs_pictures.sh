@@ -19,7 +19,7 @@ grammar-induce evaluate --model "$run/forward/best.pt" --gold "$gold" --quiet --
 grammar-induce plot "$run/forward" "$run/backward" --output "$work/curves.svg" > /dev/null
 grammar-induce parse --model "$zh" --format svg "我们在北京的大学学习中文和历史" > "$work/chinese.svg"
 mkdir -p docs
-python scripts/screenshots.py docs "$work/tree.svg" --width 620 --height 330
+python scripts/screenshots.py docs "$work/tree.svg" --width 620 --height 350
 python scripts/screenshots.py docs "$work/chinese.svg" --width 560 --height 330
 python scripts/screenshots.py docs "$work/ensemble.html" --width 1400 --height 520
 python scripts/screenshots.py docs "$work/report.html" --width 1000 --height 1500
