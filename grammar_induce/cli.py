@@ -143,7 +143,10 @@ def _absolute(path: str | None) -> str | None:
 def model_options(command):
     """Options shared by `parse` and `evaluate` for choosing, running and combining the models."""
     for option in reversed([
-        click.option("--layer", type=int, default=None, help="layer whose distances make the tree [default: middle]"),
+        click.option("--layer", "layers", multiple=True, metavar="N|auto",
+                     help="layer whose distances make the tree: once for all models, once per --model, or auto "
+                     "(an ensemble member's layer chosen by agreement with the others, no gold needed) "
+                     "[default: the middle layer]"),
         click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True,
                      help="which master gate's expected level makes the distances"),
         click.option("--decoder", type=click.Choice(["paper", "gap"]), default="paper", show_default=True,
@@ -157,10 +160,18 @@ def model_options(command):
     return device_option(command)
 
 
-def _parse_options(layer, distance, decoder, combine, batch_size):
+def _parse_options(layers, distance, decoder, combine, batch_size):
     from .parse import ParseOptions
 
-    return ParseOptions(layer, distance, decoder, combine, batch_size)
+    if "auto" in layers:
+        if len(layers) > 1:
+            raise click.UsageError("--layer auto chooses every member's layer: give it alone")
+        return ParseOptions((), True, distance, decoder, combine, batch_size)
+    try:
+        numbers = tuple(int(layer) for layer in layers)
+    except ValueError:
+        raise click.UsageError(f"--layer takes a number or auto, not {layers}") from None
+    return ParseOptions(numbers, False, distance, decoder, combine, batch_size)
 
 
 @main.command()
@@ -177,7 +188,7 @@ def _parse_options(layer, distance, decoder, combine, batch_size):
               help="processes that parse (on the CPU), each with its own copy of the models")
 @model_options
 @user_errors
-def parse(model_paths, sentences, input_path, output_path, fmt, agreement, workers, layer, distance, decoder, combine,
+def parse(model_paths, sentences, input_path, output_path, fmt, agreement, workers, layers, distance, decoder, combine,
           batch_size, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
@@ -189,7 +200,7 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, worke
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    options = _parse_options(layer, distance, decoder, combine, batch_size)
+    options = _parse_options(layers, distance, decoder, combine, batch_size)
     scores = [SpanMetric() for _ in model_paths] if agreement else None
     with progress_bar(None, "parsing", "sent") as bar:
         if fmt in PICTURES:
@@ -252,7 +263,7 @@ def _parsed_lines(model_paths, device, lines, options, fmt, workers, scores, pro
 @model_options
 @user_errors
 def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, report_path, report_sentences, seed, quiet, layer, distance, decoder, combine, batch_size,
+             save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, batch_size,
              device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import evaluate as evaluate_workflow
@@ -270,7 +281,7 @@ def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_
     if model_paths:
         models = _load_models(model_paths, device)
         report = evaluate_workflow.evaluate_models(models, options,
-                                                   _parse_options(layer, distance, decoder, combine, batch_size))
+                                                   _parse_options(layers, distance, decoder, combine, batch_size))
     else:
         report = evaluate_workflow.evaluate_file(pred_path, options, labeled=pred_format == "ptb")
     click.echo(report.table())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import trees
@@ -97,7 +97,7 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     One model: every layer with both distance kinds and the mean of the layers. Several: each
     member (its chosen layer), both combinations, and how much each member agrees with the others.
     """
-    from .parse import check_members, parse_words, resolve_layer
+    from .parse import check_members, layers_by_agreement, parse_words, resolve_layers
 
     check_members(models)
     notes: list[str] = []
@@ -106,7 +106,9 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:
         parsed = [parse_words(loaded, sentences, options.batch_size, bar.update) for loaded in models]
-    layers = [resolve_layer(parse_options.layer, loaded) for loaded in models]
+    auto = parse_options.auto_layers and len(models) > 1
+    layers = list(layers_by_agreement(parsed, parse_options)) if auto else resolve_layers(parse_options, models)
+    parse_options = replace(parse_options, layers=tuple(layers), auto_layers=False)
     if len(models) == 1:
         predicted = _layer_rows(parsed[0], parse_options.decoder)
         main_row = f"layer {layers[0]} {parse_options.distance}"
@@ -131,8 +133,6 @@ def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
 
 def _ensemble_rows(models: list, parsed: list[list], layers: list[int], parse_options):
     """A row per member and per combination, and each member's agreement with the others."""
-    from dataclasses import replace
-
     from .parse import combine, member_agreement
 
     kind, decoder = parse_options.distance, parse_options.decoder

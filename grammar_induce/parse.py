@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -30,7 +30,8 @@ from .trees import Tree
 
 @dataclass(frozen=True)
 class ParseOptions:
-    layer: int | None = None  # None: each model's middle layer
+    layers: tuple[int, ...] = ()  # (): each model's middle layer; one for all models, or one per model
+    auto_layers: bool = False  # several models: each one's layer chosen by agreement (see layers_by_agreement)
     distance: str = "forget"  # forget | input
     decoder: str = "paper"  # paper | gap
     combine: str = "mbr"  # mbr | mean, for two or more models
@@ -78,6 +79,53 @@ def resolve_layer(layer: int | None, loaded: LoadedModel) -> int:
     layer = middle_layer(n_layers) if layer is None else layer
     check_layer(layer, n_layers)
     return layer
+
+
+def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int]:
+    """Each model's layer: the middle one, the one --layer given for all, or its own --layer."""
+    if len(options.layers) not in (0, 1, len(models)):
+        raise InputError(f"--layer is given {len(options.layers)} times for {len(models)} models: "
+                         "give it once for all, or once per --model")
+    layers = options.layers * len(models) if len(options.layers) == 1 else options.layers or (None,) * len(models)
+    return [resolve_layer(layer, loaded) for layer, loaded in zip(layers, models)]
+
+
+def layers_by_agreement(parsed: list[list[Parsed | None]], options: ParseOptions) -> tuple[int, ...]:
+    """A layer for each member, chosen without gold trees: starting from the middle layers, each member in
+    turn takes the layer whose trees agree best (pooled sentence F1) with the other members' current
+    trees, until none changes. Members' layers carry different structure (a backward model's
+    lowest layer, say), and agreement between independent models points to the shared one."""
+    counts = [len(next(p for p in member if p is not None).forget) for member in parsed]
+    layers = [middle_layer(n) for n in counts]
+    cache: dict[tuple[int, int], list[set]] = {}
+
+    def spans(k: int, layer: int) -> list[set]:
+        if (k, layer) not in cache:
+            cache[k, layer] = [trees.spans(p.tree(layer, options.distance, options.decoder)) if p else set()
+                               for p in parsed[k]]
+        return cache[k, layer]
+
+    def agreement(k: int, layer: int) -> float:
+        return sum(sum((SpanMetric.of(a, b) for a, b in zip(spans(k, layer), spans(j, layers[j]))),
+                       SpanMetric()).sentence_f1 for j in range(len(parsed)) if j != k)
+
+    for _ in range(10):
+        changed = False
+        for k in range(len(parsed)):
+            best = max(range(1, counts[k] + 1), key=lambda layer: (agreement(k, layer), layer == layers[k]))
+            changed |= best != layers[k]
+            layers[k] = best
+        if not changed:
+            break
+    return tuple(layers)
+
+
+def choose_layers(models: list[LoadedModel], sentences: list[list[str]], options: ParseOptions) -> ParseOptions:
+    """The options with the layers fixed: chosen by agreement on these sentences when asked to, else as given."""
+    if not options.auto_layers or len(models) < 2:
+        return replace(options, layers=tuple(resolve_layers(options, models)), auto_layers=False)
+    parsed = [parse_words(loaded, sentences, options.batch_size) for loaded in models]
+    return replace(options, layers=layers_by_agreement(parsed, options), auto_layers=False)
 
 
 def check_members(models: list[LoadedModel]) -> None:
@@ -144,7 +192,7 @@ def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], optio
                     all_layers: bool = False, progress: Callable[[int], object] | None = None
                     ) -> list[SentenceResult]:
     """Each sentence's combined tree and every member's distances and tree."""
-    layers = [resolve_layer(options.layer, loaded) for loaded in models]
+    layers = resolve_layers(options, models)
     parsed = [parse_words(loaded, sentences, options.batch_size, progress if k == 0 else None,
                           None if all_layers else layer) for k, (loaded, layer) in enumerate(zip(models, layers))]
     results = []
@@ -245,7 +293,10 @@ def stream_results(models: list[LoadedModel], lines: Iterable[str], options: Par
     check_members(models)
     tokenizer = models[0].tokenizer
     for chunk in _chunks(lines, options.batch_size):
-        results = parse_sentences(models, [tokenizer.split(line) for line in chunk], options, all_layers, progress)
+        sentences = [tokenizer.split(line) for line in chunk]
+        if options.auto_layers:  # chosen on the first chunk, kept for the rest
+            options = choose_layers(models, [s for s in sentences if s], options)
+        results = parse_sentences(models, sentences, options, all_layers, progress)
         if agreement is not None:
             _add_agreement(agreement, member_agreement([[m.tree for m in r.members] for r in results if r.members]))
         yield from results
@@ -260,13 +311,13 @@ def draw_pictures(models: list[LoadedModel], lines: Iterable[str], options: Pars
     results = stream_results(models, lines, options, all_layers=True, progress=progress)
     if fmt == "html":
         page = draw.parse_page(((r.words, r.tree, [(_member_name(m), m.tree, m.forget) for m in r.members])
-                                for r in results if r.tree is not None), resolve_layer(options.layer, models[0]))
+                                for r in results if r.tree is not None), resolve_layers(options, models)[0])
         if output is None:
             yield page
         else:
             write_text(output, page)
         return
-    layer = resolve_layer(options.layer, models[0])
+    layer = resolve_layers(options, models)[0]
     for number, result in enumerate(results, start=1):
         svg = "" if result.tree is None else _sentence_svg(result, layer)
         if output is None:

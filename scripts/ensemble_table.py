@@ -17,6 +17,8 @@ ROWS = [  # (label, evaluation file, row in it)
     ("forward + backward, mbr of paper trees", "pair-paper", "mbr of 2"),
     ("forward + backward, mbr of gap trees", "pair-gap", "mbr of 2"),
     ("forward + backward, mean gap scores", "pair-gap", "mean of 2"),
+    ("forward + backward, layers by agreement, mbr of gap trees", "pair-gap-auto", "mbr of 2"),
+    ("forward + backward, layers by agreement, mean gap scores", "pair-gap-auto", "mean of 2"),
 ]
 SNAPSHOTS = [("forward snapshots", "snapshots-forward"), ("forward + backward snapshots", "snapshots-both")]
 
@@ -33,6 +35,12 @@ def main(run_dir: Path) -> None:
             count = len(report["agreement"])
             print(line(f"{label} ({count}), mbr of {decoder} trees", report, f"mbr of {count}"))
         print(line(f"{label} ({count}), mean gap scores", reports[f"{name}-gap"], f"mean of {count}"))
+    report = reports["snapshots-both-gap-auto"]
+    count = len(report["agreement"])
+    print(line(f"forward + backward snapshots ({count}), layers by agreement, mbr of gap trees", report,
+               f"mbr of {count}"))
+    print(line(f"forward + backward snapshots ({count}), layers by agreement, mean gap scores", report,
+               f"mean of {count}"))
 
 
 def line(label: str, report: dict, row: str) -> str:

@@ -39,4 +39,8 @@ for decoder in paper gap; do
     score "snapshots-both-$decoder" $(printf -- '--model %s ' "$out"/forward/epoch-*.pt "$out"/backward/epoch-*.pt) \
         --decoder "$decoder"
 done
+# each member's layer chosen by agreement between the members (no gold trees)
+score "pair-gap-auto" --model "$fwd" --model "$bwd" --decoder gap --layer auto
+score "snapshots-both-gap-auto" $(printf -- '--model %s ' "$out"/forward/epoch-*.pt "$out"/backward/epoch-*.pt) \
+    --decoder gap --layer auto
 python scripts/ensemble_table.py "$out"

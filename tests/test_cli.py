@@ -101,3 +101,16 @@ def test_ensembles_from_the_command_line(tiny_run, tiny_backward_run):
 def test_a_missing_input_file_is_reported_before_the_models_load(tmp_path):
     result = run("parse", "--model", tmp_path / "absent.pt", "--input", tmp_path / "missing.txt")
     assert result.exit_code == 1 and "missing.txt: cannot read (no such file)" in result.output
+
+
+def test_layer_auto_and_per_model_layers_from_the_command_line(tiny_run, tiny_backward_run):
+    models = ["--model", tiny_run / "best.pt", "--model", tiny_backward_run / "best.pt"]
+    evaluated = run("evaluate", *models, "--quiet", "--max-length", 8, "--layer", "auto", "--decoder", "gap")
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "1: " in evaluated.output and "mbr of 2 *" in evaluated.output
+    per_model = run("evaluate", *models, "--quiet", "--max-length", 8, "--layer", 3, "--layer", 1)
+    assert "best.pt L3" in per_model.output and "best.pt L1" in per_model.output
+    parsed = run("parse", *models, "--layer", "auto", "the dog saw a cat")
+    assert parsed.exit_code == 0 and parsed.output.count("(") == 4, parsed.output
+    wrong = run("parse", *models, "--layer", "auto", "--layer", 1, "a b")
+    assert wrong.exit_code == 2 and "--layer auto chooses every member's layer" in wrong.output

@@ -155,3 +155,31 @@ def test_parsing_in_worker_processes_gives_the_same_lines_in_order(tiny_run, tin
     got = list(parse_in_processes([tiny_run / "best.pt"] * 2, "cpu", lines, options, "brackets", 2, together,
                                   counted.append))
     assert got == expected and sum(counted) == len(lines) and together == alone
+
+
+def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
+    from grammar_induce.parse import Parsed, layers_by_agreement
+
+    words = list("abcdefgh")
+    # gap scores of five trees: a balanced one, shared by member A's layer 3 and member B's layer 1, and four
+    # others that each agree more with the balanced tree than with one another
+    shared = [0, 1, 2, 1, 3, 1, 2, 1]
+    o1, o2, o3, o4 = ([0, *gaps] for gaps in ([7, 6, 5, 4, 3, 2, 1], [1, 2, 3, 4, 5, 6, 7], [3, 2, 1, 7, 4, 5, 6],
+                                             [6, 5, 4, 3, 2, 7, 1]))
+    a = [Parsed(words, [o1, o2, shared], [o1] * 3)] * 4
+    b = [Parsed(words, [shared, o3, o4], [o1] * 3)] * 4
+    assert layers_by_agreement([a, b], ParseOptions(decoder="gap")) == (3, 1)
+    assert layers_by_agreement([a, a], ParseOptions()) == (2, 2)  # agreeing members keep the middle layers
+
+
+def test_one_layer_for_all_models_or_one_per_model(tiny_model):
+    from grammar_induce.parse import resolve_layers
+
+    assert resolve_layers(ParseOptions(), [tiny_model] * 2) == [2, 2]
+    assert resolve_layers(ParseOptions(layers=(1,)), [tiny_model] * 2) == [1, 1]
+    assert resolve_layers(ParseOptions(layers=(3, 1)), [tiny_model] * 2) == [3, 1]
+    with pytest.raises(InputError, match="--layer is given 2 times for 3 models"):
+        resolve_layers(ParseOptions(layers=(3, 1)), [tiny_model] * 3)
+    per_model = parse_sentences([tiny_model, tiny_model], SENTENCES, ParseOptions(layers=(3, 1), decoder="gap"))
+    assert [r.members[1].tree for r in per_model if r.tree] == [
+        parse_words(tiny_model, [s])[0].tree(1, decoder="gap") for s in SENTENCES if s]
