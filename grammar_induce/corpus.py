@@ -12,6 +12,7 @@ separated id stream in the smallest unsigned type that fits the vocabulary, and 
 from __future__ import annotations
 
 import array
+import ctypes
 import hashlib
 import json
 import os
@@ -218,16 +219,14 @@ def _line_chunks(path: str) -> Iterator[list[str]]:
 
 
 def _remap(source: Path, target: Path, table: list[int], dtype: str) -> int:
-    """Map provisional ids to final ones, a block at a time, into a memory-mapped target; returns the count."""
+    """Map provisional ids to final ones a block at a time, read and written as plain file I/O (memory
+    stays at a block, where mapping both files would count them in the resident size); returns the count."""
     lookup = torch.tensor(table, dtype=torch.int32)
     out_dtype = {"uint16": torch.uint16, "int32": torch.int32}[dtype]
-    total = source.stat().st_size // 4
-    with open(target, "wb") as f:
-        f.truncate(total * out_dtype.itemsize)
-    provisional = torch.from_file(str(source), shared=False, size=total, dtype=torch.int32)
-    out = torch.from_file(str(target), shared=True, size=total, dtype=out_dtype)
-    block = 1 << 22
-    for start in range(0, total, block):
-        out[start : start + block] = lookup[provisional[start : start + block].long()].to(out_dtype)
-    del out  # unmapped: the ids are in the file
+    total = 0
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while block := src.read(4 << 22):
+            ids = lookup[torch.frombuffer(bytearray(block), dtype=torch.int32).long()].to(out_dtype)
+            dst.write(ctypes.string_at(ids.data_ptr(), ids.numel() * ids.element_size()))
+            total += ids.numel()
     return total

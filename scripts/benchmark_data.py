@@ -50,11 +50,11 @@ def write_corpus(path: Path, millions: int, block: str) -> None:
         f.writelines(block for _ in range(millions))
 
 
-def measure(command: list[str], env: dict | None = None, mark: str | None = None) -> dict:
+def measure(command: list[str], env: dict | None = None, mark: str | None = None, cwd: Path | None = None) -> dict:
     """Run a command; its wall seconds, peak RSS (MB) and the seconds until a line containing `mark`."""
     began = time.time()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env={**os.environ, **(env or {})})
+                               env={**os.environ, **(env or {})}, cwd=cwd)
     marked, output = None, []
     for line in process.stdout:
         output.append(line)
@@ -92,7 +92,9 @@ def bench_corpus(millions: int, work: Path, block: str, valid: Path, compare_wit
               "train_first_peak_mb": first["peak_mb"], "cached_start_to_first_batch_s": again["until_mark"],
               "cached_train_s": again["seconds"], "cached_train_peak_mb": again["peak_mb"]}
     if compare_with is not None:
-        old = measure(train_command(corpus, valid, work / "run-old"), {"PYTHONPATH": str(compare_with)})
+        # run from the other checkout: `python -m` puts the working folder first on the path
+        old = measure(train_command(corpus, valid, work / "run-old"), {"PYTHONPATH": str(compare_with)},
+                      cwd=compare_with)
         result.update(old_train_s=old["seconds"], old_train_peak_mb=old["peak_mb"])
     return result
 
@@ -128,6 +130,7 @@ def main() -> None:
                         help="sizes to run the other checkout on (it reads the whole corpus into memory)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    args.work = args.work.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
     block = generate_block()
     valid = args.work / "valid.txt"
