@@ -6,7 +6,9 @@ GPUs and gloo on CPUs; otherwise `World()` is a single process and every call is
 
 from __future__ import annotations
 
+import ctypes
 import os
+import pickle
 from dataclasses import dataclass
 
 import torch
@@ -99,11 +101,22 @@ class World:
             t, op=torch.distributed.ReduceOp.MAX)))
 
     def gather_objects(self, obj: object) -> list[object]:
-        """Every process's `obj`, in rank order, on every process."""
+        """Every process's `obj` (pickled; the processes of one launch trust each other), in rank order, on
+        every process. Written out because torch's all_gather_object needs numpy, which we do not."""
         if self.size == 1:
             return [obj]
-        gathered: list[object] = [None] * self.size
-        torch.distributed.all_gather_object(gathered, obj)
+        device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+        data = pickle.dumps(obj)
+        sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(self.size)]
+        torch.distributed.all_gather(sizes, torch.tensor([len(data)], device=device))
+        padded = torch.zeros(max(int(size) for size in sizes), dtype=torch.uint8, device=device)
+        padded[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        parts = [torch.empty_like(padded) for _ in range(self.size)]
+        torch.distributed.all_gather(parts, padded)
+        gathered = []
+        for part, size in zip(parts, sizes):
+            part = part.cpu()
+            gathered.append(pickle.loads(ctypes.string_at(part.data_ptr(), int(size))))
         return gathered
 
     def barrier(self) -> None:
