@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -130,18 +131,15 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
                                                            backward)
         if not sentences:
             raise InputError(f"{path}: no sentences (the file is empty or has only blank lines)")
-        if vocab is None:
-            vocab = Vocab.build(_as_counter(words, counts), limits.max_vocab, limits.min_freq)
-            own_vocab = vocab
-        else:
-            own_vocab = None
+        own = vocab is None  # a training file's vocabulary is its own, kept in the entry
+        if own:
+            vocab = Vocab.build(Counter(dict(zip(words, counts))), limits.max_vocab, limits.min_freq)
         table = [vocab.index.get(word, 0) for word in words]
         dtype = "uint16" if len(vocab) <= 1 << 16 else "int32"
         tokens = _remap(work / "provisional.bin", work / "ids.bin", table, dtype)
         meta = {"format": FORMAT, "key": key, "source": str(Path(path).resolve()), "dtype": dtype, "tokens": tokens,
                 "id_limit": len(vocab), "sentences": sentences, "blank_lines": blank,
-                "vocab": own_vocab.words if own_vocab else None,
-                "counts": dict(zip(words, counts)) if own_vocab else {}}
+                "vocab": vocab.words if own else None, "counts": dict(zip(words, counts)) if own else {}}
         (work / "provisional.bin").unlink()
         (work / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
         if (root / key).exists() and _load(root / key, key) is None:
@@ -156,12 +154,6 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
     if entry is None:
         raise InputError(f"{root / key}: the corpus cache could not be written whole")
     return entry
-
-
-def _as_counter(words: list[str], counts: list[int]):
-    from collections import Counter
-
-    return Counter(dict(zip(words, counts)))
 
 
 def _provisional_ids(path: str, tokenizer: Tokenizer, out: Path, workers: int, backward: bool):
