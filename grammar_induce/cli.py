@@ -47,6 +47,13 @@ def user_errors(command):
     return wrapper
 
 
+def precision_option(default: str | None):
+    shown = f"[default: {default}]" if default else "[default: the config's]"
+    return click.option("--precision", type=click.Choice(config_module.PRECISIONS), default=default,
+                        help="matrix products in float32, in bfloat16 (needs CPU or GPU bfloat16 hardware; "
+                        f"several times faster), or auto: bf16 where the hardware has it {shown}")
+
+
 def device_option(command):
     return click.option("--device", default=None, help="auto, cpu, cuda or cuda:N [default: auto]")(command)
 
@@ -74,6 +81,7 @@ def main() -> None:
 @click.option("--seed", type=int, default=None, help="random seed of the run [default: the config's]")
 @click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
               help="read sentences left to right or right to left [default: forward]")
+@precision_option(None)
 @click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
               help="also keep the models of the last N epochs (epoch-K.pt) for a snapshot ensemble")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
@@ -84,7 +92,7 @@ def main() -> None:
 @click.option("--quiet", is_flag=True, help="no progress bars")
 @user_errors
 def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
-          max_minutes, seed, direction, keep_epochs, workers, overrides, resume, force, quiet) -> None:
+          max_minutes, seed, direction, precision, keep_epochs, workers, overrides, resume, force, quiet) -> None:
     """Train an ON-LSTM language model (the paper's AWD-LSTM recipe)."""
     from . import train as train_workflow
 
@@ -95,7 +103,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         "data.train": _absolute(train_file), "data.valid": _absolute(valid_file), "data.test": _absolute(test_file),
         "data.tokenizer": tokenizer, "train.device": device, "train.epochs": epochs, "train.max_steps": max_steps,
         "train.max_minutes": max_minutes, "train.seed": seed, "model.direction": direction,
-        "train.keep_epochs": keep_epochs, "data.workers": workers,
+        "train.keep_epochs": keep_epochs, "data.workers": workers, "train.precision": precision,
     }
     config = _config(raw, flags, overrides, config_path)
     result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, log=click.echo)
@@ -155,23 +163,24 @@ def model_options(command):
                      help="with several --model: span voting over their trees, or their mean gap scores"),
         click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
                      help="sentences run through the model together"),
+        precision_option("fp32"),
     ]):
         command = option(command)
     return device_option(command)
 
 
-def _parse_options(layers, distance, decoder, combine, batch_size):
+def _parse_options(layers, distance, decoder, combine, batch_size, precision):
     from .parse import ParseOptions
 
     if "auto" in layers:
         if len(layers) > 1:
             raise click.UsageError("--layer auto chooses every member's layer: give it alone")
-        return ParseOptions((), True, distance, decoder, combine, batch_size)
+        return ParseOptions((), True, distance, decoder, combine, batch_size, precision)
     try:
         numbers = tuple(int(layer) for layer in layers)
     except ValueError:
         raise click.UsageError(f"--layer takes a number or auto, not {layers}") from None
-    return ParseOptions(numbers, False, distance, decoder, combine, batch_size)
+    return ParseOptions(numbers, False, distance, decoder, combine, batch_size, precision)
 
 
 @main.command()
@@ -189,7 +198,7 @@ def _parse_options(layers, distance, decoder, combine, batch_size):
 @model_options
 @user_errors
 def parse(model_paths, sentences, input_path, output_path, fmt, agreement, workers, layers, distance, decoder, combine,
-          batch_size, device) -> None:
+          batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
     from .files import check_output, progress_bar
@@ -200,7 +209,7 @@ def parse(model_paths, sentences, input_path, output_path, fmt, agreement, worke
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    options = _parse_options(layers, distance, decoder, combine, batch_size)
+    options = _parse_options(layers, distance, decoder, combine, batch_size, precision)
     scores = [SpanMetric() for _ in model_paths] if agreement else None
     with progress_bar(None, "parsing", "sent") as bar:
         if fmt in PICTURES:
@@ -264,7 +273,7 @@ def _parsed_lines(model_paths, device, lines, options, fmt, workers, scores, pro
 @user_errors
 def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
              save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, batch_size,
-             device) -> None:
+             precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import evaluate as evaluate_workflow
     from .files import check_output
@@ -281,7 +290,7 @@ def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_
     if model_paths:
         models = _load_models(model_paths, device)
         report = evaluate_workflow.evaluate_models(models, options,
-                                                   _parse_options(layers, distance, decoder, combine, batch_size))
+                                                   _parse_options(layers, distance, decoder, combine, batch_size, precision))
     else:
         report = evaluate_workflow.evaluate_file(pred_path, options, labeled=pred_format == "ptb")
     click.echo(report.table())

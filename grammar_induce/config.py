@@ -15,6 +15,7 @@ from typing import Any
 
 MODEL_KINDS = ("onlstm", "lstm")
 DIRECTIONS = ("forward", "backward")
+PRECISIONS = ("fp32", "bf16", "auto")  # see precision.py
 
 
 class ConfigError(ValueError):
@@ -100,13 +101,13 @@ class TrainConfig:
     seed: int = 141
     keep_epochs: int = 0  # also keep the last N epochs' models as epoch-K.pt (a snapshot ensemble)
     device: str = "auto"
-    # fp32 (the paper's numbers) or bf16: autocast for the input maps and the decoder, while
-    # the recurrence and its state stay in float32. An option for GPUs.
+    # fp32 (the paper's numbers), bf16 (matrix products in bfloat16, on hardware that has it) or
+    # auto (bf16 where the hardware has it); see precision.py
     precision: str = "fp32"
 
     def validate(self) -> None:
-        if self.precision not in ("fp32", "bf16"):
-            raise ConfigError(f"train.precision must be fp32 or bf16, got {self.precision!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")

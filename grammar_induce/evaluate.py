@@ -105,7 +105,8 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     gold = within_length(gold, options.max_length)
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:
-        parsed = [parse_words(loaded, sentences, options.batch_size, bar.update) for loaded in models]
+        parsed = [parse_words(loaded, sentences, options.batch_size, bar.update, precision=parse_options.precision)
+                  for loaded in models]
     auto = parse_options.auto_layers and len(models) > 1
     layers = list(layers_by_agreement(parsed, parse_options)) if auto else resolve_layers(parse_options, models)
     parse_options = replace(parse_options, layers=tuple(layers), auto_layers=False)

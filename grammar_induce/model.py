@@ -67,7 +67,8 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     """The time loop of one layer.
 
     xproj: (T, B, G) input projection plus both biases, G = 2n + 4H with columns
-    [master input | master forget | o | candidate | i | f]; weight: (G, H) hidden map.
+    [master input | master forget | o | candidate | i | f]; weight: (G, H) hidden map, in the
+    dtype its products run in (bfloat16 under reduced precision; everything else stays float32).
     Returns the hidden states h0..hT (T+1, B, H), cs (T, B, n, C), master softmaxes
     (T, B, 2, n) and, when `save`, what backward needs per step (T, B, 7, n, C): the gates o,
     tanh(candidate), i, f, the combined gates i^ and f^, and tanh(c).
@@ -84,7 +85,10 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     weight_t = weight.t()
     gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
     for t, x_t in enumerate(xproj.unbind(0)):
-        torch.addmm(x_t, hs[t], weight_t, out=gates)
+        if weight.dtype == xproj.dtype:
+            torch.addmm(x_t, hs[t], weight_t, out=gates)
+        else:  # a reduced-precision product, added to the float32 input part
+            torch.add(x_t, hs[t].to(weight.dtype) @ weight_t, out=gates)
         step(gates, c, probs[t], acts[t if save else 0], cs[t], hs[t + 1].view(batch, n, chunk))
         c = cs[t]
     return hs, cs, probs, acts if save else None
@@ -127,6 +131,30 @@ def _distances(probs: Tensor) -> tuple[Tensor, Tensor]:
     return 1.0 - master[..., 1, :].mean(-1), master[..., 0, :].mean(-1)
 
 
+def product(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b run in b's dtype (a layer's weights set the product dtype), the result in a's."""
+    if a.dtype == b.dtype:
+        return a @ b
+    return (a.to(b.dtype) @ b).to(a.dtype)
+
+
+def reduced_dtype(x: Tensor) -> torch.dtype | None:
+    """The dtype of the matrix products under autocast (see precision.py), or None for full precision."""
+    return torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else None
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None, full_rows: int = 0) -> Tensor:
+    """F.linear; with a reduced `dtype`, the product in it, but for the first `full_rows` outputs, and
+    the bias added in float32. A reduced product is rounded to `dtype` once (torch has no CPU product
+    with bfloat16 inputs and a float32 result)."""
+    if dtype is None:
+        return F.linear(x, weight, bias)
+    out = (x.to(dtype) @ weight[full_rows:].to(dtype).t()).float()
+    if full_rows:
+        out = torch.cat([x @ weight[:full_rows].t(), out], dim=-1)
+    return out if bias is None else out + bias
+
+
 class _Recurrence(torch.autograd.Function):
     """One ON-LSTM layer over a sequence, with backpropagation through time written out.
 
@@ -147,7 +175,8 @@ class _Recurrence(torch.autograd.Function):
         h0, c0, weight, hs, cs, probs, acts = ctx.saved_tensors
         grad_gates, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n)
         # sum over steps of dg_t^T h_{t-1}, as one product
-        grad_weight = grad_gates.view(-1, grad_gates.shape[-1]).t() @ hs[:-1].reshape(-1, hs.shape[-1])
+        grad_weight = (grad_gates.view(-1, grad_gates.shape[-1]).t().to(weight.dtype)
+                       @ hs[:-1].reshape(-1, hs.shape[-1]).to(weight.dtype))
         return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
 
 
@@ -176,7 +205,7 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
         p_dp = p * d_probs
         torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
         dc = dc * coef.forget[t]
-        dh = out @ weight  # (B, H)
+        dh = product(out, weight)  # (B, H)
     return grad_gates, dh, dc
 
 
@@ -193,7 +222,7 @@ def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, gra
     for t in range(steps - 1, -1, -1):
         arrays = (acts[t], c_prev[t], probs[t], grad_dist[t], grad_hs[t], dh, dc, grad_gates[t])
         step(batch, n, hidden // n, *(a.data_ptr() for a in arrays))  # updates dc, writes grad_gates[t]
-        dh = grad_gates[t] @ weight
+        dh = product(grad_gates[t], weight)
     return grad_gates, dh, dc
 
 
@@ -277,12 +306,17 @@ class ONLSTMLayer(nn.Module):
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
         h0, c0 = state
-        xproj = F.linear(x, self.ih.weight, self.ih.bias + self.hh.bias)  # (T, B, G), both biases
-        weight = self.recurrent_weight()
-        if torch.is_autocast_enabled(x.device.type):  # reduced precision for the big products only
-            with torch.autocast(x.device.type, enabled=False):
-                return recurrence(xproj.float(), h0.float(), c0.float(), weight.float(), self.n_levels)
-        return recurrence(xproj, h0, c0, weight, self.n_levels)
+        bias = self.ih.bias + self.hh.bias
+        dtype = reduced_dtype(x)
+        if dtype is None:  # full precision, as the paper
+            xproj = F.linear(x, self.ih.weight, bias)  # (T, B, G)
+            return recurrence(xproj, h0, c0, self.recurrent_weight(), self.n_levels)
+        # Products in `dtype`, everything else in float32. The master gates' logits (the first 2n rows of
+        # the input map, 5% of its work) stay float32: their rounding was the main cause of trees that
+        # differ from float32's (see README, bf16).
+        with torch.autocast(x.device.type, enabled=False):
+            xproj = linear(x, self.ih.weight, bias, dtype, full_rows=2 * self.n_levels)
+            return recurrence(xproj, h0, c0, self.recurrent_weight().to(dtype), self.n_levels)
 
 
 def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -317,7 +351,8 @@ class LSTMLayer(nn.Module):
         if self.training and self.wdrop:
             weight = self.lstm.weight_hh_l0
             weights["weight_hh_l0"] = weight * keep_mask(weight, self.wdrop) / (1.0 - self.wdrop)
-        hs, (_, c) = torch.func.functional_call(self.lstm, weights, (x, (h0[None], c0[None])))
+        with torch.autocast(x.device.type, enabled=False):  # under bf16, torch's LSTM would keep its cell in bf16
+            hs, (_, c) = torch.func.functional_call(self.lstm, weights, (x, (h0[None], c0[None])))
         return hs, c[0], None, None
 
 
@@ -373,7 +408,8 @@ class LanguageModel(nn.Module):
 
     def forward(self, tokens: Tensor, hidden: State | None = None) -> LMOutput:
         top, new_hidden, distances = self.run_stack(tokens, hidden)
-        logits = self.decoder(locked_dropout(top, self.config.dropout, self.training))  # (T, B, V)
+        top_dropped = locked_dropout(top, self.config.dropout, self.training)
+        logits = linear(top_dropped, self.decoder.weight, self.decoder.bias, reduced_dtype(top))  # (T, B, V)
         return LMOutput(logits, new_hidden, distances, top)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from . import precision as precision_module
 from . import trees
 from .checkpoint import LoadedModel
 from .data import EOS
@@ -36,6 +37,7 @@ class ParseOptions:
     decoder: str = "paper"  # paper | gap
     combine: str = "mbr"  # mbr | mean, for two or more models
     batch_size: int = 64
+    precision: str = "fp32"  # fp32 | bf16 | auto, of the models' matrix products (precision.py)
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def choose_layers(models: list[LoadedModel], sentences: list[list[str]], options
     """The options with the layers fixed: chosen by agreement on these sentences when asked to, else as given."""
     if not options.auto_layers or len(models) < 2:
         return replace(options, layers=tuple(resolve_layers(options, models)), auto_layers=False)
-    parsed = [parse_words(loaded, sentences, options.batch_size) for loaded in models]
+    parsed = [parse_words(loaded, sentences, options.batch_size, precision=options.precision) for loaded in models]
     return replace(options, layers=layers_by_agreement(parsed, options), auto_layers=False)
 
 
@@ -143,7 +145,8 @@ def check_members(models: list[LoadedModel]) -> None:
 
 @torch.no_grad()
 def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
-                progress: Callable[[int], object] | None = None, n_layers: int | None = None) -> list[Parsed | None]:
+                progress: Callable[[int], object] | None = None, n_layers: int | None = None,
+                precision: str = "fp32") -> list[Parsed | None]:
     """Distances of every layer (or of layers 1 to `n_layers`) for each sentence (a list of words as written).
 
     Sentences are sorted by length and padded at the end: the model reads from the start, so
@@ -151,6 +154,7 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
     """
     model, vocab, tokenizer = loaded.model, loaded.vocab, loaded.tokenizer
     direction = loaded.config.model.direction
+    products = precision_module.products(precision_module.resolve(precision, model.device), model.device)
     eos = vocab.index[EOS]
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Parsed | None] = [None] * len(sentences)
@@ -160,7 +164,8 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
         rows = [[eos, *vocab.encode_user_words(tokenizer.normalize(w) for w in _model_order(sentences[k], direction))]
                 for k in batch]
         tokens = torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows]).t()  # (T, B)
-        distances = model.distances(tokens.to(model.device), n_layers=n_layers)  # (L, T, B) each
+        with products:
+            distances = model.distances(tokens.to(model.device), n_layers=n_layers)  # (L, T, B) each
         forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
         inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
         for column, k in enumerate(batch):
@@ -194,7 +199,8 @@ def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], optio
     """Each sentence's combined tree and every member's distances and tree."""
     layers = resolve_layers(options, models)
     parsed = [parse_words(loaded, sentences, options.batch_size, progress if k == 0 else None,
-                          None if all_layers else layer) for k, (loaded, layer) in enumerate(zip(models, layers))]
+                          None if all_layers else layer, options.precision)
+              for k, (loaded, layer) in enumerate(zip(models, layers))]
     results = []
     for k, words in enumerate(sentences):
         members = [member[k] for member in parsed]

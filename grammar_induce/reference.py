@@ -1,7 +1,8 @@
 """A plain per-step ON-LSTM, written as the paper's code writes it, to check the fast path against.
 
 Nothing in the tool runs on it: the tests compare `model.py` with it (values and gradients)
-and `scripts/benchmark.py` times it as the baseline one-sentence-at-a-time parser.
+and `scripts/benchmark.py` times it as the baseline: the one-sentence-at-a-time parser, and
+training as the paper's code trains (per-step layers through autograd).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .model import Distances, ONLSTMLanguageModel, cumax
+from .model import Distances, ONLSTMLanguageModel, cumax, embedding_dropout, locked_dropout
 
 
 def reference_layer(
@@ -72,3 +73,25 @@ def reference_distances(model: ONLSTMLanguageModel, tokens: Tensor, scale_every_
         forget.append(dist_f)
         inp.append(dist_i)
     return Distances(torch.stack(forget), torch.stack(inp))
+
+
+def reference_training_loss(model: ONLSTMLanguageModel, tokens: Tensor, targets: Tensor, alpha: float,
+                            beta: float) -> Tensor:
+    """One batch's training loss computed as the paper's code computes it: per-step layers through
+    autograd (the input projection indexed inside the time loop), a DropConnect mask per batch,
+    the AWD-LSTM dropouts, cross entropy plus AR and TAR; zero initial states."""
+    params = dict(model.named_parameters())
+    cfg = model.config
+    x = locked_dropout(embedding_dropout(model.embedding, tokens, cfg.dropoute, True), cfg.dropouti, True)
+    for k, size in enumerate(cfg.layer_sizes[1:]):
+        zeros = x.new_zeros(tokens.shape[1], size)
+        p = f"layers.{k}."
+        w_hh = params[p + "hh.weight"]
+        w_hh = w_hh.masked_fill(torch.rand_like(w_hh) < cfg.wdrop, 0.0)
+        x = reference_layer(x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"], w_hh,
+                            params[p + "hh.bias"], cfg.chunk_size)[0]
+        if k < cfg.n_layers - 1:
+            x = locked_dropout(x, cfg.dropouth, True)
+    logits = F.linear(locked_dropout(x, cfg.dropout, True), model.decoder.weight, model.decoder.bias)
+    loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+    return loss + alpha * x.pow(2).mean() + beta * (x[1:] - x[:-1]).pow(2).mean()

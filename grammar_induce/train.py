@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from . import checkpoint, corpus, distributed, native, rundir
+from . import checkpoint, corpus, distributed, native, precision, rundir
 from . import config as config_module
 from .config import Config
 from .data import Tokenizer, Vocab, batchify, get_batch
@@ -172,13 +172,10 @@ def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def autocast(config: Config, device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.train.precision == "bf16")
-
-
 def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: State, config: Config):
-    """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden)."""
-    with autocast(config, inputs.device):
+    """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden).
+    config.train.precision is resolved (fp32 or bf16) by then."""
+    with precision.products(config.train.precision, inputs.device):
         out = model(inputs, hidden)
     ce = cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), targets.reshape(-1))
     top = out.top_output.float()  # (T, B, E)
@@ -203,14 +200,15 @@ def train_step(model, optimizer, inputs, targets, hidden, config: Config, seq_le
 
 
 @torch.no_grad()
-def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int) -> float:
+def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int, resolved_precision: str = "fp32") -> float:
     """Mean next-token cross entropy over a batchified stream, in evaluation mode."""
     model.eval()
     hidden = model.init_hidden(source.shape[1])
     total = 0.0
     for start in range(0, source.shape[0] - 1, bptt):
         inputs, targets = get_batch(source, start, bptt)
-        out = model(inputs, hidden)
+        with precision.products(resolved_precision, source.device):
+            out = model(inputs, hidden)
         total += len(inputs) * cross_entropy(out.logits.view(-1, out.logits.shape[-1]), targets.reshape(-1)).item()
         hidden = out.hidden
     return total / (source.shape[0] - 1)
@@ -285,6 +283,9 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     """
     world = distributed.World.from_env()
     device = world.device_for(distributed.resolve_device(config.train.device))
+    requested = config.train.precision
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                   precision=precision.resolve(requested, device)))
     rundir.check(out_dir, resume, force)
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
     saved = resume_state(payload, out_dir / "last.pt") if payload else None
@@ -295,6 +296,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         state = restore_state(loop, payload, saved)
         if world.is_main:
             announce(loop, state)
+            loop.log(precision.describe(requested, config.train.precision, device, config.model.kind))
         epochs = run_epochs(loop, state)
         interrupted = state.position is not None
         test_ppl = final_test(loop) if world.is_main and corpus.test is not None and not interrupted else None
@@ -452,7 +454,7 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
     cfg = loop.config.train
     valid = loop.corpus.valid
     with averaged_weights(loop.model, loop.optimizer, state.phase == "asgd"):
-        val_loss = evaluate_loss(loop.model, valid, cfg.bptt) if valid is not None and loop.world.is_main else 0.0
+        val_loss = evaluate_loss(loop.model, valid, cfg.bptt, cfg.precision) if valid is not None and loop.world.is_main else 0.0
         val_loss = loop.world.broadcast(val_loss) if valid is not None else stats["train_loss"]
         if val_loss < state.best_loss or valid is None:
             state.best_loss = val_loss
@@ -502,7 +504,8 @@ def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
 def final_test(loop: Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
-    ppl = math.exp(evaluate_loss(best.model, loop.corpus.test.to(loop.device), loop.config.train.bptt))
+    ppl = math.exp(evaluate_loss(best.model, loop.corpus.test.to(loop.device), loop.config.train.bptt,
+                                  loop.config.train.precision))
     loop.log(f"test ppl {ppl:.2f} (best.pt)")
     return ppl
 

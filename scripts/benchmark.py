@@ -1,14 +1,18 @@
 """Training and parsing speed against the matrix-multiplication floor, in one run.
 
     python scripts/benchmark.py [--device cpu|cuda] [--threads N] [--json FILE] [--quick] [--models ptb,tiny]
+                                [--precisions fp32,bf16]
 
-For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures:
+For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in each precision
+(fp32, and bf16 where the hardware has bfloat16 units; see grammar_induce/precision.py):
 - training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step;
   fixed sequence length), the median over batches after warm-up, and the "floor": the time of
   only the matrix products one such batch must do (forward and backward of every input map,
-  of the hidden map at every step, and of the decoder, at their real shapes);
+  of the hidden map at every step, and of the decoder, at their real shapes), in the same
+  precision; and training as the paper's code trains (per-step layers through autograd,
+  `grammar_induce.reference`), the baseline of the speed-ups;
 - parsing sentences/s of 20-word sentences, one at a time and in batches of 64 and 256, with
-  the forward floor, and one at a time with the plain per-step implementation
+  the forward floor in the same precision, and one at a time with the plain per-step implementation
   (`grammar_induce.reference`): as the paper's code runs it (the DropConnect weight scaled
   at every step) and with the weight scaled once per sentence;
 - parsing with a two-model ensemble (one forward and one backward model, span voting) against
@@ -39,6 +43,7 @@ PARSE_WORDS = 20
 # scaled at every step), and tidied (scaled once per sentence).
 REFERENCE_VARIANTS = {"per-step paper": True, "per-step scaled once": False}
 LONG_LINES = (500, 2000, 8000)  # words in one line: parse time should grow linearly
+DTYPES = {"fp32": None, "bf16": None}  # filled with torch dtypes in each case's process (torch loads late)
 
 
 def model_config(name: str):
@@ -86,12 +91,14 @@ def layer_shapes(cfg):
             for k in range(cfg.model.n_layers)]
 
 
-def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, n_layers: int | None = None):
-    """A function doing only the matrix products of one batch (through the lowest `n_layers`), at their real shapes."""
+def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, n_layers: int | None = None,
+                 precision: str = "fp32"):
+    """A function doing only the matrix products of one batch (through the lowest `n_layers`), at their real
+    shapes, in `precision`."""
     import torch
 
     def r(*shape):
-        return torch.randn(*shape, device=device)
+        return torch.randn(*shape, device=device, dtype=DTYPES[precision])
 
     work = []
     for inp, hid, gates in layer_shapes(cfg)[:n_layers]:
@@ -115,7 +122,9 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
     return lambda: [w() for w in work]
 
 
-def bench_training(name: str, device_name: str, batches: int) -> dict:
+def bench_training(name: str, device_name: str, batches: int, precision: str) -> dict:
+    import dataclasses
+
     import torch
 
     from grammar_induce.model import ONLSTMLanguageModel
@@ -123,6 +132,7 @@ def bench_training(name: str, device_name: str, batches: int) -> dict:
 
     device = torch.device(device_name)
     cfg = model_config(name)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
     steps, batch = cfg.train.bptt, cfg.train.batch_size
     torch.manual_seed(0)
     model = ONLSTMLanguageModel(VOCAB, cfg.model).to(device)
@@ -133,10 +143,35 @@ def bench_training(name: str, device_name: str, batches: int) -> dict:
     def one_batch():
         _, state["hidden"] = train_step(model, optimizer, data[:-1], data[1:], state["hidden"], cfg, steps)
 
-    floor_fn = matmul_floor(cfg, steps, batch, device, backward=True, decoder=True)
+    floor_fn = matmul_floor(cfg, steps, batch, device, backward=True, decoder=True, precision=precision)
     seconds, floor = timed_pair(one_batch, floor_fn, device, repeats=batches, warmup=3)
     tokens = steps * batch
     return {"tokens_per_s": tokens / seconds, "floor_tokens_per_s": tokens / floor, "ratio": floor / seconds}
+
+
+def bench_reference_training(name: str, device_name: str, batches: int) -> dict:
+    """Training as the paper's code trains: per-step layers through autograd, then clipping and an SGD step."""
+    import torch
+
+    from grammar_induce.model import ONLSTMLanguageModel
+    from grammar_induce.reference import reference_training_loss
+    from grammar_induce.train import make_optimizer
+
+    device = torch.device(device_name)
+    cfg = model_config(name)
+    steps, batch = cfg.train.bptt, cfg.train.batch_size
+    torch.manual_seed(0)
+    model = ONLSTMLanguageModel(VOCAB, cfg.model).to(device).train()
+    optimizer = make_optimizer(model, cfg, "sgd")
+    data = torch.randint(0, VOCAB, (steps + 1, batch), device=device)
+
+    def one_batch():
+        optimizer.zero_grad(set_to_none=True)
+        reference_training_loss(model, data[:-1], data[1:], cfg.train.alpha, cfg.train.beta).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip)
+        optimizer.step()
+
+    return {"tokens_per_s": steps * batch / timed(one_batch, device, repeats=batches, warmup=1)}
 
 
 def parse_sentences(count: int) -> list[list[str]]:
@@ -162,7 +197,8 @@ def loaded_model(name: str, device, direction: str = "forward", seed: int = 0):
     return LoadedModel(build_model(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
 
 
-def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_layers: int | None = None) -> dict:
+def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_layers: int | None = None,
+                  precision: str = "fp32") -> dict:
     import torch
 
     from grammar_induce.parse import parse_words
@@ -172,15 +208,15 @@ def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_la
     sentences = parse_sentences(count)
     batches = -(-count // batch_size)
     floor_batch = matmul_floor(loaded.config, PARSE_WORDS + 2, min(batch_size, count), device, backward=False,
-                               decoder=False, n_layers=n_layers)
+                               decoder=False, n_layers=n_layers, precision=precision)
 
     def floor_fn():
         for _ in range(batches):
             floor_batch()
 
     with torch.no_grad():
-        seconds, floor = timed_pair(lambda: parse_words(loaded, sentences, batch_size, n_layers=n_layers), floor_fn,
-                                    device, repeats=5, warmup=1)
+        seconds, floor = timed_pair(lambda: parse_words(loaded, sentences, batch_size, n_layers=n_layers,
+                                                        precision=precision), floor_fn, device, repeats=5, warmup=1)
     return {"sentences_per_s": count / seconds, "floor_sentences_per_s": count / floor, "ratio": floor / seconds}
 
 
@@ -242,6 +278,7 @@ def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
     import grammar_induce  # noqa: F401  (sets the allocator defaults the CLI runs with, before any tensor exists)
 
     torch.set_num_threads(threads)
+    DTYPES.update(fp32=torch.float32, bf16=torch.bfloat16)
     result = globals()[fn](*args)
     if device.startswith("cuda"):
         result["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
@@ -267,34 +304,72 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="fewer batches and sentences (a smoke run)")
     parser.add_argument("--models", default="ptb,tiny", help="model sizes, from configs/ [default: ptb,tiny]")
+    parser.add_argument("--precisions", default=None,
+                        help="comma-separated; fp32, the baseline, always runs [default: bf16 too where the hardware "
+                        "has bfloat16 units]")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    requested = args.precisions.split(",") if args.precisions else default_precisions(args.device)
+    precisions = ["fp32"] + [p for p in requested if p != "fp32"]
     batches, sentences, reference_sentences = (3, 64, 8) if args.quick else (20, 512, 48)
     results: dict[str, dict] = {}
     for name in args.models.split(","):
-        results[f"{name} train"] = in_process(args.threads, args.device, "bench_training", name, args.device, batches)
-        for batch_size in (1, 64, 256):
-            count = sentences if batch_size > 1 else sentences // 4
-            results[f"{name} parse batch {batch_size}"] = in_process(
-                args.threads, args.device, "bench_parsing", name, args.device, batch_size, count)
-        results[f"{name} parse batch 256, layers 1-2"] = in_process(  # what `parse` runs for the middle layer
-            args.threads, args.device, "bench_parsing", name, args.device, 256, sentences, 2)
-        batched = results[f"{name} parse batch 256"]["sentences_per_s"]
-        for variant, every_step in REFERENCE_VARIANTS.items():
-            case = f"{name} parse {variant}"
-            results[case] = in_process(args.threads, args.device, "bench_reference_parsing", name, args.device,
-                                       reference_sentences, every_step)
-            results[case]["batch 256 speedup"] = batched / results[case]["sentences_per_s"]
-        results[f"{name} parse 2-model ensemble"] = in_process(
-            args.threads, args.device, "bench_ensemble", name, args.device, sentences)
-        for words in LONG_LINES[: 1 if args.quick else None]:
-            results[f"{name} parse one {words}-word line"] = in_process(
-                args.threads, args.device, "bench_long_line", name, args.device, words)
+        results.update(model_cases(name, args, precisions, batches, sentences, reference_sentences))
     steps = time_steps(args.device)
     print_table(results, args, steps)
+    print_speedups(results, args.models.split(","), precisions)
     if args.json:
         args.json.write_text(json.dumps({"device": args.device, "threads": args.threads, "time_steps": steps,
                                          "results": results}, indent=2))
+
+
+def default_precisions(device: str) -> list[str]:
+    import torch
+
+    from grammar_induce.precision import bf16_hardware
+
+    return ["fp32", "bf16"] if bf16_hardware(torch.device(device)) else ["fp32"]
+
+
+def model_cases(name: str, args, precisions: list[str], batches: int, sentences: int,
+                reference_sentences: int) -> dict[str, dict]:
+    """Every case of one model size, each in its own process."""
+    def case(fn: str, *case_args) -> dict:
+        return in_process(args.threads, args.device, fn, name, args.device, *case_args)
+
+    results = {}
+    for precision in precisions:
+        results[f"{name} train {precision}"] = case("bench_training", batches, precision)
+    results[f"{name} train per-step as the paper's code"] = case("bench_reference_training", max(2, batches // 4))
+    for precision in precisions:
+        for batch_size in (1, 64, 256):
+            count = sentences if batch_size > 1 else sentences // 4
+            results[f"{name} parse batch {batch_size} {precision}"] = case("bench_parsing", batch_size, count, None,
+                                                                           precision)
+        results[f"{name} parse batch 256, layers 1-2 {precision}"] = case(  # what `parse` runs for the middle layer
+            "bench_parsing", 256, sentences, 2, precision)
+    batched = results[f"{name} parse batch 256 fp32"]["sentences_per_s"]
+    for variant, every_step in REFERENCE_VARIANTS.items():
+        results[f"{name} parse {variant}"] = case("bench_reference_parsing", reference_sentences, every_step)
+        results[f"{name} parse {variant}"]["batch 256 speedup"] = batched / results[f"{name} parse {variant}"][
+            "sentences_per_s"]
+    results[f"{name} parse 2-model ensemble"] = case("bench_ensemble", sentences)
+    for words in LONG_LINES[: 1 if args.quick else None]:
+        results[f"{name} parse one {words}-word line"] = case("bench_long_line", words)
+    return results
+
+
+def print_speedups(results: dict, names: list[str], precisions: list[str]) -> None:
+    """Each precision's training and batched parsing rates over float32's and the paper-style code's."""
+    for name in names:
+        paper = results[f"{name} train per-step as the paper's code"]["tokens_per_s"]
+        for precision in precisions:
+            train = results[f"{name} train {precision}"]["tokens_per_s"]
+            fp32 = results[f"{name} train fp32"]["tokens_per_s"]
+            parse = results[f"{name} parse batch 256, layers 1-2 {precision}"]["sentences_per_s"]
+            parse_fp32 = results[f"{name} parse batch 256, layers 1-2 fp32"]["sentences_per_s"]
+            print(f"{name} {precision}: training {train / fp32:.2f}x fp32 and {train / paper:.2f}x the paper-style "
+                  f"per-step code; parsing (batches of 256, layers 1-2) {parse / parse_fp32:.2f}x fp32")
 
 
 def time_steps(device: str) -> str:

@@ -5,12 +5,9 @@
 #   scripts/reproduce_cpu.sh [PTB_LM_DIR] [MINUTES] [OUT_DIR]
 #   defaults: ../shared/data/ptb_lm, 70 minutes, runs/ptb-cpu
 # The gold trees are read from $NLTK_TREEBANK (default ../shared/data/nltk/corpora/treebank/combined).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-data=${1:-../shared/data/ptb_lm}
-minutes=${2:-70}
-out=${3:-runs/ptb-cpu}
-gold=${NLTK_TREEBANK:-../shared/data/nltk/corpora/treebank/combined}
+default_minutes=70
+default_out=runs/ptb-cpu
+source "$(dirname "$0")/experiment_args.sh"
 
 grammar-induce train --config configs/ptb-cpu.toml --train "$data/train.txt" --valid "$data/valid.txt" \
     --test "$data/test.txt" --out "$out" --max-minutes "$minutes" --quiet ${RESUME:+--resume}

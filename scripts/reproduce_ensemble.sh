@@ -7,13 +7,9 @@
 #   scripts/reproduce_ensemble.sh [PTB_LM_DIR] [MINUTES] [OUT_DIR]
 #   defaults: ../shared/data/ptb_lm, 105 minutes, runs/ensemble
 # The gold trees are read from $NLTK_TREEBANK (default ../shared/data/nltk/corpora/treebank/combined).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-data=${1:-../shared/data/ptb_lm}
-minutes=${2:-105}
-out=${3:-runs/ensemble}
-gold=${NLTK_TREEBANK:-../shared/data/nltk/corpora/treebank/combined}
-mkdir -p "$out"
+default_minutes=105
+default_out=runs/ensemble
+source "$(dirname "$0")/experiment_args.sh"
 
 if [ -z "${SKIP_TRAINING:-}" ]; then
     for direction in forward backward; do

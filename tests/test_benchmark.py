@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from grammar_induce import native
+from grammar_induce.precision import bf16_hardware
 
 from .conftest import ROOT
 
@@ -15,14 +16,17 @@ from .conftest import ROOT
 @pytest.mark.slow
 def test_benchmark_smoke_run_reports_every_case(tmp_path):
     out = tmp_path / "bench.json"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--models", "tiny",
-                    "--threads", "1", "--json", str(out)], check=True, capture_output=True, timeout=300)
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--models", "tiny",
+                          "--threads", "1", "--json", str(out)], check=True, capture_output=True, text=True, timeout=300)
     report = json.loads(out.read_text())
     assert report["time_steps"] == ("C" if native.library(torch.float32) is not None else "tensor ops")
     results = report["results"]
-    expected = {"tiny train", "tiny parse batch 1", "tiny parse batch 64", "tiny parse batch 256",
-                "tiny parse batch 256, layers 1-2", "tiny parse per-step paper", "tiny parse per-step scaled once",
-                "tiny parse 2-model ensemble", "tiny parse one 500-word line"}
+    precisions = ["fp32", "bf16"] if bf16_hardware(torch.device("cpu")) else ["fp32"]
+    expected = {"tiny train per-step as the paper's code", "tiny parse per-step paper",
+                "tiny parse per-step scaled once", "tiny parse 2-model ensemble", "tiny parse one 500-word line"}
+    for p in precisions:
+        expected |= {f"tiny train {p}", f"tiny parse batch 1 {p}", f"tiny parse batch 64 {p}",
+                     f"tiny parse batch 256 {p}", f"tiny parse batch 256, layers 1-2 {p}"}
     assert set(results) == expected
     for case, figures in results.items():
         assert figures.get("tokens_per_s", figures.get("sentences_per_s")) > 0, case
@@ -33,6 +37,10 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
             assert abs(figures["ratio"] - rate / floor) < 1e-9, case
     ensemble = results["tiny parse 2-model ensemble"]
     assert abs(ensemble["ratio"] - ensemble["sentences_per_s"] / ensemble["one_model_sentences_per_s"]) < 1e-9
-    batched = results["tiny parse batch 256"]["sentences_per_s"]
+    batched = results["tiny parse batch 256 fp32"]["sentences_per_s"]
     for case in ("tiny parse per-step paper", "tiny parse per-step scaled once"):
         assert abs(results[case]["batch 256 speedup"] - batched / results[case]["sentences_per_s"]) < 1e-9
+    paper = results["tiny train per-step as the paper's code"]["tokens_per_s"]
+    for p in precisions:
+        speedup = results[f"tiny train {p}"]["tokens_per_s"] / paper
+        assert f"tiny {p}: training " in run.stdout and f"{speedup:.2f}x the paper-style" in run.stdout

@@ -12,7 +12,7 @@ PACKAGE = ROOT / "grammar_induce"
 WORKFLOWS = {"train", "parse", "evaluate"}
 STANDALONE = {"trees", "metrics", "config", "files"}  # import nothing else from the package
 CORE = {"model", "data", "trees", "metrics", "config", "files", "formats", "treebank", "checkpoint", "native",
-        "reference", "distributed"}  # none of them draws pictures
+        "reference", "distributed", "precision"}  # none of them draws pictures
 
 
 def package_imports(module: str) -> set[str]:

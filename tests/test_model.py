@@ -192,3 +192,24 @@ def test_parameter_count_of_the_paper_model():
     expected = 10000 * 400 + 10000 + layer(400, 1150) + layer(1150, 1150) + layer(1150, 400)
     assert count_parameters(model) == expected
     assert math.isclose(expected / 1e6, 25.2, abs_tol=0.05)
+
+
+def test_the_paper_style_training_loss_is_the_models_without_dropout():
+    """The benchmark's baseline (reference_training_loss) computes what training computes."""
+    from grammar_induce.reference import reference_training_loss
+    from grammar_induce.train import lm_loss
+
+    from .conftest import tiny_config
+
+    no_dropout = {name: 0.0 for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop")}
+    config = tiny_config(model=no_dropout)
+    torch.manual_seed(0)
+    model = ONLSTMLanguageModel(30, config.model).train()
+    tokens = torch.randint(0, 30, (9, 3))
+    ours, _, _ = lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(3), config)
+    ours_grads = torch.autograd.grad(ours, list(model.parameters()))
+    theirs = reference_training_loss(model, tokens[:-1], tokens[1:], config.train.alpha, config.train.beta)
+    theirs_grads = torch.autograd.grad(theirs, list(model.parameters()))
+    torch.testing.assert_close(ours, theirs)
+    for a, b in zip(ours_grads, theirs_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

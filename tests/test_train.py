@@ -120,22 +120,6 @@ def test_nan_loss_stops_with_a_clear_message_keeping_last_good_state(tmp_path):
     assert (out / "last.pt").read_bytes() == before
 
 
-def test_bf16_option_trains_with_the_recurrence_in_float32():
-    from grammar_induce.model import ONLSTMLanguageModel
-
-    config = tiny_config(train={"precision": "bf16"})
-    torch.manual_seed(0)
-    model = ONLSTMLanguageModel(30, config.model).eval()  # no dropout: the same function twice
-    tokens = torch.randint(0, 30, (8, 4))
-    hidden = model.init_hidden(4)
-    loss_bf16, _, new_hidden = train_module.lm_loss(model, tokens[:-1], tokens[1:], hidden, config)
-    loss_fp32, _, _ = train_module.lm_loss(model, tokens[:-1], tokens[1:], hidden, tiny_config())
-    assert new_hidden[0][1].dtype == torch.float32
-    assert abs(loss_bf16.item() - loss_fp32.item()) < 0.05 * loss_fp32.item()
-    loss_bf16.backward()
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-
-
 def test_the_log_says_whether_cpu_time_steps_run_in_c(monkeypatch):
     model = torch.nn.Linear(2, 2)
     monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")

@@ -1,0 +1,93 @@
+"""Matrix products in bfloat16 where the hardware has bfloat16 units; float32 for everything else.
+
+Precisions (config.PRECISIONS) are "fp32" (the paper's numbers, the default), "bf16" and "auto"
+(bf16 where the hardware has it, else fp32). Under bf16 the model's matrix products (the input
+maps but for their master-gate rows, the hidden map at every step, the decoder, and their
+gradients) take bfloat16 inputs and weights; the gates, cell state, master gates, softmax and
+cumsum, the loss and the weights the optimizer updates stay float32 (see model.linear and
+model.product). The switch is torch.autocast: the model reads its dtype, so one context covers
+training, validation and parsing.
+
+Without bfloat16 hardware, torch emulates the products and they run slower than float32:
+asking for bf16 there is refused rather than silently slow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+from .files import UserError
+
+REDUCED_PARTS = {"onlstm": "matrix products (input maps, hidden maps, decoder) in bfloat16, the input maps' "
+                           "master-gate rows in float32",
+                 "lstm": "the decoder's products in bfloat16, torch's LSTM layers in float32"}
+FULL_PARTS = "gates, cell state, master gates, loss and weights in float32"
+
+# CPU feature flags (Linux /proc/cpuinfo) that mean native bfloat16 matrix arithmetic.
+CPU_BF16_FLAGS = {"amx_bf16": "AMX", "avx512_bf16": "AVX-512 BF16", "bf16": "Arm BF16"}
+
+
+def bf16_hardware(device: torch.device) -> str | None:
+    """What gives this device native bfloat16 matrix products, or None where it has none."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device) if torch.cuda.is_bf16_supported(including_emulation=False) else None
+    if device.type == "cpu":
+        return cpu_bf16_units()
+    return None
+
+
+@functools.cache
+def cpu_bf16_units() -> str | None:
+    found = [name for flag, name in CPU_BF16_FLAGS.items() if flag in _cpu_flags()]
+    return " + ".join(found) or None
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags: Linux's /proc/cpuinfo (x86 "flags", Arm "Features"), or macOS's sysctl."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            answer = subprocess.run(["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True,
+                                    check=False)
+            return {"bf16"} if answer.stdout.strip() == "1" else set()
+        except OSError:
+            pass
+    return set()
+
+
+def resolve(precision: str, device: torch.device) -> str:
+    """fp32 or bf16 for `precision` on `device`; bf16 without the hardware is a UserError."""
+    if precision == "fp32":
+        return "fp32"
+    if bf16_hardware(device) is not None:
+        return "bf16"
+    if precision == "auto":
+        return "fp32"
+    raise UserError(f"precision bf16: this {device.type.upper()} has no bfloat16 matrix hardware "
+                    f"({'AMX, AVX-512 BF16 or Arm BF16' if device.type == 'cpu' else 'bf16 support'}), so bf16 "
+                    "would run slower than fp32 here; use fp32, or auto to choose bf16 only where it helps")
+
+
+def describe(requested: str, resolved: str, device: torch.device, model_kind: str = "onlstm") -> str:
+    """One line for the log: which precision each part runs in, and why."""
+    if resolved == "bf16":
+        return f"precision bf16 ({bf16_hardware(device)}): {REDUCED_PARTS[model_kind]}; {FULL_PARTS}"
+    if requested == "auto":
+        return f"precision auto -> fp32: this {device.type.upper()} has no bfloat16 matrix hardware; everything in float32"
+    return "precision fp32: everything in float32"
+
+
+def products(resolved: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The context that runs the model's matrix products in `resolved` precision."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolved == "bf16")

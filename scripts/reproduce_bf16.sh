@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Train configs/ptb-cpu.toml in float32 and in bf16 side by side, one CPU thread each, same seed,
+# for a wall-time budget; then score both best models on the NLTK Penn Treebank sample, each
+# parsed in both precisions, and print the README's parity table (scripts/precision_table.py).
+# bf16 needs a CPU with bfloat16 units (AMX, AVX-512 BF16 or Arm BF16); without them training
+# refuses --precision bf16.
+#
+#   scripts/reproduce_bf16.sh [PTB_LM_DIR] [MINUTES] [OUT_DIR]
+#   defaults: ../shared/data/ptb_lm, 70 minutes, runs/bf16
+# The gold trees are read from $NLTK_TREEBANK (default ../shared/data/nltk/corpora/treebank/combined).
+default_minutes=70
+default_out=runs/bf16
+source "$(dirname "$0")/experiment_args.sh"
+
+if [ -z "${SKIP_TRAINING:-}" ]; then
+    for precision in fp32 bf16; do
+        OMP_NUM_THREADS=1 grammar-induce train --config configs/ptb-cpu.toml --train "$data/train.txt" \
+            --valid "$data/valid.txt" --test "$data/test.txt" --out "$out/$precision" --precision "$precision" \
+            --max-minutes "$minutes" --quiet ${RESUME:+--resume} > "$out/$precision.log" 2>&1 &
+    done
+    wait
+fi
+
+for trained in fp32 bf16; do
+    for parsed in fp32 bf16; do
+        grammar-induce evaluate --model "$out/$trained/best.pt" --gold "$gold" --precision "$parsed" --quiet \
+            --json "$out/eval-$trained-parsed-$parsed.json" --save-trees "$out/trees-$trained-parsed-$parsed.txt" \
+            > "$out/eval-$trained-parsed-$parsed.txt"
+    done
+done
+python scripts/precision_table.py "$out"

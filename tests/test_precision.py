@@ -1,0 +1,198 @@
+"""bf16: matrix products in bfloat16, everything else in float32, close to float32; refused without the hardware."""
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from grammar_induce import precision
+from grammar_induce.cli import main
+from grammar_induce.files import UserError
+from grammar_induce.model import linear, product, recurrence
+from grammar_induce.parse import parse_words
+
+from .conftest import ROOT, tiny_config
+from .test_model import needs_c_steps, random_layer
+from .test_model import tiny_model as small_model
+
+BF16 = torch.bfloat16
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def with_bf16_units(monkeypatch):
+    """This CPU reports bfloat16 units (where it lacks them, torch emulates the products: slow but the same maths)."""
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: "AVX-512 BF16")
+
+
+@pytest.fixture
+def without_bf16_units(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: None)
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got - want).norm() / want.norm()).item()
+
+
+def test_products_take_bfloat16_inputs_and_give_float32():
+    gen = torch.Generator().manual_seed(0)
+    a, w, b = (torch.randn(*shape, generator=gen) for shape in ((5, 7), (3, 7), (3,)))
+    by_hand = (a.to(BF16).float() @ w.to(BF16).float().t()).to(BF16).float() + b  # rounded inputs, one rounded sum
+    out = linear(a, w, b, BF16)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, by_hand, rtol=0, atol=1e-6)
+    assert not torch.equal(out, linear(a, w, b, None))  # it really ran in bfloat16
+    torch.testing.assert_close(product(a, w.t().to(BF16)), by_hand - b, rtol=0, atol=1e-6)
+    assert torch.equal(product(a, w.t()), a @ w.t())  # float32 weights: the plain product
+
+
+def float32_layer(seed: int):
+    p = random_layer(seed=seed, steps=6, batch=4, inp=10, hidden=16, chunk=4, scale=0.5)
+    return {k: v.detach().float().requires_grad_() if isinstance(v, torch.Tensor) else v for k, v in p.items()}
+
+
+def layer_outputs_and_gradients(p, weight_dtype):
+    xproj = p["x"] @ p["w_ih"].T + p["b_ih"]
+    out = recurrence(xproj, p["h"], p["c"], p["w_hh"].to(weight_dtype), p["n"])
+    gen = torch.Generator().manual_seed(5)
+    loss = sum((o * torch.randn(o.shape, generator=gen)).sum() for o in out)
+    params = [p[k] for k in ("x", "h", "c", "w_ih", "b_ih", "w_hh")]
+    return out, torch.autograd.grad(loss, params)
+
+
+@pytest.mark.parametrize("steps", ["C step", "tensor ops"])
+def test_a_bf16_layer_stays_close_to_float32_with_its_state_in_float32(steps, monkeypatch):
+    if steps == "tensor ops":
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    p = float32_layer(seed=3)
+    full, full_grads = layer_outputs_and_gradients(p, torch.float32)
+    reduced, reduced_grads = layer_outputs_and_gradients(p, BF16)
+    assert all(o.dtype == torch.float32 for o in reduced) and all(g.dtype == torch.float32 for g in reduced_grads)
+    for got, want in zip(reduced, full):
+        assert 0 < (got - want).abs().max() < 0.02
+    for got, want in zip(reduced_grads, full_grads):
+        assert relative_error(got, want) < 0.02
+
+
+@needs_c_steps
+def test_c_and_tensor_op_steps_agree_under_bf16(monkeypatch):
+    p = float32_layer(seed=4)
+    in_c, c_grads = layer_outputs_and_gradients(p, BF16)
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    in_ops, op_grads = layer_outputs_and_gradients(p, BF16)
+    for a, b in zip(in_c + c_grads, in_ops + op_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def model_loss_and_gradients(model, tokens, resolved):
+    model.zero_grad()
+    with precision.products(resolved, CPU):
+        out = model(tokens)
+    loss = torch.nn.functional.cross_entropy(out.logits.view(-1, out.logits.shape[-1]), tokens.reshape(-1))
+    loss.backward()
+    return out, loss.item(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+def test_a_bf16_model_stays_close_to_float32_and_fp32_is_unchanged():
+    model = small_model(wdrop=0.0).eval()  # no dropout: the same function each time
+    tokens = torch.randint(0, 20, (9, 3), generator=torch.Generator().manual_seed(1))
+    plain = model(tokens)
+    full, full_loss, full_grads = model_loss_and_gradients(model, tokens, "fp32")
+    assert torch.equal(full.logits, plain.logits) and torch.equal(full.distances.forget, plain.distances.forget)
+    reduced, reduced_loss, reduced_grads = model_loss_and_gradients(model, tokens, "bf16")
+    assert reduced.logits.dtype == reduced.distances.forget.dtype == torch.float32
+    assert abs(reduced_loss - full_loss) < 0.01 * full_loss
+    assert 0 < (reduced.distances.forget - full.distances.forget).abs().max() < 0.01
+    for name, grad in reduced_grads.items():
+        assert grad.dtype == torch.float32 and relative_error(grad, full_grads[name]) < 0.03, name
+
+
+def test_bf16_is_refused_without_the_hardware_and_auto_falls_back(without_bf16_units):
+    with pytest.raises(UserError, match="this CPU has no bfloat16 matrix hardware .* use fp32, or auto"):
+        precision.resolve("bf16", CPU)
+    assert precision.resolve("auto", CPU) == "fp32" and precision.resolve("fp32", CPU) == "fp32"
+    assert precision.describe("auto", "fp32", CPU) == (
+        "precision auto -> fp32: this CPU has no bfloat16 matrix hardware; everything in float32")
+
+
+def test_bf16_and_auto_run_bf16_with_the_hardware(with_bf16_units):
+    assert precision.resolve("bf16", CPU) == precision.resolve("auto", CPU) == "bf16"
+    assert precision.describe("auto", "bf16", CPU).startswith("precision bf16 (AVX-512 BF16): matrix products")
+
+
+def test_cpu_flags_name_the_bfloat16_units(monkeypatch):
+    precision.cpu_bf16_units.cache_clear()
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: {"avx2", "avx512_bf16", "amx_bf16"})
+    assert precision.cpu_bf16_units() == "AMX + AVX-512 BF16"
+    precision.cpu_bf16_units.cache_clear()
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: {"avx2", "avx512f"})
+    assert precision.cpu_bf16_units() is None
+    precision.cpu_bf16_units.cache_clear()
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+TINY = ROOT / "configs" / "tiny.toml"
+
+
+def test_train_refuses_bf16_without_the_hardware_before_making_the_run(tmp_path, without_bf16_units):
+    result = run("train", "--config", TINY, "--out", tmp_path / "run", "--precision", "bf16", "--quiet")
+    assert result.exit_code == 1 and not (tmp_path / "run").exists()
+    assert result.output.startswith("Error: precision bf16: this CPU has no bfloat16 matrix hardware")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("units", "requested", "line", "recorded"), [
+    ("AVX-512 BF16", "auto", "precision bf16 (AVX-512 BF16): matrix products", "bf16"),
+    (None, "auto", "precision auto -> fp32: this CPU has no bfloat16", "fp32"),
+    (None, None, "precision fp32: everything in float32", "fp32"),
+])
+def test_the_training_log_says_which_precision_runs(tmp_path, monkeypatch, units, requested, line, recorded):
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: units)
+    out = tmp_path / "run"
+    args = ["train", "--config", TINY, "--out", out, "--max-steps", 2, "--quiet", "--device", "cpu"]
+    result = run(*args, *(["--precision", requested] if requested else []))
+    assert result.exit_code == 0, result.output
+    assert line in result.output
+    assert f'precision = "{recorded}"' in (out / "config.toml").read_text()
+
+
+def test_bf16_parsing_gives_nearly_the_trees_of_float32(tiny_model, with_bf16_units):
+    from .test_parse import SENTENCES
+
+    sentences = [s for s in SENTENCES if s] * 3 + [("the dog saw a cat near the old river " * 3).split()]
+    full = parse_words(tiny_model, sentences)
+    reduced = parse_words(tiny_model, sentences, precision="bf16")
+    agree = sum(a.tree(2) == b.tree(2) for a, b in zip(full, reduced))
+    assert agree >= 0.9 * len(sentences)
+    gaps = [abs(x - y) for a, b in zip(full, reduced) for x, y in zip(a.distances(2), b.distances(2))]
+    assert 0 < max(gaps) < 0.02
+
+
+def test_parse_refuses_bf16_without_the_hardware(tiny_run, without_bf16_units, tmp_path):
+    output = tmp_path / "trees.txt"
+    result = run("parse", "--model", tiny_run / "best.pt", "--precision", "bf16", "--output", output, "a b c")
+    assert result.exit_code == 1 and "no bfloat16 matrix hardware" in result.output and not output.exists()
+
+
+def test_train_config_rejects_unknown_precisions():
+    from grammar_induce.config import ConfigError
+
+    with pytest.raises(ConfigError, match="train.precision must be one of fp32, bf16, auto, got 'fp16'"):
+        tiny_config(train={"precision": "fp16"})
+
+
+def test_the_lstm_baseline_keeps_its_layers_and_state_in_float32_under_bf16(with_bf16_units):
+    from grammar_induce import train as train_module
+    from grammar_induce.model import build_model
+
+    config = tiny_config(model={"kind": "lstm"}, train={"precision": "bf16"})
+    model = build_model(30, config.model).eval()  # no dropout: the same function twice
+    tokens = torch.randint(0, 30, (8, 4), generator=torch.Generator().manual_seed(0))
+    loss, _, hidden = train_module.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), config)
+    assert all(state.dtype == torch.float32 for layer in hidden for state in layer)
+    fp32_loss, _, _ = train_module.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), tiny_config(
+        model={"kind": "lstm"}))
+    assert abs(loss.item() - fp32_loss.item()) < 0.01 * fp32_loss.item()
+    assert "torch's LSTM layers in float32" in precision.describe("bf16", "bf16", CPU, "lstm")
