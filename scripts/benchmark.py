@@ -5,6 +5,7 @@
 
 For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in each precision
 (fp32, and bf16 where the hardware has bfloat16 units; see grammar_induce/precision.py):
+- each kind of matrix product of a training batch, alone (milliseconds);
 - training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step;
   fixed sequence length), the median over batches after warm-up, and the "floor": the time of
   only the matrix products one such batch must do (forward and backward of every input map,
@@ -147,6 +148,24 @@ def bench_training(name: str, device_name: str, batches: int, precision: str) ->
     seconds, floor = timed_pair(one_batch, floor_fn, device, repeats=batches, warmup=3)
     tokens = steps * batch
     return {"tokens_per_s": tokens / seconds, "floor_tokens_per_s": tokens / floor, "ratio": floor / seconds}
+
+
+def bench_products(name: str, device_name: str, precisions: list[str]) -> dict:
+    """Milliseconds of each kind of matrix product of a training batch, alone, in each precision."""
+    import torch
+
+    device = torch.device(device_name)
+    cfg = model_config(name)
+    steps, batch = cfg.train.bptt, cfg.train.batch_size
+    (inp, hid, gates), (_, last_hid, last_gates) = layer_shapes(cfg)[1], layer_shapes(cfg)[-1]
+    shapes = {"per-step hidden map": (batch, hid, gates), "all-steps input map": (steps * batch, inp, gates),
+              "decoder": (steps * batch, cfg.model.emb_size, VOCAB), "last layer's hidden map": (batch, last_hid, last_gates)}
+    result = {}
+    for label, (m, k, n) in shapes.items():
+        for precision in precisions:
+            a, b = (torch.randn(*shape, device=device, dtype=DTYPES[precision]) for shape in ((m, k), (k, n)))
+            result[f"{label} {m}x{k} by {k}x{n} {precision}"] = 1e3 * timed(lambda a=a, b=b: a @ b, device, 20, 3)
+    return result
 
 
 def bench_reference_training(name: str, device_name: str, batches: int) -> dict:
@@ -316,7 +335,8 @@ def main() -> None:
     for name in args.models.split(","):
         results.update(model_cases(name, args, precisions, batches, sentences, reference_sentences))
     steps = time_steps(args.device)
-    print_table(results, args, steps)
+    print_products(results)
+    print_table({case: r for case, r in results.items() if not case.endswith(" products")}, args, steps)
     print_speedups(results, args.models.split(","), precisions)
     if args.json:
         args.json.write_text(json.dumps({"device": args.device, "threads": args.threads, "time_steps": steps,
@@ -337,7 +357,7 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
     def case(fn: str, *case_args) -> dict:
         return in_process(args.threads, args.device, fn, name, args.device, *case_args)
 
-    results = {}
+    results = {f"{name} products": case("bench_products", precisions)}
     for precision in precisions:
         results[f"{name} train {precision}"] = case("bench_training", batches, precision)
     results[f"{name} train per-step as the paper's code"] = case("bench_reference_training", max(2, batches // 4))
@@ -357,6 +377,15 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
     for words in LONG_LINES[: 1 if args.quick else None]:
         results[f"{name} parse one {words}-word line"] = case("bench_long_line", words)
     return results
+
+
+def print_products(results: dict) -> None:
+    for case, times in results.items():
+        if case.endswith(" products"):
+            print(f"{case} (ms, alone):")
+            for product, ms in times.items():
+                if product != "peak_mb":
+                    print(f"  {product:60s} {ms:8.2f}")
 
 
 def print_speedups(results: dict, names: list[str], precisions: list[str]) -> None:
@@ -383,7 +412,7 @@ def time_steps(device: str) -> str:
 
 def print_table(results: dict, args, steps: str) -> None:
     print(f"device {args.device}, {args.threads} threads, time steps in {steps}")
-    print(f"{'case':32s} {'rate':>12s} {'floor':>12s} {'ratio':>6s} {'peak MB':>8s}"
+    print(f"{'case':44s} {'rate':>12s} {'floor':>12s} {'ratio':>6s} {'peak MB':>8s}"
           "   (ensemble: 'floor' is one model's rate in the same run)")
     for case, r in results.items():
         unit = "tok/s" if "tokens_per_s" in r else "sent/s"
@@ -392,7 +421,7 @@ def print_table(results: dict, args, steps: str) -> None:
         floor_text = f"{floor:9.0f}" if floor else ""
         ratio_text = f"{r['ratio']:6.2f}" if "ratio" in r else ""
         speedup = f"  batched 256 is {r['batch 256 speedup']:.1f}x this" if "batch 256 speedup" in r else ""
-        print(f"{case:32s} {rate:9.1f} {unit:>2s} {floor_text:>12s} {ratio_text:>6s} {r['peak_mb']:8.0f}{speedup}")
+        print(f"{case:44s} {rate:9.1f} {unit:>2s} {floor_text:>12s} {ratio_text:>6s} {r['peak_mb']:8.0f}{speedup}")
 
 
 if __name__ == "__main__":

@@ -22,12 +22,14 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
     assert report["time_steps"] == ("C" if native.library(torch.float32) is not None else "tensor ops")
     results = report["results"]
     precisions = ["fp32", "bf16"] if bf16_hardware(torch.device("cpu")) else ["fp32"]
-    expected = {"tiny train per-step as the paper's code", "tiny parse per-step paper",
+    expected = {"tiny products", "tiny train per-step as the paper's code", "tiny parse per-step paper",
                 "tiny parse per-step scaled once", "tiny parse 2-model ensemble", "tiny parse one 500-word line"}
     for p in precisions:
         expected |= {f"tiny train {p}", f"tiny parse batch 1 {p}", f"tiny parse batch 64 {p}",
                      f"tiny parse batch 256 {p}", f"tiny parse batch 256, layers 1-2 {p}"}
     assert set(results) == expected
+    products = results.pop("tiny products")
+    assert len(products) == 4 * len(precisions) + 1 and all(ms > 0 for ms in products.values())
     for case, figures in results.items():
         assert figures.get("tokens_per_s", figures.get("sentences_per_s")) > 0, case
         assert figures["peak_mb"] > 0, case
