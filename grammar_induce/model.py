@@ -311,11 +311,13 @@ class ONLSTMLayer(nn.Module):
         if dtype is None:  # full precision, as the paper
             xproj = F.linear(x, self.ih.weight, bias)  # (T, B, G)
             return recurrence(xproj, h0, c0, self.recurrent_weight(), self.n_levels)
-        # Products in `dtype`, everything else in float32. The master gates' logits (the first 2n rows of
-        # the input map, 5% of its work) stay float32: their rounding was the main cause of trees that
-        # differ from float32's (see README, bf16).
+        # Products in `dtype`, everything else in float32. In evaluation (validation, parsing) the master
+        # gates' logits (the first 2n rows of the input map, 5% of its work) stay float32: their rounding
+        # was the main cause of trees that differ from float32's. Training rounds them too, as in the
+        # runs that measured bf16's perplexity against float32's (see README, bf16).
+        full_rows = 0 if self.training else 2 * self.n_levels
         with torch.autocast(x.device.type, enabled=False):
-            xproj = linear(x, self.ih.weight, bias, dtype, full_rows=2 * self.n_levels)
+            xproj = linear(x, self.ih.weight, bias, dtype, full_rows)
             return recurrence(xproj, h0, c0, self.recurrent_weight().to(dtype), self.n_levels)
 
 

@@ -2,8 +2,8 @@
 
 Precisions (config.PRECISIONS) are "fp32" (the paper's numbers, the default), "bf16" and "auto"
 (bf16 where the hardware has it, else fp32). Under bf16 the model's matrix products (the input
-maps but for their master-gate rows, the hidden map at every step, the decoder, and their
-gradients) take bfloat16 inputs and weights; the gates, cell state, master gates, softmax and
+maps, but for their master-gate rows in evaluation, the hidden map at every step, the decoder,
+and their gradients) take bfloat16 inputs and weights; the gates, cell state, master gates, softmax and
 cumsum, the loss and the weights the optimizer updates stay float32 (see model.linear and
 model.product). The switch is torch.autocast: the model reads its dtype, so one context covers
 training, validation and parsing.
@@ -24,8 +24,8 @@ import torch
 
 from .files import UserError
 
-REDUCED_PARTS = {"onlstm": "matrix products (input maps, hidden maps, decoder) in bfloat16, the input maps' "
-                           "master-gate rows in float32",
+REDUCED_PARTS = {"onlstm": "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the "
+                           "input maps' master-gate rows in float32",
                  "lstm": "the decoder's products in bfloat16, torch's LSTM layers in float32"}
 FULL_PARTS = "gates, cell state, master gates, loss and weights in float32"
 
