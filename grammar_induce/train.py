@@ -302,7 +302,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         interrupted = state.position is not None
         test_ppl = final_test(loop) if world.is_main and corpus.test is not None and not interrupted else None
         loop.trainable = loop.model  # release the DDP wrapper before the process group goes,
-        gc.collect()  # now: it sits in reference cycles, and freed at exit it can abort the process (gloo)
+        gc.collect()  # now: it can sit in reference cycles, and freed at exit it can abort the process (gloo)
         world.close()
     best = math.exp(state.best_loss) if corpus.valid is not None and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main, loop.stopped_by)

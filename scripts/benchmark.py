@@ -44,7 +44,6 @@ PARSE_WORDS = 20
 # scaled at every step), and tidied (scaled once per sentence).
 REFERENCE_VARIANTS = {"per-step paper": True, "per-step scaled once": False}
 LONG_LINES = (500, 2000, 8000)  # words in one line: parse time should grow linearly
-DTYPES = {"fp32": None, "bf16": None}  # filled with torch dtypes in each case's process (torch loads late)
 
 
 def model_config(name: str):
@@ -92,6 +91,12 @@ def layer_shapes(cfg):
             for k in range(cfg.model.n_layers)]
 
 
+def torch_dtype(precision: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+
+
 def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, n_layers: int | None = None,
                  precision: str = "fp32"):
     """A function doing only the matrix products of one batch (through the lowest `n_layers`), at their real
@@ -99,7 +104,7 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
     import torch
 
     def r(*shape):
-        return torch.randn(*shape, device=device, dtype=DTYPES[precision])
+        return torch.randn(*shape, device=device, dtype=torch_dtype(precision))
 
     work = []
     for inp, hid, gates in layer_shapes(cfg)[:n_layers]:
@@ -163,7 +168,7 @@ def bench_products(name: str, device_name: str, precisions: list[str]) -> dict:
     result = {}
     for label, (m, k, n) in shapes.items():
         for precision in precisions:
-            a, b = (torch.randn(*shape, device=device, dtype=DTYPES[precision]) for shape in ((m, k), (k, n)))
+            a, b = (torch.randn(*shape, device=device, dtype=torch_dtype(precision)) for shape in ((m, k), (k, n)))
             result[f"{label} {m}x{k} by {k}x{n} {precision}"] = 1e3 * timed(lambda a=a, b=b: a @ b, device, 20, 3)
     return result
 
@@ -297,7 +302,6 @@ def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
     import grammar_induce  # noqa: F401  (sets the allocator defaults the CLI runs with, before any tensor exists)
 
     torch.set_num_threads(threads)
-    DTYPES.update(fp32=torch.float32, bf16=torch.bfloat16)
     result = globals()[fn](*args)
     if device.startswith("cuda"):
         result["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20

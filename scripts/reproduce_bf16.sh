@@ -13,12 +13,7 @@ default_out=runs/bf16
 source "$(dirname "$0")/experiment_args.sh"
 
 if [ -z "${SKIP_TRAINING:-}" ]; then
-    for precision in fp32 bf16; do
-        OMP_NUM_THREADS=1 grammar-induce train --config configs/ptb-cpu.toml --train "$data/train.txt" \
-            --valid "$data/valid.txt" --test "$data/test.txt" --out "$out/$precision" --precision "$precision" \
-            --max-minutes "$minutes" --quiet ${RESUME:+--resume} > "$out/$precision.log" 2>&1 &
-    done
-    wait
+    train_side_by_side precision fp32 bf16
 fi
 
 for trained in fp32 bf16; do

@@ -12,12 +12,7 @@ default_out=runs/ensemble
 source "$(dirname "$0")/experiment_args.sh"
 
 if [ -z "${SKIP_TRAINING:-}" ]; then
-    for direction in forward backward; do
-        OMP_NUM_THREADS=1 grammar-induce train --config configs/ptb-cpu.toml --train "$data/train.txt" \
-            --valid "$data/valid.txt" --test "$data/test.txt" --out "$out/$direction" --direction "$direction" \
-            --max-minutes "$minutes" --keep-epochs 5 --quiet ${RESUME:+--resume} > "$out/$direction.log" 2>&1 &
-    done
-    wait
+    train_side_by_side direction forward backward --keep-epochs 5
 fi
 
 score() {  # score NAME ARGS...: evaluate, keeping the table and every number
