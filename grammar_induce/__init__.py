@@ -1,12 +1,28 @@
-"""Unsupervised grammar induction with ON-LSTM (Shen et al., "Ordered Neurons", ICLR 2019)."""
+"""Unsupervised grammar induction with ON-LSTM (Shen et al., "Ordered Neurons", ICLR 2019).
 
-import os
-import warnings
+The Python API (see README): `load` models by path or shipped name, `Parser.parse` sentences into
+`nltk.Tree`s, `evaluate` them against gold trees. Importing the package loads no torch; loading a
+model does.
+"""
+
+import warnings as _warnings
+from importlib import metadata as _metadata
 
 # torch warns on import when numpy is absent; nothing here needs numpy.
-warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+_warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-# Put large CPU tensors on transparent huge pages (read by torch at its first large allocation).
-# A training batch allocates hundreds of MB of fresh activations and gradients; faulting them in
-# 4 KiB pages costs about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+__all__ = ["Parser", "__version__", "evaluate", "load", "to_nltk"]
+
+try:
+    __version__ = _metadata.version("grammar-induce")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
+
+def __getattr__(name: str):
+    """The API's names, imported on first use (so `import grammar_induce` stays light)."""
+    if name in ("Parser", "evaluate", "load", "to_nltk"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'grammar_induce' has no attribute {name!r}")

@@ -14,7 +14,8 @@ import click
 
 from . import config as config_module
 from .config import ConfigError
-from .formats import FORMATS, PICTURES
+from .ensemble import COMBINERS, DECODERS
+from .formats import ALL_LAYERS, FORMATS, PICTURES
 
 RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
 QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
@@ -70,8 +71,8 @@ def main() -> None:
 @click.option("--train", "train_file", default=None, help="training text, one sentence per line")
 @click.option("--valid", "valid_file", default=None, help="validation text")
 @click.option("--test", "test_file", default=None, help="test text")
-@click.option("--tokenizer", type=click.Choice(["whitespace", "jieba", "char"]), default=None,
-              help="how lines split into words: spaces, jieba (Chinese) or characters [default: the config's]")
+@click.option("--tokenizer", type=click.Choice(config_module.TOKENIZERS), default=None,
+              help="how lines split into words: spaces, jieba (Chinese), characters, or treebank (English text split the Penn Treebank way, punctuation set aside) [default: the config's]")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="run directory [default: runs/<config name>]")
 @device_option
@@ -117,7 +118,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
 @click.argument("text_file", type=click.Path(path_type=Path))
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="TOML config whose [data] settings to use [default: the quick start's]")
-@click.option("--tokenizer", type=click.Choice(["whitespace", "jieba", "char"]), default=None,
+@click.option("--tokenizer", type=click.Choice(config_module.TOKENIZERS), default=None,
               help="how lines split into words [default: the config's]")
 @click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
               help="the order a model will read the sentences in [default: forward]")
@@ -154,13 +155,15 @@ def model_options(command):
         click.option("--layer", "layers", multiple=True, metavar="N|auto",
                      help="layer whose distances make the tree: once for all models, once per --model, or auto "
                      "(an ensemble member's layer chosen by agreement with the others, no gold needed) "
-                     "[default: the middle layer]"),
+                     "[default: the middle layer, or a shipped model's own]"),
         click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True,
                      help="which master gate's expected level makes the distances"),
-        click.option("--decoder", type=click.Choice(["paper", "gap"]), default="paper", show_default=True,
-                     help="paper: the paper's greedy split; gap: split at the largest gap between words"),
-        click.option("--combine", type=click.Choice(["mbr", "mean"]), default="mbr", show_default=True,
-                     help="with several --model: span voting over their trees, or their mean gap scores"),
+        click.option("--decoder", type=click.Choice(list(DECODERS)), default=None,
+                     help="paper: the paper's greedy split; gap: split at the largest gap between words "
+                     "[default: paper, or a shipped model's own]"),
+        click.option("--combine", type=click.Choice(list(COMBINERS)), default=None,
+                     help="with several --model: span voting over their trees, or their mean gap scores "
+                     "[default: mbr, or a shipped model's own]"),
         click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
                      help="sentences run through the model together"),
         precision_option("fp32"),
@@ -169,23 +172,33 @@ def model_options(command):
     return device_option(command)
 
 
-def _parse_options(layers, distance, decoder, combine, batch_size, precision):
-    from .parse import ParseOptions
+MODEL_HELP = "checkpoint (best.pt) or a shipped model's name (grammar-induce models); repeat it for an ensemble"
+
+
+def _model_spec(models: tuple[str, ...]):
+    from .api import ModelSpec
+
+    return ModelSpec.resolve(models)
+
+
+def _parse_options(spec, layers, distance, decoder, combine, batch_size, precision):
+    """The flags as the API's settings; what is not given comes from a shipped model, else the defaults."""
+    from .api import parse_options
 
     if "auto" in layers:
         if len(layers) > 1:
             raise click.UsageError("--layer auto chooses every member's layer: give it alone")
-        return ParseOptions((), True, distance, decoder, combine, batch_size, precision)
-    try:
-        numbers = tuple(int(layer) for layer in layers)
-    except ValueError:
-        raise click.UsageError(f"--layer takes a number or auto, not {layers}") from None
-    return ParseOptions(numbers, False, distance, decoder, combine, batch_size, precision)
+        layer = "auto"
+    else:
+        try:
+            layer = tuple(int(layer) for layer in layers) or None
+        except ValueError:
+            raise click.UsageError(f"--layer takes a number or auto, not {layers}") from None
+    return parse_options(spec, layer, distance, decoder, combine, batch_size, precision)
 
 
 @main.command()
-@click.option("--model", "model_paths", type=click.Path(path_type=Path), required=True, multiple=True,
-              help="checkpoint (best.pt); repeat it for an ensemble")
+@click.option("--model", "model_names", required=True, multiple=True, help=MODEL_HELP)
 @click.argument("sentences", nargs=-1)
 @click.option("--input", "input_path", default=None, help="file of sentences, one per line, or - for stdin")
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
@@ -197,58 +210,41 @@ def _parse_options(layers, distance, decoder, combine, batch_size, precision):
               help="processes that parse (on the CPU), each with its own copy of the models")
 @model_options
 @user_errors
-def parse(model_paths, sentences, input_path, output_path, fmt, agreement, workers, layers, distance, decoder, combine,
+def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, layers, distance, decoder, combine,
           batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
     from .files import check_output, progress_bar
-    from .metrics import SpanMetric
 
     if fmt == "svg" and output_path is not None:
         _prepare_folder(output_path)
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    options = _parse_options(layers, distance, decoder, combine, batch_size, precision)
-    scores = [SpanMetric() for _ in model_paths] if agreement else None
+    spec = _model_spec(model_names)
+    options = _parse_options(spec, layers, distance, decoder, combine, batch_size, precision)
+    models = _load_models(spec.paths, device)
     with progress_bar(None, "parsing", "sent") as bar:
+        results, summary = parse_workflow.parse(models, lines, options, workers=workers,
+                                                all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
+                                                agreement=agreement, progress=bar.update)
         if fmt in PICTURES:
-            models = _load_models(model_paths, device)
-            for text in parse_workflow.draw_pictures(models, lines, options, fmt, output_path, bar.update):
+            for text in parse_workflow.draw_pictures(results, summary.layers[0], fmt, output_path):
                 click.echo(text)
-        else:
-            rendered, writes = _parsed_lines(model_paths, device, lines, options, fmt, workers, scores, bar.update)
-            if not writes:  # another process of a torchrun launch: it parses and hands its lines to process 0
-                all(True for _ in rendered)
-                return
-            _write_lines(rendered, output_path)
-    if scores and len(model_paths) > 1:
-        from .evaluate import agreement_table
+        elif summary.writes_output:
+            _write_lines(parse_workflow.render_lines(results, fmt), output_path)
+        else:  # another process of a torchrun launch: it parses and hands its results to process 0
+            for _ in results:
+                pass
+    if summary.agreement and len(models) > 1 and summary.writes_output:
+        from .scoring import agreement_table
 
-        click.echo(agreement_table({f"{k + 1}: {path}": score for k, (path, score) in enumerate(zip(model_paths, scores))}),
-                   err=True)
-
-
-def _parsed_lines(model_paths, device, lines, options, fmt, workers, scores, progress):
-    """Rendered lines from one process, several (--workers), or every process of a torchrun launch, and
-    whether this process writes them (under torchrun, process 0 only)."""
-    from . import parse as parse_workflow
-    from .distributed import World, resolve_device
-
-    world = World.from_env()
-    if world.size > 1:
-        own_device = world.device_for(resolve_device(device or "auto"))
-        models = _load_models(model_paths, str(own_device))
-        return parse_workflow.parse_distributed(models, lines, options, fmt, world, scores), world.is_main
-    if workers > 1:
-        return parse_workflow.parse_in_processes(list(model_paths), device or "cpu", lines, options, fmt, workers,
-                                                 scores, progress), True
-    return parse_workflow.parse(_load_models(model_paths, device), lines, options, fmt, scores, progress), True
+        click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score)
+                                    in enumerate(zip(models, summary.agreement))}), err=True)
 
 
 @main.command()
-@click.option("--model", "model_paths", type=click.Path(path_type=Path), multiple=True,
-              help="checkpoint to evaluate; repeat it for an ensemble")
+@click.option("--model", "model_names", multiple=True, help=MODEL_HELP)
 @click.option("--pred", "pred_path", type=click.Path(path_type=Path), default=None,
               help="file of predicted trees instead of a model, one per line")
 @click.option("--pred-format", type=click.Choice(["brackets", "ptb"]), default="brackets", show_default=True,
@@ -271,35 +267,44 @@ def _parsed_lines(model_paths, device, lines, options, fmt, workers, scores, pro
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
 @user_errors
-def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
+def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
              save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, batch_size,
              precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
-    from . import evaluate as evaluate_workflow
+    from . import scoring
     from .files import check_output
     from .treebank import TagFilter
     from .trees import to_brackets
 
-    if bool(model_paths) == (pred_path is not None):
+    if bool(model_names) == (pred_path is not None):
         raise click.UsageError("give exactly one of --model and --pred")
     for path in (json_path, save_trees, report_path):
         check_output(path)
-    options = evaluate_workflow.EvalOptions(
+    options = scoring.EvalOptions(
         gold or str(QUICKSTART_GOLD), TagFilter.from_options(preset, punct_tags),
         max_length, skip_bad, batch_size, seed, quiet=quiet)
-    if model_paths:
-        models = _load_models(model_paths, device)
-        report = evaluate_workflow.evaluate_models(models, options,
-                                                   _parse_options(layers, distance, decoder, combine, batch_size, precision))
+    if model_names:
+        spec = _model_spec(model_names)
+        models = _load_models(spec.paths, device)
+        report = scoring.evaluate_models(
+            models, options, _parse_options(spec, layers, distance, decoder, combine, batch_size, precision))
     else:
-        report = evaluate_workflow.evaluate_file(pred_path, options, labeled=pred_format == "ptb")
+        report = scoring.evaluate_file(pred_path, options, labeled=pred_format == "ptb")
     click.echo(report.table())
     if json_path:
-        evaluate_workflow.write_json(report, json_path)
+        scoring.write_json(report, json_path)
     if save_trees:
         _write_lines((to_brackets(t) for t in report.predicted), save_trees)
     if report_path:
-        evaluate_workflow.write_report(report, report_path, report_sentences)
+        scoring.write_report(report, report_path, report_sentences)
+
+
+@main.command()
+def models() -> None:
+    """List the models that ship with grammar-induce (use a name with --model, or gi.load(name))."""
+    from .pretrained import catalogue, table
+
+    click.echo(table() if catalogue() else "no models ship with this installation")
 
 
 @main.command()
@@ -309,8 +314,8 @@ def evaluate(model_paths, pred_path, pred_format, gold, preset, punct_tags, max_
 @user_errors
 def plot(run_dirs, output_path) -> None:
     """Draw the learning curves of one or more run directories in one chart."""
+    from .draw import write_curves
     from .files import check_output
-    from .rundir import write_curves
 
     check_output(output_path)
     write_curves(list(run_dirs), output_path)

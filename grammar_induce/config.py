@@ -16,6 +16,7 @@ from typing import Any
 MODEL_KINDS = ("onlstm", "lstm")
 DIRECTIONS = ("forward", "backward")
 PRECISIONS = ("fp32", "bf16", "auto")  # see precision.py
+TOKENIZERS = ("whitespace", "jieba", "char", "treebank")  # see data.Tokenizer
 
 
 class ConfigError(ValueError):
@@ -65,7 +66,7 @@ class DataConfig:
     train: str = ""
     valid: str = ""
     test: str = ""
-    tokenizer: str = "whitespace"  # whitespace | jieba | char
+    tokenizer: str = "whitespace"  # whitespace | jieba | char | treebank (English, Penn Treebank-style)
     lowercase: bool = False
     replace_digits: bool = False  # digit runs -> "N", as the paper's code does to treebank words
     # false: lowercase/replace_digits apply only to text parsed later, not to the training files.
@@ -77,8 +78,8 @@ class DataConfig:
     workers: int = 0  # processes that tokenize with jieba; 0: one per core
 
     def validate(self) -> None:
-        if self.tokenizer not in ("whitespace", "jieba", "char"):
-            raise ConfigError(f"data.tokenizer must be whitespace, jieba or char, got {self.tokenizer!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ConfigError(f"data.tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.max_vocab < 0 or self.min_freq < 1 or self.workers < 0:
             raise ConfigError("data.max_vocab and data.workers must be >= 0 and data.min_freq >= 1")
 

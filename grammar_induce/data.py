@@ -5,6 +5,7 @@ torch is imported where a tensor is made, so scoring a file of trees never loads
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -20,33 +21,59 @@ if TYPE_CHECKING:
 UNK = "<unk>"
 EOS = "<eos>"
 _DIGITS = re.compile(r"[0-9]+")
+_NUMBER = re.compile(r"[+-]?[0-9][0-9,.:/]*")  # 3.5, 1,000, 9/11: a number the PTB LM text writes as N
+# Tokens without a letter or digit that the Penn Treebank's words keep (the LM text has $ & # ',
+# the gold trees tag % as a noun); every other such token is punctuation to the treebank tokenizer.
+SYMBOL_WORDS = frozenset("$ & # ' %".split())
 
 
 @dataclass(frozen=True)
 class Tokenizer:
+    """How a line becomes words: split (whitespace, jieba, char, or treebank: English text split the
+    Penn Treebank way), then normalised. The treebank tokenizer also sets punctuation aside: the
+    model never reads it (the PTB LM text has none), and parsing puts it back into the tree."""
+
     kind: str = "whitespace"
     lowercase: bool = False
-    replace_digits: bool = False
+    replace_digits: bool = False  # digit runs -> N; with the treebank tokenizer, a whole number -> N
 
     def __call__(self, line: str) -> list[str]:
-        return [self.normalize(word) for word in self.split(line)]
+        """The words a model reads: split, punctuation set aside, normalised."""
+        return [self.normalize(token) for token in self.split(line) if self.is_word(token)]
 
     def split(self, line: str) -> list[str]:
+        """Every token as written, punctuation included."""
         if self.kind == "whitespace":
             return line.split()
         if self.kind == "char":
             return [ch for ch in line if not ch.isspace()]
+        if self.kind == "treebank":
+            return _treebank_tokenizer().tokenize(line)
         return [word for word in _jieba().lcut(line) if word.strip()]
+
+    def is_word(self, token: str) -> bool:
+        """False for punctuation, which only the treebank tokenizer sets aside."""
+        return self.kind != "treebank" or token in SYMBOL_WORDS or any(ch.isalnum() for ch in token)
 
     def normalize(self, word: str) -> str:
         if self.lowercase:
             word = word.lower()
         if self.replace_digits:
-            word = _DIGITS.sub("N", word)
+            if self.kind != "treebank":
+                word = _DIGITS.sub("N", word)
+            elif _NUMBER.fullmatch(word):  # "1980s" and "10-year" stay, as in the PTB LM text
+                word = "N"
         return word
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@functools.cache
+def _treebank_tokenizer():
+    from nltk.tokenize import TreebankWordTokenizer  # needs no downloaded data
+
+    return TreebankWordTokenizer()
 
 
 def _jieba():

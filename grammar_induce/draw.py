@@ -12,9 +12,11 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape as html_escape
+from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
 
 from . import trees
+from .files import write_text
 from .trees import Tree
 
 FONT = 14  # px
@@ -112,8 +114,9 @@ def _distance_bars(distances: Sequence[Sequence[float]], layer: int, centers: Se
         bottom = top + k * (BAR + 8)
         chosen = k == layer
         parts.append(f'<text x="{MARGIN}" y="{bottom:.1f}" class="small">L{k}{" *" if chosen else ""}</text>')
-        low, high = min(row), max(row)
-        for c, d in zip(centers, row):
+        values = [d for d in row if d is not None]  # None: a token the model did not read (punctuation)
+        low, high = min(values), max(values)
+        for c, d in ((c, d) for c, d in zip(centers, row) if d is not None):
             # heights span the sentence's range of the layer (a trained model's distances differ little in
             # absolute terms); the value itself is the bar's tooltip
             h = 3 + (d - low) / (high - low) * (BAR - 3) if high > low else BAR / 2
@@ -274,3 +277,14 @@ def _report_sentence(k: int, s: ReportSentence) -> str:
             f'<div class="small">{html_escape(s.source)}: {len(s.words)} words, F1 {f1:.1f}</div>'
             f'<div class="pictures">{tree_svg(s.words, s.predicted, span_colors=predicted_colors, caption="predicted")}'
             f'{tree_svg(s.words, s.gold, span_colors=gold_colors, caption="gold")}</div></div>')
+
+
+def write_curves(run_dirs: list[Path], path: Path) -> None:
+    """Learning curves of one or more runs (from their metrics.jsonl) as one SVG."""
+    from .rundir import read_metrics
+
+    runs = {}
+    for run_dir in run_dirs:
+        name = Path(run_dir).resolve().name
+        runs[name if name not in runs else str(run_dir)] = read_metrics(run_dir)
+    write_text(path, learning_curves(runs))

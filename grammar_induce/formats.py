@@ -23,31 +23,51 @@ class MemberResult:
     input: list[list[float]]
     tree: Tree
     source: str = ""  # the model's checkpoint file
+    layer: int = 0  # the layer its tree came from, counted from 1
+    gaps: list[float] = field(default_factory=list)  # that layer's scores of the gaps between words
 
 
 @dataclass(frozen=True)
 class SentenceResult:
-    words: list[str]
-    tree: Tree | None  # None for an empty line
-    members: list[MemberResult] = field(default_factory=list)
+    words: list[str]  # what the models read, as written
+    tree: Tree | None  # None for an empty line; over every token, punctuation included
+    members: list[MemberResult] = field(default_factory=list)  # their trees are over `words`
+    tokens: list[str] | None = None  # every token as written, when punctuation was set aside
+    is_word: list[bool] | None = None  # per token: one of `words` (else punctuation)
+
+    def to_dict(self) -> dict:
+        """A line of `--format jsonl`: tokens, every layer's distances and the tree; with several models,
+        each member's too. Where the tokenizer set punctuation aside, `tokens` has every token, `words`
+        those the models read (the distances and members' trees are per word), and the tree every token."""
+        record: dict = {"tokens": self.tokens or self.words}
+        if self.tokens is not None:
+            record["words"] = self.words
+        if len(self.members) == 1:
+            member = self.members[0]
+            return record | {"forget": member.forget, "input": member.input, "tree": self.tree}
+        return record | {"tree": self.tree, "members": [
+            {"direction": m.direction, "forget": m.forget, "input": m.input, "tree": m.tree} for m in self.members]}
+
+    def token_row(self, row: list[float]) -> list[float | None]:
+        """A per-word row (distances) spread over every token, None at punctuation."""
+        if self.is_word is None:
+            return list(row)
+        values = iter(row)
+        return [next(values) if word else None for word in self.is_word]
 
 
 def to_jsonl(result: SentenceResult) -> str:
-    """Tokens, every layer's distances and the tree; with several models, each member's too."""
-    if len(result.members) == 1:
-        member = result.members[0]
-        record = {"tokens": result.words, "forget": member.forget, "input": member.input, "tree": result.tree}
-    else:
-        record = {"tokens": result.words, "tree": result.tree, "members": [
-            {"direction": m.direction, "forget": m.forget, "input": m.input, "tree": m.tree} for m in result.members]}
-    return json.dumps(record, ensure_ascii=False)
+    return json.dumps(result.to_dict(), ensure_ascii=False)
 
 
 def to_ascii(tree: Tree) -> str:
     import nltk
     from nltk.tree import TreePrettyPrinter
 
-    return TreePrettyPrinter(nltk.Tree.fromstring(trees.to_ptb(tree))).text().rstrip("\n")
+    drawn = nltk.Tree.fromstring(trees.to_ptb(tree))
+    for position in drawn.treepositions("leaves"):  # the words as written, not as -LRB- and the like
+        drawn[position] = trees.unescape(drawn[position])
+    return TreePrettyPrinter(drawn).text().rstrip("\n")
 
 
 def _tree_format(render_tree: Callable[[Tree], str]) -> Callable[[SentenceResult], str]:

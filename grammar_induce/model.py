@@ -138,11 +138,6 @@ def product(a: Tensor, b: Tensor) -> Tensor:
     return (a.to(b.dtype) @ b).to(a.dtype)
 
 
-def reduced_dtype(x: Tensor) -> torch.dtype | None:
-    """The dtype of the matrix products under autocast (see precision.py), or None for full precision."""
-    return torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else None
-
-
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None, full_rows: int = 0) -> Tensor:
     """F.linear; with a reduced `dtype`, the product in it, but for the first `full_rows` outputs, and
     the bias added in float32. A reduced product is rounded to `dtype` once (torch has no CPU product
@@ -304,10 +299,11 @@ class ONLSTMLayer(nn.Module):
             return self.hh.weight * keep_mask(self.hh.weight, self.wdrop)
         return self.hh.weight * (1.0 - self.wdrop)
 
-    def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor], products: torch.dtype | None = None):
+        """`products`: the dtype of the matrix products (None: float32, as the paper; see precision.py)."""
         h0, c0 = state
         bias = self.ih.bias + self.hh.bias
-        dtype = reduced_dtype(x)
+        dtype = products
         if dtype is None:  # full precision, as the paper
             xproj = F.linear(x, self.ih.weight, bias)  # (T, B, G)
             return recurrence(xproj, h0, c0, self.recurrent_weight(), self.n_levels)
@@ -316,9 +312,8 @@ class ONLSTMLayer(nn.Module):
         # was the main cause of trees that differ from float32's. Training rounds them too, as in the
         # runs that measured bf16's perplexity against float32's (see README, bf16).
         full_rows = 0 if self.training else 2 * self.n_levels
-        with torch.autocast(x.device.type, enabled=False):
-            xproj = linear(x, self.ih.weight, bias, dtype, full_rows)
-            return recurrence(xproj, h0, c0, self.recurrent_weight().to(dtype), self.n_levels)
+        xproj = linear(x, self.ih.weight, bias, dtype, full_rows)
+        return recurrence(xproj, h0, c0, self.recurrent_weight().to(dtype), self.n_levels)
 
 
 def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -347,14 +342,14 @@ class LSTMLayer(nn.Module):
         self.lstm = nn.LSTM(input_size, hidden_size)
         self.wdrop = wdrop
 
-    def forward(self, x: Tensor, state: tuple[Tensor, Tensor]):
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor], products: torch.dtype | None = None):
+        """torch's LSTM runs in float32 whatever `products` says (in bfloat16 it would keep its cell in bfloat16)."""
         h0, c0 = state
         weights = {}
         if self.training and self.wdrop:
             weight = self.lstm.weight_hh_l0
             weights["weight_hh_l0"] = weight * keep_mask(weight, self.wdrop) / (1.0 - self.wdrop)
-        with torch.autocast(x.device.type, enabled=False):  # under bf16, torch's LSTM would keep its cell in bf16
-            hs, (_, c) = torch.func.functional_call(self.lstm, weights, (x, (h0[None], c0[None])))
+        hs, (_, c) = torch.func.functional_call(self.lstm, weights, (x, (h0[None], c0[None])))
         return hs, c[0], None, None
 
 
@@ -387,12 +382,12 @@ class LanguageModel(nn.Module):
             for layer in self.layers
         ]
 
-    def run_stack(self, tokens: Tensor, hidden: State | None = None,
-                  n_layers: int | None = None) -> tuple[Tensor, State, Distances | None]:
+    def run_stack(self, tokens: Tensor, hidden: State | None = None, n_layers: int | None = None,
+                  products: torch.dtype | None = None) -> tuple[Tensor, State, Distances | None]:
         """tokens (T, B) -> last layer output (T, B, E), new state, distances (L, T, B) if the layers give them.
 
         With `n_layers`, only the lowest layers run (their outputs and distances do not depend
-        on the layers above).
+        on the layers above). `products`: the dtype of the matrix products (None: float32; precision.py).
         """
         cfg = self.config
         hidden = hidden if hidden is not None else self.init_hidden(tokens.shape[1])
@@ -400,7 +395,7 @@ class LanguageModel(nn.Module):
         x = locked_dropout(x, cfg.dropouti, self.training)
         new_hidden, forget, inp = [], [], []
         for k, layer in enumerate(self.layers[:n_layers]):
-            hs, c_last, dist_f, dist_i = layer(x, hidden[k])  # (T, B, H_k)
+            hs, c_last, dist_f, dist_i = layer(x, hidden[k], products)  # (T, B, H_k)
             new_hidden.append((hs[-1], c_last))
             forget.append(dist_f)
             inp.append(dist_i)
@@ -408,10 +403,10 @@ class LanguageModel(nn.Module):
         distances = Distances(torch.stack(forget), torch.stack(inp)) if self.has_distances else None
         return x, new_hidden, distances
 
-    def forward(self, tokens: Tensor, hidden: State | None = None) -> LMOutput:
-        top, new_hidden, distances = self.run_stack(tokens, hidden)
+    def forward(self, tokens: Tensor, hidden: State | None = None, products: torch.dtype | None = None) -> LMOutput:
+        top, new_hidden, distances = self.run_stack(tokens, hidden, products=products)
         top_dropped = locked_dropout(top, self.config.dropout, self.training)
-        logits = linear(top_dropped, self.decoder.weight, self.decoder.bias, reduced_dtype(top))  # (T, B, V)
+        logits = linear(top_dropped, self.decoder.weight, self.decoder.bias, products)  # (T, B, V)
         return LMOutput(logits, new_hidden, distances, top)
 
 
@@ -422,9 +417,10 @@ class ONLSTMLanguageModel(LanguageModel):
         super().__init__(vocab_size, config,
                          lambda input_size, size: ONLSTMLayer(input_size, size, config.chunk_size, config.wdrop))
 
-    def distances(self, tokens: Tensor, hidden: State | None = None, n_layers: int | None = None) -> Distances:
+    def distances(self, tokens: Tensor, hidden: State | None = None, n_layers: int | None = None,
+                  products: torch.dtype | None = None) -> Distances:
         """Per-token distances (of the lowest `n_layers` layers, default all) without the decoder, for parsing."""
-        return self.run_stack(tokens, hidden, n_layers)[2]
+        return self.run_stack(tokens, hidden, n_layers, products)[2]
 
 
 class LSTMLanguageModel(LanguageModel):

@@ -5,8 +5,8 @@ Precisions (config.PRECISIONS) are "fp32" (the paper's numbers, the default), "b
 maps, but for their master-gate rows in evaluation, the hidden map at every step, the decoder,
 and their gradients) take bfloat16 inputs and weights; the gates, cell state, master gates, softmax and
 cumsum, the loss and the weights the optimizer updates stay float32 (see model.linear and
-model.product). The switch is torch.autocast: the model reads its dtype, so one context covers
-training, validation and parsing.
+model.product). A workflow resolves the requested precision once (`resolve`) and passes its
+`product_dtype` to the model's forward explicitly (`products=`); no autocast is involved.
 
 Without bfloat16 hardware, torch emulates the products and they run slower than float32:
 asking for bf16 there is refused rather than silently slow.
@@ -14,7 +14,6 @@ asking for bf16 there is refused rather than silently slow.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import platform
 import subprocess
@@ -88,6 +87,9 @@ def describe(requested: str, resolved: str, device: torch.device, model_kind: st
     return "precision fp32: everything in float32"
 
 
-def products(resolved: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """The context that runs the model's matrix products in `resolved` precision."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolved == "bf16")
+PRODUCT_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}  # None: float32, as the paper
+
+
+def product_dtype(resolved: str) -> torch.dtype | None:
+    """The dtype the model's matrix products run in for a resolved precision (fp32 or bf16)."""
+    return PRODUCT_DTYPES[resolved]

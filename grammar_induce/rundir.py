@@ -1,8 +1,7 @@
-"""Run directories: what may start in one, the lock a run holds on it, the metrics file and its
-picture. No torch.
+"""Run directories: what may start in one, the lock a run holds on it, the metrics file. No torch.
 
 A run directory holds config.toml, metrics.jsonl (one JSON line per epoch), curves.svg (drawn from
-it), best.pt, last.pt and, with --keep-epochs, epoch-K.pt. While a run trains it holds `.lock` (an flock, so a killed
+it by draw.write_curves), best.pt, last.pt and, with --keep-epochs, epoch-K.pt. While a run trains it holds `.lock` (an flock, so a killed
 process never leaves a lock that blocks the next run), which names its process, host and start.
 """
 
@@ -137,17 +136,6 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not a metrics file ({e.msg})") from None
-
-
-def write_curves(run_dirs: list[Path], path: Path) -> None:
-    """Learning curves of one or more runs (from their metrics.jsonl) as one SVG."""
-    from . import draw
-
-    runs = {}
-    for run_dir in run_dirs:
-        name = Path(run_dir).resolve().name
-        runs[name if name not in runs else str(run_dir)] = read_metrics(run_dir)
-    write_text(path, draw.learning_curves(runs))
 
 
 def format_record(record: dict[str, Any]) -> str:

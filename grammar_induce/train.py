@@ -19,10 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
+# Large CPU tensors on transparent huge pages (read by torch at its first large allocation): a training
+# batch allocates hundreds of MB of fresh activations and gradients; faulting them in 4 KiB pages costs
+# about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import torch  # after the allocator setting above
 from torch import Tensor
 
-from . import checkpoint, corpus, distributed, native, precision, rundir
+from . import checkpoint, corpus, distributed, draw, native, precision, rundir
 from . import config as config_module
 from .config import Config
 from .data import Tokenizer, Vocab, batchify, get_batch
@@ -176,8 +181,7 @@ def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.
 def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: State, config: Config):
     """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden).
     config.train.precision is resolved (fp32 or bf16) by then."""
-    with precision.products(config.train.precision, inputs.device):
-        out = model(inputs, hidden)
+    out = model(inputs, hidden, products=precision.product_dtype(config.train.precision))
     ce = cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), targets.reshape(-1))
     top = out.top_output.float()  # (T, B, E)
     loss = ce + config.train.alpha * top.pow(2).mean() + config.train.beta * (top[1:] - top[:-1]).pow(2).mean()
@@ -201,18 +205,29 @@ def train_step(model, optimizer, inputs, targets, hidden, config: Config, seq_le
 
 
 @torch.no_grad()
-def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int, resolved_precision: str = "fp32") -> float:
-    """Mean next-token cross entropy over a batchified stream, in evaluation mode."""
+def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int, products: torch.dtype | None = None) -> float:
+    """Mean next-token cross entropy over a batchified stream, in evaluation mode; `products`: the
+    dtype of the matrix products (None: float32)."""
     model.eval()
     hidden = model.init_hidden(source.shape[1])
     total = 0.0
     for start in range(0, source.shape[0] - 1, bptt):
         inputs, targets = get_batch(source, start, bptt)
-        with precision.products(resolved_precision, source.device):
-            out = model(inputs, hidden)
+        out = model(inputs, hidden, products=products)
         total += len(inputs) * cross_entropy(out.logits.view(-1, out.logits.shape[-1]), targets.reshape(-1)).item()
         hidden = out.hidden
     return total / (source.shape[0] - 1)
+
+
+def perplexity(loaded: checkpoint.LoadedModel, path: str, batch_size: int) -> float:
+    """A trained model's perplexity on a text file read as its training read text (the paper's
+    measure: the file as one stream in `batch_size` rows, bptt-long windows, the state carried)."""
+    data = loaded.config.data
+    reader = loaded.tokenizer if data.normalize_training_text else Tokenizer(data.tokenizer)
+    entry = corpus.encoded_entry(path, reader, loaded.vocab, corpus.cache_root(data.cache_dir), 1,
+                                 loaded.config.model.direction == "backward")
+    source = batchify(entry.ids, batch_size).to(loaded.model.device)
+    return math.exp(evaluate_loss(loaded.model, source, loaded.config.train.bptt))
 
 
 class averaged_weights:
@@ -456,7 +471,7 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
     cfg = loop.config.train
     valid = loop.corpus.valid
     with averaged_weights(loop.model, loop.optimizer, state.phase == "asgd"):
-        val_loss = evaluate_loss(loop.model, valid, cfg.bptt, cfg.precision) if valid is not None and loop.world.is_main else 0.0
+        val_loss = evaluate_loss(loop.model, valid, cfg.bptt, precision.product_dtype(cfg.precision)) if valid is not None and loop.world.is_main else 0.0
         val_loss = loop.world.broadcast(val_loss) if valid is not None else stats["train_loss"]
         if val_loss < state.best_loss or valid is None:
             state.best_loss = val_loss
@@ -484,7 +499,7 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
     state.position = None
     if loop.world.is_main:
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
-        rundir.write_curves([loop.out_dir], loop.out_dir / "curves.svg")
+        draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg")
         loop.log(rundir.format_record(record))
     save_last(loop, state)
     return record
@@ -507,7 +522,7 @@ def final_test(loop: Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
     ppl = math.exp(evaluate_loss(best.model, loop.corpus.test.to(loop.device), loop.config.train.bptt,
-                                  loop.config.train.precision))
+                                  precision.product_dtype(loop.config.train.precision)))
     loop.log(f"test ppl {ppl:.2f} (best.pt)")
     return ppl
 

@@ -184,6 +184,55 @@ def walk(tree: Tree):
             stack.append(iter(node))
 
 
+OPENING = frozenset("`` ( [ { -LRB- -LSB- -LCB- \u201c \u2018 \u00ab".split())  # punctuation that opens what follows
+
+
+def restore_tokens(tree: Tree, tokens: Sequence[str], is_word: Sequence[bool]) -> Tree:
+    """`tree`, whose leaves are the tokens where `is_word`, with every other token (punctuation) put back
+    beside its neighbour, attached low: an opening quote or bracket to the word after it, any other
+    punctuation to the word before it (or after it, when no word precedes or follows).
+    ((the dog) barks) for `` the dog barks . -> (((`` the) dog) (barks .)).
+
+    The evaluation protocol drops punctuation, so this adds no span it counts.
+    """
+    words = [token for token, word in zip(tokens, is_word) if word]
+    if words != leaves(tree):
+        raise ValueError("the tree's leaves are not the tokens' words")
+    before: list[list[str]] = [[] for _ in words]  # punctuation attached in front of word k
+    after: list[list[str]] = [[] for _ in words]
+    seen, waiting = -1, []  # waiting: tokens for the next word
+    for token, word in zip(tokens, is_word):
+        if word:
+            seen += 1
+            before[seen], waiting = waiting, []
+        elif token in OPENING or seen < 0:
+            waiting.append(token)
+        else:
+            after[seen] += waiting + [token]  # an opening mark followed by closing punctuation stays with it
+            waiting = []
+    after[-1] += waiting
+    grown: list[Tree] = []
+    for word, pre, post in zip(words, before, after):
+        node: Tree = word
+        for token in post:
+            node = [node, token]
+        for token in reversed(pre):
+            node = [token, node]
+        grown.append(node)
+    stack: list[list] = [[]]
+    position = 0
+    for event in walk(tree):
+        if event is OPEN:
+            stack.append([])
+        elif event is CLOSE:
+            node = stack.pop()
+            stack[-1].append(node)
+        else:
+            stack[-1].append(grown[position])
+            position += 1
+    return stack[0][0]
+
+
 def leaves(tree: Tree) -> list[str]:
     return [e for e in walk(tree) if isinstance(e, str)]
 

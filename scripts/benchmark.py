@@ -225,7 +225,7 @@ def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_la
                   precision: str = "fp32") -> dict:
     import torch
 
-    from grammar_induce.parse import parse_words
+    from grammar_induce.distances import parse_words
 
     device = torch.device(device_name)
     loaded = loaded_model(name, device)
@@ -239,8 +239,9 @@ def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_la
             floor_batch()
 
     with torch.no_grad():
+        products = torch_dtype(precision) if precision != "fp32" else None
         seconds, floor = timed_pair(lambda: parse_words(loaded, sentences, batch_size, n_layers=n_layers,
-                                                        precision=precision), floor_fn, device, repeats=5, warmup=1)
+                                                        products=products), floor_fn, device, repeats=5, warmup=1)
     return {"sentences_per_s": count / seconds, "floor_sentences_per_s": count / floor, "ratio": floor / seconds}
 
 
@@ -268,14 +269,15 @@ def bench_ensemble(name: str, device_name: str, count: int) -> dict:
     """The parse workflow with a forward and a backward model (span voting) against the forward one alone."""
     import torch
 
-    from grammar_induce.parse import ParseOptions, parse
+    from grammar_induce.ensemble import ParseOptions
+    from grammar_induce.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
     lines = [" ".join(words) for words in parse_sentences(count)]
     options = ParseOptions(batch_size=64)
-    seconds, alone = timed_pair(lambda: list(parse([forward, backward], lines, options)),
-                                lambda: list(parse([forward], lines, options)), device, repeats=5, warmup=1)
+    seconds, alone = timed_pair(lambda: list(parse([forward, backward], lines, options)[0]),
+                                lambda: list(parse([forward], lines, options)[0]), device, repeats=5, warmup=1)
     return {"sentences_per_s": count / seconds, "one_model_sentences_per_s": count / alone, "ratio": alone / seconds}
 
 
@@ -283,13 +285,14 @@ def bench_long_line(name: str, device_name: str, words: int) -> dict:
     """One line of `words` words through the parse workflow: words per second."""
     import torch
 
-    from grammar_induce.parse import ParseOptions, parse
+    from grammar_induce.ensemble import ParseOptions
+    from grammar_induce.parse import parse
 
     device = torch.device(device_name)
     loaded = loaded_model(name, device)
     line = " ".join(parse_sentences(-(-words // PARSE_WORDS))[0] * (-(-words // PARSE_WORDS)))
     line = " ".join(line.split()[:words])
-    seconds = timed(lambda: list(parse([loaded], [line], ParseOptions())), device, repeats=1, warmup=0)
+    seconds = timed(lambda: list(parse([loaded], [line], ParseOptions())[0]), device, repeats=1, warmup=0)
     return {"tokens_per_s": words / seconds}
 
 

@@ -5,8 +5,9 @@ import torch
 from grammar_induce import checkpoint
 from grammar_induce.config import Config
 from grammar_induce.data import Tokenizer, Vocab
+from grammar_induce.ensemble import ParseOptions
 from grammar_induce.formats import render
-from grammar_induce.parse import ParseOptions, parse_sentences
+from grammar_induce.parse import parse_sentences
 from grammar_induce.train import train
 
 from .conftest import QUIET, ROOT, tiny_config
@@ -32,7 +33,13 @@ def test_a_checkpoint_written_by_0_1_loads_and_parses_as_it_did():
     loaded = checkpoint.load(BEFORE / "best.pt")
     sentences = [line.split() for line in (BEFORE / "sentences.txt").read_text().splitlines()]
     results = parse_sentences([loaded], sentences, ParseOptions(), all_layers=True)
-    assert [render(r, "jsonl") for r in results] == (BEFORE / "parse.jsonl").read_text().splitlines()
+    now = [json.loads(render(r, "jsonl")) for r in results]
+    before = [json.loads(line) for line in (BEFORE / "parse.jsonl").read_text().splitlines()]
+    for a, b in zip(now, before, strict=True):
+        assert (a["tokens"], a["tree"]) == (b["tokens"], b["tree"])
+        # float32 sums round in the last bits differently on CPUs with other vector units (AVX2 vs AVX-512)
+        for kind in ("forget", "input"):
+            assert torch.allclose(torch.tensor(a[kind]), torch.tensor(b[kind]), rtol=1e-6, atol=1e-7)
 
 
 def test_training_gives_the_numbers_0_1_gave_and_resumes_its_last_pt(tmp_path):

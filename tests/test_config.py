@@ -47,3 +47,23 @@ def test_toml_round_trip():
     import tomllib
 
     assert C.from_dict(tomllib.loads(C.to_toml(cfg))) == cfg
+
+
+PRESETS = sorted((ROOT / "configs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.name)
+def test_every_preset_loads_and_states_only_what_differs_from_the_defaults(preset):
+    import tomllib
+
+    C.from_dict(C.load(preset), str(preset))  # validates
+    defaults = C.Config().to_dict()
+    stated = tomllib.loads(preset.read_text())
+    for section in ("model", "train"):
+        same = [key for key, value in stated.get(section, {}).items() if defaults[section][key] == value]
+        assert not same, f"{preset.name} repeats defaults: {section}.{', '.join(same)}"
+
+
+def test_the_paper_preset_is_the_defaults_with_its_data():
+    loaded = C.from_dict(C.load(ROOT / "configs" / "ptb.toml"))
+    assert loaded.model == C.Config().model and loaded.train == C.Config().train

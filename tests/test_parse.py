@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from grammar_induce import trees
+from grammar_induce.distances import parse_words
+from grammar_induce.ensemble import ParseOptions, member_agreement, middle_layer
 from grammar_induce.files import InputError
 from grammar_induce.formats import render
-from grammar_induce.parse import ParseOptions, member_agreement, middle_layer, parse, parse_sentences, parse_words
+from grammar_induce.parse import parse, parse_sentences, render_lines
 from grammar_induce.trees import leaves, tree_from_distances
 
 SENTENCES = [
@@ -115,7 +117,11 @@ def test_ensemble_members_must_share_the_tokenizer(tiny_model):
     other = dataclasses.replace(tiny_model, tokenizer=dataclasses.replace(tiny_model.tokenizer, lowercase=True),
                                 source="other.pt")
     with pytest.raises(InputError, match="other.pt: tokenizer .* differs from .*; ensemble members must share it"):
-        list(parse([tiny_model, other], ["a b"], ParseOptions()))
+        parse([tiny_model, other], ["a b"], ParseOptions())
+
+
+def brackets(models, lines, options, fmt="brackets", **kwargs):
+    return render_lines(parse(models, lines, options, **kwargs)[0], fmt)
 
 
 def test_member_agreement_is_pairwise_f1():
@@ -128,9 +134,10 @@ def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
     lines = [" ".join(s) for s in SENTENCES] * 7  # 35 lines: chunks of 64 * batch_size = 128 lines at batch 2
     whole = parse_sentences([tiny_model], [line.split() for line in lines], ParseOptions(batch_size=64),
                             all_layers=True)
-    assert list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2))) == [render(r, "brackets") for r in whole]
+    assert list(brackets([tiny_model], iter(lines), ParseOptions(batch_size=2))) == \
+        [render(r, "brackets") for r in whole]
     streamed = [json.loads(line) if line else None
-                for line in parse([tiny_model], iter(lines), ParseOptions(batch_size=2), "jsonl")]
+                for line in brackets([tiny_model], iter(lines), ParseOptions(batch_size=2), "jsonl", all_layers=True)]
     for record, result in zip(streamed, whole, strict=True):  # other batches: float rounding differs
         if result.tree is None:
             assert record is None
@@ -138,27 +145,26 @@ def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
         assert record["tokens"] == result.words and record["tree"] == result.tree
         torch.testing.assert_close(torch.tensor(record["forget"]), torch.tensor(result.members[0].forget))
     counted = []
-    list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), progress=counted.append))
-    assert sum(counted) == sum(1 for line in lines if line)
+    list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), progress=counted.append)[0])
+    assert sum(counted) == len(lines) and len(counted) == 1  # 35 lines: one chunk
 
 
 @pytest.mark.slow
-def test_parsing_in_worker_processes_gives_the_same_lines_in_order(tiny_run, tiny_model):
-    from grammar_induce.metrics import SpanMetric
-    from grammar_induce.parse import parse_in_processes
-
+def test_parsing_in_worker_processes_gives_the_same_results_in_order(tiny_model, tiny_backward_model):
     lines = [" ".join(s) for s in SENTENCES] * 40  # 200 lines: chunks of 128 at batch 2
-    options = ParseOptions(batch_size=2)
-    alone, together = [SpanMetric(), SpanMetric()], [SpanMetric(), SpanMetric()]
-    expected = list(parse([tiny_model, tiny_model], lines, options, "brackets", alone))
-    counted = []
-    got = list(parse_in_processes([tiny_run / "best.pt"] * 2, "cpu", lines, options, "brackets", 2, together,
-                                  counted.append))
-    assert got == expected and sum(counted) == len(lines) and together == alone
+    for options in (ParseOptions(batch_size=2), ParseOptions(batch_size=2, auto_layers=True, decoder="gap"),
+                    ParseOptions(batch_size=2, combine="mean", layers=(1, 3))):
+        alone, summary = parse([tiny_model, tiny_backward_model], lines, options, agreement=True)
+        expected = list(alone)
+        counted = []
+        together, in_processes = parse([tiny_model, tiny_backward_model], lines, options, workers=2, agreement=True,
+                                       progress=counted.append)
+        assert list(together) == expected and sum(counted) == len(lines)
+        assert in_processes.agreement == summary.agreement and in_processes.layers == summary.layers
 
 
 def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
-    from grammar_induce.parse import Parsed, layers_by_agreement
+    from grammar_induce.ensemble import Parsed, layers_by_agreement
 
     words = list("abcdefgh")
     # gap scores of five trees: a balanced one, shared by member A's layer 3 and member B's layer 1, and four
@@ -173,7 +179,7 @@ def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
 
 
 def test_one_layer_for_all_models_or_one_per_model(tiny_model):
-    from grammar_induce.parse import resolve_layers
+    from grammar_induce.ensemble import resolve_layers
 
     assert resolve_layers(ParseOptions(), [tiny_model] * 2) == [2, 2]
     assert resolve_layers(ParseOptions(layers=(1,)), [tiny_model] * 2) == [1, 1]

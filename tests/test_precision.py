@@ -6,9 +6,9 @@ from click.testing import CliRunner
 
 from grammar_induce import precision
 from grammar_induce.cli import main
+from grammar_induce.distances import parse_words
 from grammar_induce.files import UserError
 from grammar_induce.model import linear, product, recurrence
-from grammar_induce.parse import parse_words
 
 from .conftest import ROOT, tiny_config
 from .test_model import needs_c_steps, random_layer
@@ -85,8 +85,7 @@ def test_c_and_tensor_op_steps_agree_under_bf16(monkeypatch):
 
 def model_loss_and_gradients(model, tokens, resolved):
     model.zero_grad()
-    with precision.products(resolved, CPU):
-        out = model(tokens)
+    out = model(tokens, products=precision.product_dtype(resolved))
     loss = torch.nn.functional.cross_entropy(out.logits.view(-1, out.logits.shape[-1]), tokens.reshape(-1))
     loss.backward()
     return out, loss.item(), {name: p.grad.clone() for name, p in model.named_parameters()}
@@ -163,7 +162,7 @@ def test_bf16_parsing_gives_nearly_the_trees_of_float32(tiny_model, with_bf16_un
 
     sentences = [s for s in SENTENCES if s] * 3 + [("the dog saw a cat near the old river " * 3).split()]
     full = parse_words(tiny_model, sentences)
-    reduced = parse_words(tiny_model, sentences, precision="bf16")
+    reduced = parse_words(tiny_model, sentences, products=precision.product_dtype(precision.resolve("bf16", CPU)))
     agree = sum(a.tree(2) == b.tree(2) for a, b in zip(full, reduced))
     assert agree >= 0.9 * len(sentences)
     gaps = [abs(x - y) for a, b in zip(full, reduced) for x, y in zip(a.distances(2), b.distances(2))]

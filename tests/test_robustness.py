@@ -18,8 +18,8 @@ from grammar_induce import checkpoint, trees
 from grammar_induce import train as train_module
 from grammar_induce.cli import main
 from grammar_induce.data import Tokenizer, read_corpus
+from grammar_induce.distances import parse_words
 from grammar_induce.files import InputError
-from grammar_induce.parse import parse_words
 from grammar_induce.train import train
 from grammar_induce.treebank import TagFilter, read_gold
 

@@ -4,7 +4,7 @@ import pytest
 
 from grammar_induce import trees
 from grammar_induce.data import Tokenizer, build_vocab, read_corpus
-from grammar_induce.evaluate import EvalOptions, evaluate_file
+from grammar_induce.scoring import EvalOptions, evaluate_file
 from grammar_induce.treebank import TagFilter, read_gold
 
 from .conftest import SHARED_DATA

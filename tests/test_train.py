@@ -161,9 +161,10 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
 
 
 def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
+    from grammar_induce.ensemble import ParseOptions
     from grammar_induce.files import InputError
     from grammar_induce.model import LSTMLanguageModel
-    from grammar_induce.parse import ParseOptions, parse
+    from grammar_induce.parse import parse
 
     out = tmp_path / "lstm"
     result = train(tiny_config(model={"kind": "lstm"}, train={"epochs": 2}), out, **QUIET)
@@ -171,4 +172,4 @@ def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
     loaded = checkpoint.load(out / "best.pt")
     assert isinstance(loaded.model, LSTMLanguageModel)
     with pytest.raises(InputError, match="lstm language model has no distances"):
-        list(parse([loaded], ["a b"], ParseOptions()))
+        parse([loaded], ["a b"], ParseOptions())

@@ -3,10 +3,10 @@ import json
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.evaluate import EvalOptions, evaluate_file, evaluate_models, write_json
+from grammar_induce.ensemble import ParseOptions
 from grammar_induce.files import InputError
 from grammar_induce.metrics import SpanMetric
-from grammar_induce.parse import ParseOptions
+from grammar_induce.scoring import EvalOptions, evaluate_file, evaluate_models, write_json
 from grammar_induce.treebank import TagFilter, read_gold
 
 from .conftest import ROOT
@@ -63,7 +63,7 @@ def test_labeled_pred_file(tmp_path):
 
 
 def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backward_model):
-    from grammar_induce.parse import parse_words
+    from grammar_induce.distances import parse_words
 
     report = evaluate_models([tiny_model, tiny_backward_model], EvalOptions(GOLD, max_length=12, quiet=True),
                              ParseOptions(decoder="gap"))

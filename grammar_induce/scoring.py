@@ -97,7 +97,9 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     One model: every layer with both distance kinds and the mean of the layers. Several: each
     member (its chosen layer), both combinations, and how much each member agrees with the others.
     """
-    from .parse import check_members, layers_by_agreement, parse_words, resolve_layers
+    from . import precision
+    from .distances import check_members, parse_words
+    from .ensemble import layers_by_agreement, resolve_layers
 
     check_members(models)
     notes: list[str] = []
@@ -105,7 +107,8 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     gold = within_length(gold, options.max_length)
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:
-        parsed = [parse_words(loaded, sentences, options.batch_size, bar.update, precision=parse_options.precision)
+        products = precision.product_dtype(precision.resolve(parse_options.precision, models[0].model.device))
+        parsed = [parse_words(loaded, sentences, options.batch_size, bar.update, products=products)
                   for loaded in models]
     auto = parse_options.auto_layers and len(models) > 1
     layers = list(layers_by_agreement(parsed, parse_options)) if auto else resolve_layers(parse_options, models)
@@ -119,7 +122,7 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
 
 
 def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
-    from .parse import decode
+    from .ensemble import decode
 
     n_layers = len(parsed[0].forget)
     predicted: dict[str, list[trees.Tree]] = {}
@@ -134,13 +137,13 @@ def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
 
 def _ensemble_rows(models: list, parsed: list[list], layers: list[int], parse_options):
     """A row per member and per combination, and each member's agreement with the others."""
-    from .parse import combine, member_agreement
+    from .ensemble import COMBINERS, combine, member_agreement
 
     kind, decoder = parse_options.distance, parse_options.decoder
     names = [f"{k + 1}: {_short_name(m.source)} L{layer}" for k, (m, layer) in enumerate(zip(models, layers))]
     predicted = {name: [p.tree(layer, kind, decoder) for p in member]
                  for name, member, layer in zip(names, parsed, layers)}
-    for how in ("mbr", "mean"):
+    for how in COMBINERS:
         options = replace(parse_options, combine=how)
         predicted[f"{how} of {len(models)}"] = [combine(list(members), layers, options) for members in zip(*parsed)]
     per_sentence = [list(member_trees) for member_trees in zip(*(predicted[name] for name in names))]
@@ -155,15 +158,19 @@ def _short_name(source: str) -> str:
 def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Report:
     """Score a file of predicted trees, one per line, aligned with the gold trees (all of them, or those
     within --max-length, as `evaluate --max-length N --save-trees` writes them)."""
+    return evaluate_lines(pred_path, list(read_lines(pred_path)), options, labeled)
+
+
+def evaluate_lines(source: str | Path, lines: list[tuple[int, str]], options: EvalOptions, labeled: bool) -> Report:
+    """`evaluate_file` of (line number, tree text) pairs; `source` names them in messages."""
     notes: list[str] = []
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, notes)
-    lines = list(read_lines(pred_path))
     short = within_length(gold, options.max_length)
     if len(lines) not in (len(gold), len(short)):
         within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
-        raise InputError(f"{pred_path}: {len(lines)} predicted trees for {len(gold)} gold trees{within}")
+        raise InputError(f"{source}: {len(lines)} predicted trees for {len(gold)} gold trees{within}")
     aligned = gold if len(lines) == len(gold) else short
-    predicted = [_read_predicted(pred_path, n, text, g, labeled) for (n, text), g in zip(lines, aligned)]
+    predicted = [_read_predicted(Path(source), n, text, g, labeled) for (n, text), g in zip(lines, aligned)]
     keep = [k for k, g in enumerate(aligned) if not options.max_length or len(g.words) <= options.max_length]
     return _report([aligned[k] for k in keep], skipped, {"predicted": [predicted[k] for k in keep]},
                    "predicted", options, notes=notes)

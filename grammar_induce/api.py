@@ -1,0 +1,193 @@
+"""The Python API: models by path or shipped name, sentences in, `nltk.Tree`s out; scores as a dataclass.
+
+    >>> import grammar_induce as gi
+    >>> parser = gi.load("ptb")                                  # doctest: +SKIP
+    >>> print(parser.parse("The old man saw a dog."))            # doctest: +SKIP
+
+The command line is a layer over these functions (flags in, this API called, output written).
+torch is imported when a model loads, not before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import pretrained, trees
+from .files import InputError
+
+if TYPE_CHECKING:
+    import nltk
+
+    from .checkpoint import LoadedModel
+    from .ensemble import ParseOptions
+    from .formats import SentenceResult
+    from .scoring import Report
+
+LABEL = "X"  # the one label of every constituent: the trees are unlabeled
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What `load` was given, resolved: the checkpoint files and a shipped name's parse settings."""
+
+    paths: tuple[Path, ...]
+    layers: tuple[int, ...] = ()
+    decoder: str | None = None
+    combine: str | None = None
+
+    @classmethod
+    def resolve(cls, specs: Sequence[str | Path]) -> ModelSpec:
+        """Paths stay paths; a shipped model's name becomes its files. A single name brings its own
+        layers, decoder and combiner (an ensemble of names and paths parses with the defaults)."""
+        if not specs:
+            raise InputError("no model: give a checkpoint file or a model name (grammar-induce models lists them)")
+        found = [(spec, pretrained.find(spec)) for spec in specs]
+        for spec, entry in found:
+            if entry is None and not Path(spec).exists():
+                raise pretrained.unknown(spec)
+        paths = tuple(path for spec, entry in found for path in (entry.paths if entry else [Path(spec)]))
+        if len(found) == 1 and found[0][1] is not None:
+            entry = found[0][1]
+            return cls(paths, entry.layers, entry.decoder, entry.combine)
+        return cls(paths)
+
+
+class Parser:
+    """One model or an ensemble, with the settings it parses with. Make one with `load`."""
+
+    def __init__(self, models: list[LoadedModel], options: ParseOptions):
+        from .distances import check_members
+
+        check_members(models)
+        self.models = models
+        self.options = options
+
+    def parse(self, sentence: str) -> nltk.Tree | None:
+        """The sentence's unlabeled binary tree (every node labelled X); None for a blank sentence."""
+        return next(self.parse_many([sentence]))
+
+    def parse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[nltk.Tree | None]:
+        """Trees of many sentences, in their order, read and parsed a chunk at a time."""
+        for result in self.analyse_many(lines, batch_size):
+            yield None if result.tree is None else to_nltk(result.tree)
+
+    def analyse(self, sentence: str) -> SentenceResult:
+        """Everything parsing found: the words, every layer's forget and input distances per member, their
+        gap scores and trees, and the tree. `.to_dict()` is a line of `--format jsonl`."""
+        return next(self.analyse_many([sentence]))
+
+    def analyse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[SentenceResult]:
+        from dataclasses import replace
+
+        from .parse import parse
+
+        options = self.options if batch_size is None else replace(self.options, batch_size=batch_size)
+        return parse(self.models, lines, options, all_layers=True)[0]
+
+    def __repr__(self) -> str:
+        return f"Parser({', '.join(m.source for m in self.models)})"
+
+
+def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, distance: str = "forget",
+         decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
+         device: str | None = None) -> Parser:
+    """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
+    ensemble. `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
+    default: the middle layer, or a shipped name's own settings. `decoder`: paper or gap; `combine`:
+    mbr (span voting) or mean (mean gap scores)."""
+    from . import checkpoint
+    from .distributed import resolve_device
+
+    spec = ModelSpec.resolve(models)
+    options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision)
+    where = resolve_device(device or "auto")
+    return Parser([checkpoint.load(path, where) for path in spec.paths], options)
+
+
+def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
+                  combine: str | None, batch_size: int, precision: str) -> ParseOptions:
+    """Parse settings from what was asked, else the shipped name's, else the defaults."""
+    from .ensemble import ParseOptions
+
+    auto = layer == "auto"
+    if layer is None or auto:
+        layers = () if auto else spec.layers
+    elif isinstance(layer, int):
+        layers = (layer,)
+    else:
+        layers = tuple(layer)
+        if not all(isinstance(n, int) for n in layers):
+            raise InputError(f"layer takes a number, one number per model, or auto, not {layer!r}")
+    defaults = ParseOptions()
+    return ParseOptions(layers, auto, distance, decoder or spec.decoder or defaults.decoder,
+                        combine or spec.combine or defaults.combine, batch_size, precision)
+
+
+def evaluate(predicted: Parser | Iterable[nltk.Tree | str], gold: str, *, max_length: int = 0, treebank: str = "ptb",
+             skip_bad: bool = False, seed: int = 0) -> Report:
+    """Score a parser, or trees aligned with the gold trees (nltk.Trees or bracket strings), against
+    gold trees with the paper's protocol: the numbers `grammar-induce evaluate` prints, as a Report
+    (`.rows[name].sentence_f1`, `.table()`, `.to_dict()`)."""
+    from . import scoring
+    from .treebank import TagFilter
+
+    options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, None), max_length, skip_bad,
+                                            seed=seed, quiet=True)
+    if isinstance(predicted, Parser):
+        return scoring.evaluate_models(predicted.models, options,
+                                                 _batch(predicted.options, options.batch_size))
+    lines = [(k, tree if isinstance(tree, str) else from_nltk_text(tree)) for k, tree in enumerate(predicted, 1)]
+    return scoring.evaluate_lines("trees", lines, options, labeled=False)
+
+
+def _batch(options: ParseOptions, batch_size: int) -> ParseOptions:
+    from dataclasses import replace
+
+    return replace(options, batch_size=batch_size)
+
+
+def to_nltk(tree: trees.Tree) -> nltk.Tree:
+    """Our nested-list tree as an nltk.Tree, every constituent labelled X (a one-word sentence: (X word))."""
+    import nltk
+
+    if isinstance(tree, str):
+        return nltk.Tree(LABEL, [tree])
+    stack: list[list] = [[]]
+    for event in trees.walk(tree):
+        if event is trees.OPEN:
+            stack.append([])
+        elif event is trees.CLOSE:
+            children = stack.pop()
+            stack[-1].append(nltk.Tree(LABEL, children))
+        else:
+            stack[-1].append(event)
+    return stack[0][0]
+
+
+def from_nltk_text(tree: nltk.Tree) -> str:
+    """An nltk.Tree (labelled or not) as the bracket text `evaluate` reads: labels and unary nodes dropped."""
+    import nltk
+
+    def children(node) -> list:
+        return [str(c) if not isinstance(c, nltk.Tree) else c for c in node]
+
+    # iteratively, as trees of long sentences are deep: (node, its children converted so far)
+    stack: list[tuple[object, list]] = [(tree, [])]
+    todo = [iter(children(tree))]
+    while True:
+        child = next(todo[-1], None)
+        if child is None:
+            _, built = stack.pop()
+            todo.pop()
+            value = built[0] if len(built) == 1 else built
+            if not stack:
+                return trees.to_brackets(value)
+            stack[-1][1].append(value)
+        elif isinstance(child, str):
+            stack[-1][1].append(child)
+        else:
+            stack.append((child, []))
+            todo.append(iter(children(child)))

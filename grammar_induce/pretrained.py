@@ -1,0 +1,86 @@
+"""The models that ship inside the package, by name: `--model ptb`, `gi.load("ptb-pair")`. No torch.
+
+`resources/models/models.toml` lists each name: its checkpoint files (float16 weights, see
+scripts/pack_pretrained.py, which writes the folder), how to parse with it (layers, decoder,
+combiner) and what it measured. A name may stand for several files: an ensemble.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import InputError
+
+MODELS_DIR = Path(__file__).resolve().parent / "resources" / "models"
+INDEX = MODELS_DIR / "models.toml"
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    name: str
+    files: tuple[str, ...]  # in MODELS_DIR
+    direction: str  # forward, backward, or forward+backward for a pair
+    training_text: str
+    licence: str
+    parameters: int
+    nltk_f1: float  # sentence F1 on the NLTK Penn Treebank sample (3914 trees), the paper's protocol
+    valid_ppl: float | None = None  # None for an ensemble
+    test_ppl: float | None = None
+    layers: tuple[int, ...] = ()  # (): the middle layer
+    decoder: str = "paper"
+    combine: str = "mbr"
+    description: str = ""
+
+    @property
+    def paths(self) -> list[Path]:
+        return [MODELS_DIR / name for name in self.files]
+
+    @property
+    def megabytes(self) -> float:
+        return sum(p.stat().st_size for p in self.paths) / 1e6
+
+
+def catalogue() -> dict[str, Pretrained]:
+    """Every shipped model by name (empty when the package ships none)."""
+    if not INDEX.is_file():
+        return {}
+    with INDEX.open("rb") as f:
+        entries = tomllib.load(f)
+    return {name: Pretrained(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()})
+            for name, entry in entries.items()}
+
+
+def find(spec: str | Path) -> Pretrained | None:
+    """The shipped model `spec` names, or None when `spec` is a file's path (a path wins over a name)."""
+    if Path(spec).exists():
+        return None
+    return catalogue().get(str(spec))
+
+
+def unknown(spec: str | Path) -> InputError:
+    """The error for a --model that is neither a checkpoint file nor a shipped model's name."""
+    names = ", ".join(catalogue()) or "none in this installation"
+    return InputError(f"{spec}: no such checkpoint file, nor a model name (models: {names}; "
+                      "grammar-induce models lists them)")
+
+
+def table() -> str:
+    """What `grammar-induce models` prints: one row per name."""
+    rows = [("name", "direction", "parameters", "MB", "valid ppl", "test ppl", "NLTK F1", "parses with")]
+    for m in catalogue().values():
+        how = (f"layers {','.join(map(str, m.layers)) or 'middle'}, {m.decoder} decoder"
+               + (f", {m.combine}" if len(m.files) > 1 else ""))
+        rows.append((m.name, m.direction, f"{m.parameters:,}", f"{m.megabytes:.1f}", _number(m.valid_ppl),
+                     _number(m.test_ppl), f"{m.nltk_f1:.1f}", how))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    texts = sorted({(m.training_text, m.licence) for m in catalogue().values()})
+    lines += [f"\ntraining text: {text}\nlicence: {licence}" for text, licence in texts]
+    lines.append("NLTK F1: sentence F1 on the NLTK Penn Treebank sample (3914 trees, the paper's protocol)")
+    return "\n".join(lines)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -1,0 +1,104 @@
+"""The Python API: the same trees and numbers as the command line, as objects."""
+
+import json
+
+import nltk
+import pytest
+from click.testing import CliRunner
+
+import grammar_induce as gi
+from grammar_induce.api import ModelSpec, from_nltk_text, to_nltk
+from grammar_induce.cli import main
+from grammar_induce.files import InputError
+from grammar_induce.trees import parse_brackets
+
+from .test_imports import run_python
+
+SENTENCES = ["the dog saw a cat", "", "he liked the old farmer 's red car", "mary"]
+
+
+def cli(*args, input=None):
+    result = CliRunner().invoke(main, [str(a) for a in args], input=input)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_parse_gives_nltk_trees_of_the_words_as_written(tiny_run):
+    parser = gi.load(tiny_run / "best.pt")
+    tree = parser.parse("The dog saw a Zebra")
+    assert isinstance(tree, nltk.Tree) and tree.label() == "X"
+    assert tree.leaves() == ["The", "dog", "saw", "a", "Zebra"]
+    assert all(node.label() == "X" for node in tree.subtrees())
+    assert parser.parse("   ") is None
+    assert to_nltk("mary") == nltk.Tree("X", ["mary"])
+
+
+def test_parse_many_streams_in_order_the_trees_the_command_line_prints(tiny_run):
+    parser = gi.load(tiny_run / "best.pt")
+    trees = list(parser.parse_many(iter(SENTENCES), batch_size=2))
+    printed = cli("parse", "--model", tiny_run / "best.pt", "--input", "-", input="\n".join(SENTENCES) + "\n")
+    expected = printed.split("\n")[: len(SENTENCES)]
+    assert [from_nltk_text(t) if t is not None else "" for t in trees] == expected
+    assert trees[1] is None and trees[3] == nltk.Tree("X", ["mary"])
+
+
+def test_analyse_is_a_line_of_jsonl(tiny_run, tiny_backward_run):
+    paths = [tiny_run / "best.pt", tiny_backward_run / "best.pt"]
+    for models in ([paths[0]], paths):
+        result = gi.load(*models, decoder="gap").analyse("the dog saw a cat")
+        printed = cli("parse", *[a for p in models for a in ("--model", p)], "--decoder", "gap", "--format", "jsonl",
+                      "the dog saw a cat")
+        assert result.to_dict() == json.loads(printed)
+        assert [len(m.gaps) for m in result.members] == [4] * len(models)
+        assert [m.layer for m in result.members] == [2] * len(models)
+
+
+def test_an_ensemble_with_options_parses_as_the_command_line(tiny_run, tiny_backward_run):
+    paths = [tiny_run / "best.pt", tiny_backward_run / "best.pt"]
+    parser = gi.load(*paths, combine="mean", layer=[1, 3])
+    printed = cli("parse", "--model", paths[0], "--model", paths[1], "--combine", "mean", "--layer", 1, "--layer", 3,
+                  "the dog saw a cat near the river")
+    assert from_nltk_text(parser.parse("the dog saw a cat near the river")) == printed.strip()
+    auto = gi.load(*paths, layer="auto")
+    assert auto.options.auto_layers and auto.options.layers == ()
+
+
+def test_evaluate_gives_the_numbers_the_command_line_writes(tiny_run, tmp_path):
+    from grammar_induce.cli import QUICKSTART_GOLD
+
+    report = gi.evaluate(gi.load(tiny_run / "best.pt"), gold=str(QUICKSTART_GOLD))
+    cli("evaluate", "--model", tiny_run / "best.pt", "--quiet", "--json", tmp_path / "e.json",
+        "--save-trees", tmp_path / "t.txt")
+    assert report.to_dict() == json.loads((tmp_path / "e.json").read_text())
+    lines = (tmp_path / "t.txt").read_text().splitlines()
+    for predicted in (lines, [to_nltk(parse_brackets(line)) for line in lines]):
+        again = gi.evaluate(predicted, gold=str(QUICKSTART_GOLD))
+        assert again.rows["predicted"].to_dict() == report.rows[report.main_row].to_dict()
+
+
+def test_nltk_trees_with_labels_and_unary_nodes_become_bracket_text():
+    tree = nltk.Tree.fromstring("(S (NP (DT the) (NN dog)) (VP (VBD barked)))")
+    assert from_nltk_text(tree) == "((the dog) barked)"
+
+
+def test_a_path_or_a_name_and_what_is_neither(tmp_path):
+    with pytest.raises(InputError, match=r"nope: no such checkpoint file, nor a model name \(models: "):
+        ModelSpec.resolve(["nope"])
+    with pytest.raises(InputError, match="no model"):
+        ModelSpec.resolve([])
+    (tmp_path / "ptb").write_text("")  # a file of that name wins over the shipped model
+    spec = ModelSpec.resolve([str(tmp_path / "ptb")])
+    assert spec.paths == (tmp_path / "ptb",) and spec.decoder is None
+
+
+@pytest.mark.slow
+def test_importing_the_package_loads_no_torch_and_loading_a_model_does(tiny_run):
+    out = run_python(
+        "import sys, os\n"
+        "os.environ.pop('THP_MEM_ALLOC_ENABLE', None)  # inherited from this test process\n"
+        "import grammar_induce as gi\n"
+        "print(gi.__version__, 'torch' in sys.modules, 'THP_MEM_ALLOC_ENABLE' in os.environ, sorted(gi.__all__))\n"
+        f"gi.load({str(tiny_run / 'best.pt')!r})\n"
+        "print('torch' in sys.modules)\n")
+    first, second = out.strip().splitlines()
+    assert first.startswith("0.") and " False False " in first and "'load'" in first and second == "True"
