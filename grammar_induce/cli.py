@@ -128,12 +128,12 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
 @user_errors
 def prepare(text_file, config_path, tokenizer, direction, workers, overrides) -> None:
     """Tokenize a training file into the token cache ahead of training, and say what it holds."""
-    from . import train as train_workflow
+    from . import corpus
 
     raw = config_module.load(config_path or QUICKSTART_CONFIG)
     flags = {"data.tokenizer": tokenizer, "model.direction": direction, "data.workers": workers}
     config = _config(raw, flags, overrides, config_path or QUICKSTART_CONFIG)
-    click.echo(train_workflow.prepare_corpus(config, str(text_file)))
+    click.echo(corpus.prepare(config, str(text_file)))
 
 
 def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):

@@ -18,16 +18,21 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from .data import EOS, UNK, Tokenizer, Vocab
 from .files import InputError, read_lines
+
+if TYPE_CHECKING:
+    from .config import Config, DataConfig
 
 FORMAT = 1
 CACHE_ENV = "GRAMMAR_INDUCE_CACHE"
@@ -54,6 +59,31 @@ class Entry:
     @property
     def size_bytes(self) -> int:
         return sum(f.stat().st_size for f in self.path.iterdir())
+
+
+def training_reader(data: DataConfig) -> Tokenizer:
+    """How a run reads its training, validation and test files: the config's tokenizer, with its
+    lowercasing and digit mapping only when data.normalize_training_text (the PTB LM text is read as it is)."""
+    if data.normalize_training_text:
+        return Tokenizer(data.tokenizer, data.lowercase, data.replace_digits)
+    return Tokenizer(data.tokenizer)
+
+
+def prepare(config: Config, path: str) -> str:
+    """Build (or find) the token cache of a training file with the config's text settings; returns
+    what it holds, in a few lines (`grammar-induce prepare`)."""
+    data = config.data
+    began = time.time()
+    entry = training_entry(path, training_reader(data), Limits(data.max_vocab, data.min_freq),
+                           cache_root(data.cache_dir), data.workers or os.cpu_count() or 1,
+                           config.model.direction == "backward")
+    words = sum(entry.counts.values())
+    covered = sum(entry.counts.get(word, 0) for word in entry.vocab.words)
+    return (f"{path}: {entry.ids.numel() - entry.sentences:,} tokens in {entry.sentences:,} sentences "
+            f"({entry.blank_lines:,} blank lines skipped), {len(entry.counts) - 2:,} word types\n"
+            f"vocabulary {len(entry.vocab):,} (max_vocab {data.max_vocab or 'none'}, min_freq {data.min_freq}): "
+            f"covers {100 * covered / max(words, 1):.2f}% of the tokens\n"
+            f"cache {entry.path} ({entry.size_bytes / 2**20:.1f} MB), ready in {time.time() - began:.1f} s")
 
 
 def cache_root(configured: str = "") -> Path:

@@ -1,8 +1,6 @@
-"""A plain per-step ON-LSTM, written as the paper's code writes it, to check the fast path against.
-
-Nothing in the tool runs on it: the tests compare `model.py` with it (values and gradients)
-and `scripts/benchmark.py` times it as the baseline: the one-sentence-at-a-time parser, and
-training as the paper's code trains (per-step layers through autograd).
+"""The paper's code as it runs, on model.paper_layer: the baselines the benchmark times and the tests
+compare with (the one-sentence-at-a-time parser, and training as the paper's code trains: per-step
+layers through autograd). Nothing in the tool runs on it.
 """
 
 from __future__ import annotations
@@ -11,42 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .model import Distances, ONLSTMLanguageModel, cumax, embedding_dropout, locked_dropout
-
-
-def reference_layer(
-    x: Tensor, state: tuple[Tensor, Tensor], w_ih: Tensor, b_ih: Tensor, w_hh: Tensor, b_hh: Tensor, chunk_size: int,
-    hh_scale: float | None = None,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """x (T, B, I) -> hs (T, B, H), c_last (B, H), forget and input distances (T, B).
-
-    With `hh_scale`, the hidden map is `w_hh * hh_scale`, recomputed at every step as the
-    paper's LinearDropConnect does in evaluation.
-    """
-    hidden_size = w_hh.shape[1]
-    n = hidden_size // chunk_size
-    h, c = state
-    c = c.view(-1, n, chunk_size)
-    t_input = F.linear(x, w_ih, b_ih)
-    outputs, dist_f, dist_i = [], [], []
-    for t in range(x.shape[0]):
-        step_weight = w_hh if hh_scale is None else w_hh * hh_scale
-        gates = t_input[t] + F.linear(h, step_weight, b_hh)
-        l_in, l_forget = gates[:, : 2 * n].chunk(2, 1)
-        o, cand, i, f = gates[:, 2 * n :].view(-1, 4 * n, chunk_size).chunk(4, 1)
-        m_in = 1.0 - cumax(l_in)
-        m_forget = cumax(l_forget)
-        dist_f.append(1.0 - m_forget.sum(-1) / n)
-        dist_i.append(m_in.sum(-1) / n)
-        m_in, m_forget = m_in[:, :, None], m_forget[:, :, None]
-        o, cand, i, f = torch.sigmoid(o), torch.tanh(cand), torch.sigmoid(i), torch.sigmoid(f)
-        overlap = m_forget * m_in
-        f = f * overlap + (m_forget - overlap)
-        i = i * overlap + (m_in - overlap)
-        c = f * c + i * cand
-        h = (o * torch.tanh(c)).view(-1, hidden_size)
-        outputs.append(h)
-    return torch.stack(outputs), c.reshape(-1, hidden_size), torch.stack(dist_f), torch.stack(dist_i)
+from .model import Distances, ONLSTMLanguageModel, embedding_dropout, locked_dropout, paper_layer
 
 
 @torch.no_grad()
@@ -66,7 +29,7 @@ def reference_distances(model: ONLSTMLanguageModel, tokens: Tensor, scale_every_
         w_hh, scale = params[p + "hh.weight"], 1.0 - cfg.wdrop
         if not scale_every_step:
             w_hh, scale = w_hh * scale, None
-        x, _, dist_f, dist_i = reference_layer(
+        x, _, dist_f, dist_i = paper_layer(
             x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"], w_hh, params[p + "hh.bias"],
             cfg.chunk_size, hh_scale=scale,
         )
@@ -88,7 +51,7 @@ def reference_training_loss(model: ONLSTMLanguageModel, tokens: Tensor, targets:
         p = f"layers.{k}."
         w_hh = params[p + "hh.weight"]
         w_hh = w_hh.masked_fill(torch.rand_like(w_hh) < cfg.wdrop, 0.0)
-        x = reference_layer(x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"], w_hh,
+        x = paper_layer(x, (zeros, zeros), params[p + "ih.weight"], params[p + "ih.bias"], w_hh,
                             params[p + "hh.bias"], cfg.chunk_size)[0]
         if k < cfg.n_layers - 1:
             x = locked_dropout(x, cfg.dropouth, True)

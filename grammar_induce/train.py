@@ -120,7 +120,7 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
     if not data.train:
         raise InputError("no training file: give --train FILE or set data.train in the config")
     tokenizer = Tokenizer(data.tokenizer, data.lowercase, data.replace_digits)
-    reader = tokenizer if data.normalize_training_text else Tokenizer(data.tokenizer)
+    reader = corpus.training_reader(data)
     root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
     backward = config.model.direction == "backward"
     limits = corpus.Limits(data.max_vocab, data.min_freq)
@@ -144,25 +144,6 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
                   rows(data.valid, train_cfg.eval_batch_size), rows(data.test, train_cfg.test_batch_size),
                   {path: entry.blank_lines for path, entry in entries.items()},
                   sum(entry.size_bytes for entry in entries.values()), train.path.parent)
-
-
-def prepare_corpus(config: Config, path: str) -> str:
-    """Build (or find) the token cache of a training file with the config's text settings; returns
-    what it holds, in a few lines."""
-    data = config.data
-    reader = (Tokenizer(data.tokenizer, data.lowercase, data.replace_digits) if data.normalize_training_text
-              else Tokenizer(data.tokenizer))
-    began = time.time()
-    entry = corpus.training_entry(path, reader, corpus.Limits(data.max_vocab, data.min_freq),
-                                  corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1,
-                                  config.model.direction == "backward")
-    words = sum(entry.counts.values())
-    covered = sum(entry.counts.get(word, 0) for word in entry.vocab.words)
-    return (f"{path}: {entry.ids.numel() - entry.sentences:,} tokens in {entry.sentences:,} sentences "
-            f"({entry.blank_lines:,} blank lines skipped), {len(entry.counts) - 2:,} word types\n"
-            f"vocabulary {len(entry.vocab):,} (max_vocab {data.max_vocab or 'none'}, min_freq {data.min_freq}): "
-            f"covers {100 * covered / max(words, 1):.2f}% of the tokens\n"
-            f"cache {entry.path} ({entry.size_bytes / 2**20:.1f} MB), ready in {time.time() - began:.1f} s")
 
 
 def sample_seq_len(rng: random.Random, bptt: int) -> int:
@@ -223,8 +204,7 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, batch_size: int) -> fl
     """A trained model's perplexity on a text file read as its training read text (the paper's
     measure: the file as one stream in `batch_size` rows, bptt-long windows, the state carried)."""
     data = loaded.config.data
-    reader = loaded.tokenizer if data.normalize_training_text else Tokenizer(data.tokenizer)
-    entry = corpus.encoded_entry(path, reader, loaded.vocab, corpus.cache_root(data.cache_dir), 1,
+    entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.direction == "backward")
     source = batchify(entry.ids, batch_size).to(loaded.model.device)
     return math.exp(evaluate_loss(loaded.model, source, loaded.config.train.bptt))
@@ -249,7 +229,7 @@ class averaged_weights:
                 p.copy_(saved)
 
 
-class StopFlag:
+class _StopFlag:
     """Turns Ctrl-C and SIGTERM into a request to stop after the current batch."""
 
     def __init__(self):
@@ -272,7 +252,7 @@ class StopFlag:
 
 
 @dataclass
-class Loop:
+class _Loop:
     """The parts of a run: fixed ones (config, device, world, run directory, logging) and the ones
     training swaps (the optimizer at the switch to averaged SGD, the corpus moved to the device)."""
 
@@ -285,8 +265,8 @@ class Loop:
     out_dir: Path
     quiet: bool
     log: Callable[[str], None]
+    optimizer: torch.optim.Optimizer  # replaced at the switch to averaged SGD
     rng: random.Random = field(default_factory=random.Random)
-    optimizer: torch.optim.Optimizer | None = None
     started: float = field(default_factory=time.time)
     stopped_by: int | None = None  # the signal that interrupted the run
 
@@ -304,32 +284,32 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
                                                                    precision=precision.resolve(requested, device)))
     rundir.check(out_dir, resume, force)
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
-    saved = resume_state(payload, out_dir / "last.pt") if payload else None
-    corpus = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
+    saved = _resume_state(payload, out_dir / "last.pt") if payload else None
+    streams = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
-        loop = start_loop(config, corpus, out_dir, payload, world, device, quiet, log)
-        state = restore_state(loop, payload, saved)
+        loop = _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, log)
+        state = _restore_state(loop, payload, saved)
         if world.is_main:
-            announce(loop, state)
+            _announce(loop, state)
             loop.log(precision.describe(requested, config.train.precision, device, config.model.kind))
-        epochs = run_epochs(loop, state)
+        epochs = _run_epochs(loop, state)
         interrupted = state.position is not None
-        test_ppl = final_test(loop) if world.is_main and corpus.test is not None and not interrupted else None
+        test_ppl = _final_test(loop) if world.is_main and streams.test is not None and not interrupted else None
         loop.trainable = loop.model  # release the DDP wrapper before the process group goes,
         gc.collect()  # now: it can sit in reference cycles, and freed at exit it can abort the process (gloo)
         world.close()
-    best = math.exp(state.best_loss) if corpus.valid is not None and math.isfinite(state.best_loss) else None
+    best = math.exp(state.best_loss) if streams.valid is not None and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main, loop.stopped_by)
 
 
-def resume_state(payload: dict[str, Any], source: Path) -> TrainState:
+def _resume_state(payload: dict[str, Any], source: Path) -> TrainState:
     if "training_state" not in payload:
         raise InputError(f"{source}: holds no training state to resume from (a copy of best.pt?)")
     return TrainState.from_dict(payload["training_state"], source)
 
 
-def announce(loop: Loop, state: TrainState) -> None:
+def _announce(loop: _Loop, state: TrainState) -> None:
     """Write config.toml and say what is about to train."""
     rundir.trim_metrics(loop.out_dir / "metrics.jsonl", state.epoch)
     write_text(loop.out_dir / "config.toml", config_module.to_toml(loop.config))
@@ -350,30 +330,32 @@ def time_step_note(model: torch.nn.Module) -> str:
     return ", time steps in C" if native.usable(weight) else ", time steps as tensor ops (the C steps are turned off or could not be built)"
 
 
-def start_loop(config, corpus, out_dir, payload, world, device, quiet, log) -> Loop:
+def _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, log) -> _Loop:
+    """The run's parts, each made once: the model (with the saved weights), its optimizer for the saved
+    phase, the corpus on the device."""
     torch.manual_seed(config.train.seed)
-    model = build_model(len(corpus.vocab), config.model).to(device)
+    model = build_model(len(streams.vocab), config.model).to(device)
     if payload:
         model.load_state_dict(payload["state_dict"])
-    corpus.train = corpus.train.to(device)
-    corpus.valid = corpus.valid.to(device) if corpus.valid is not None else None
-    return Loop(config, corpus, model, world.wrap(model), device, world, out_dir, quiet, log,
+    streams.train = streams.train.to(device)
+    streams.valid = streams.valid.to(device) if streams.valid is not None else None
+    optimizer = make_optimizer(model, config, saved.phase if saved else "sgd")
+    return _Loop(config, streams, model, world.wrap(model), device, world, out_dir, quiet, log, optimizer,
                 rng=random.Random(config.train.seed))
 
 
-def restore_state(loop: Loop, payload: dict | None, saved: TrainState | None) -> TrainState:
+def _restore_state(loop: _Loop, payload: dict | None, saved: TrainState | None) -> TrainState:
+    """A new run's state, or the saved one with the optimizer and random generators as they were."""
     if payload is None or saved is None:
-        loop.optimizer = make_optimizer(loop.model, loop.config, "sgd")
         return TrainState()
-    loop.optimizer = make_optimizer(loop.model, loop.config, saved.phase)
     loop.optimizer.load_state_dict(payload["training_state"]["optimizer"])
     for group in loop.optimizer.param_groups:  # as the paper's --resume: the config's values win
         group.update(lr=loop.config.train.lr, weight_decay=loop.config.train.weight_decay)
-    set_rng_state(loop, payload["training_state"]["rng"])
+    _set_rng_state(loop, payload["training_state"]["rng"])
     return saved
 
 
-def rng_state(loop: Loop) -> dict[str, Any]:
+def _rng_state(loop: _Loop) -> dict[str, Any]:
     _, internal, gauss_next = loop.rng.getstate()
     state = {"python": list(internal), "gauss_next": gauss_next, "torch": torch.get_rng_state()}
     if loop.device.type == "cuda":
@@ -381,47 +363,47 @@ def rng_state(loop: Loop) -> dict[str, Any]:
     return state
 
 
-def set_rng_state(loop: Loop, state: dict[str, Any]) -> None:
+def _set_rng_state(loop: _Loop, state: dict[str, Any]) -> None:
     loop.rng.setstate((3, tuple(state["python"]), state["gauss_next"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and loop.device.type == "cuda":
         torch.cuda.set_rng_state(state["cuda"], loop.device)
 
 
-def save_last(loop: Loop, state: TrainState) -> None:
+def _save_last(loop: _Loop, state: TrainState) -> None:
     if not loop.world.is_main:
         return
-    training_state = {**state.to_dict(), "optimizer": loop.optimizer.state_dict(), "rng": rng_state(loop),
+    training_state = {**state.to_dict(), "optimizer": loop.optimizer.state_dict(), "rng": _rng_state(loop),
                       "elapsed": state.elapsed + time.time() - loop.started}
     checkpoint.save(loop.out_dir / "last.pt", loop.model, loop.corpus.vocab, loop.corpus.tokenizer, loop.config,
                     training_state)
 
 
-def run_epochs(loop: Loop, state: TrainState) -> list[dict[str, Any]]:
+def _run_epochs(loop: _Loop, state: TrainState) -> list[dict[str, Any]]:
     """Epoch after epoch until the epoch count, a step or time limit, or a stop request."""
     cfg = loop.config.train
     records = []
-    with StopFlag() as stop:
+    with _StopFlag() as stop:
         while state.epoch <= cfg.epochs:
-            stats = run_epoch(loop, state, stop)
+            stats = _run_epoch(loop, state, stop)
             if stats is None:  # interrupted: last.pt holds the position inside the epoch
-                save_last(loop, state)
+                _save_last(loop, state)
                 loop.stopped_by = stop.signal or signal.SIGINT  # other ranks learn of it from rank 0
                 loop.log(f"interrupted in epoch {state.epoch}; continue with --resume")
                 break
-            records.append(end_epoch(loop, state, stats))
-            if limit_reached(loop, state):
+            records.append(_end_epoch(loop, state, stats))
+            if _limit_reached(loop, state):
                 break
     return records
 
 
-def limit_reached(loop: Loop, state: TrainState) -> bool:
+def _limit_reached(loop: _Loop, state: TrainState) -> bool:
     cfg = loop.config.train
     minutes = (state.elapsed + time.time() - loop.started) / 60
     return bool(cfg.max_steps and state.step >= cfg.max_steps) or bool(cfg.max_minutes and minutes >= cfg.max_minutes)
 
 
-def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float] | None:
+def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, float] | None:
     """Train from `state.position` (or the epoch's start). Returns statistics, or None if interrupted."""
     data, cfg = loop.corpus.train, loop.config.train
     pos = state.position or EpochPosition()
@@ -457,7 +439,7 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
         seconds = pos.seconds + time.time() - began
         bar.update(len(inputs))
         bar.set_postfix(loss=f"{ce:.3f}", ppl=f"{math.exp(min(ce, 50)):.1f}", tok_s=f"{pos.tokens * loop.world.size / seconds:.0f}")
-        if limit_reached(loop, state):
+        if _limit_reached(loop, state):
             break
     bar.close()
     seconds = pos.seconds + time.time() - began
@@ -466,7 +448,7 @@ def run_epoch(loop: Loop, state: TrainState, stop: StopFlag) -> dict[str, float]
             "seconds": seconds}
 
 
-def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
+def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
     """Validate (with ASGD's averages once averaging runs), keep the best model, maybe switch to ASGD."""
     cfg = loop.config.train
     valid = loop.corpus.valid
@@ -479,7 +461,7 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
                 checkpoint.save(loop.out_dir / "best.pt", loop.model, loop.corpus.vocab, loop.corpus.tokenizer,
                                 loop.config)
         if cfg.keep_epochs and loop.world.is_main:
-            keep_snapshot(loop, state.epoch)
+            _keep_snapshot(loop, state.epoch)
     record = {
         "epoch": state.epoch,
         "train_loss": round(stats["train_loss"], 5),
@@ -501,11 +483,11 @@ def end_epoch(loop: Loop, state: TrainState, stats: dict[str, float]) -> dict[st
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
         draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg")
         loop.log(rundir.format_record(record))
-    save_last(loop, state)
+    _save_last(loop, state)
     return record
 
 
-def keep_snapshot(loop: Loop, epoch: int) -> None:
+def _keep_snapshot(loop: _Loop, epoch: int) -> None:
     """Save this epoch's model (as validated: ASGD's averages once averaging runs) as epoch-K.pt,
     dropping the one that falls out of the last `keep_epochs`."""
     checkpoint.save(loop.out_dir / f"epoch-{epoch}.pt", loop.model, loop.corpus.vocab, loop.corpus.tokenizer,
@@ -518,7 +500,7 @@ def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
     return len(history) > nonmono and val_loss > min(history[: len(history) - nonmono])
 
 
-def final_test(loop: Loop) -> float:
+def _final_test(loop: _Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
     ppl = math.exp(evaluate_loss(best.model, loop.corpus.test.to(loop.device), loop.config.train.bptt,

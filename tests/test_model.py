@@ -5,49 +5,14 @@ import torch
 
 from grammar_induce import native
 from grammar_induce.config import ModelConfig
-from grammar_induce.model import (
-    ONLSTMLanguageModel,
-    _Recurrence,
-    count_parameters,
-    cross_entropy,
-    cumax,
-    keep_mask,
-    recurrence,
-)
-from grammar_induce.reference import reference_distances, reference_layer
+from grammar_induce.model import ONLSTMLanguageModel, count_parameters, cross_entropy, cumax, keep_mask, paper_layer
+from grammar_induce.recurrence import _Recurrence, recurrence
+from grammar_induce.reference import reference_distances
 
 torch.set_default_dtype(torch.float32)
 
 NO_C_STEPS = "no C compiler here: the model uses its tensor-op steps"
 needs_c_steps = pytest.mark.skipif(native.library(torch.float32) is None, reason=NO_C_STEPS)
-
-
-def one_step_by_hand(x, h, c, w_ih, b_ih, w_hh, b_hh, chunk):
-    """The paper's equations for one step, written out in float64 with plain loops over levels."""
-    hidden = h.shape[-1]
-    n = hidden // chunk
-    g = x @ w_ih.T + b_ih + h @ w_hh.T + b_hh  # (B, 4H + 2n)
-    batch = g.shape[0]
-    h_new, c_new = torch.zeros(batch, hidden, dtype=torch.float64), torch.zeros(batch, hidden, dtype=torch.float64)
-    dist_f, dist_i = torch.zeros(batch, dtype=torch.float64), torch.zeros(batch, dtype=torch.float64)
-    for b in range(batch):
-        p_i = torch.exp(g[b, :n]) / torch.exp(g[b, :n]).sum()
-        p_f = torch.exp(g[b, n : 2 * n]) / torch.exp(g[b, n : 2 * n]).sum()
-        rest = g[b, 2 * n :].view(4 * n, chunk)
-        o, cand, i, f = rest[:n], rest[n : 2 * n], rest[2 * n : 3 * n], rest[3 * n :]
-        for level in range(n):
-            m_f = p_f[: level + 1].sum()  # cumax
-            m_i = 1 - p_i[: level + 1].sum()
-            w = m_f * m_i
-            for k in range(chunk):
-                unit = level * chunk + k
-                fg = torch.sigmoid(f[level, k]) * w + (m_f - w)
-                ig = torch.sigmoid(i[level, k]) * w + (m_i - w)
-                c_new[b, unit] = fg * c[b, unit] + ig * torch.tanh(cand[level, k])
-                h_new[b, unit] = torch.sigmoid(o[level, k]) * torch.tanh(c_new[b, unit])
-            dist_f[b] += (1 - m_f) / n
-            dist_i[b] += m_i / n
-    return h_new, c_new, dist_f, dist_i
 
 
 def random_layer(seed=0, batch=3, inp=5, hidden=8, chunk=2, steps=1, scale=1.0):
@@ -67,12 +32,27 @@ def fast(p):
     return recurrence(xproj, p["h"], p["c"], p["w_hh"], p["n"])
 
 
-def test_one_step_matches_the_equations_by_hand():
-    p = random_layer()
-    hs, c_last, dist_f, dist_i = fast(p)
-    expected = one_step_by_hand(p["x"][0], p["h"], p["c"], p["w_ih"], p["b_ih"], p["w_hh"], p["b_hh"], p["chunk"])
-    for got, want in zip((hs[0], c_last, dist_f[0], dist_i[0]), expected):
-        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+def test_one_step_of_the_paper_cell_by_hand_and_the_engine_agrees():
+    """Two levels of one unit, gate logits chosen so every quantity is easy by hand:
+    master-forget softmax (1/2, 1/2) -> cumax (1/2, 1); master-input softmax (1, 0) -> 1 - cumax (0, 0);
+    so the overlap w = 0, f^ = (1/2, 1) and i^ = (0, 0): c' = f^ * c, h = sigmoid(o) * tanh(c')."""
+    big = 30.0  # softmax([30, -30]) is (1, 0) to double precision
+    gates = torch.tensor([[big, -big, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    # columns: master input (2) | master forget (2) | o (2) | candidate (2) | i (2) | f (2)
+    c = torch.tensor([[0.8, -0.4]], dtype=torch.float64)
+    zero = torch.zeros(12, dtype=torch.float64)
+    hs, c_last, dist_f, dist_i = paper_layer(gates[None], (torch.zeros(1, 2, dtype=torch.float64), c),
+                                             torch.eye(12, dtype=torch.float64), zero,
+                                             torch.zeros(12, 2, dtype=torch.float64), zero, chunk_size=1)
+    c_by_hand = torch.tensor([[0.4, -0.4]], dtype=torch.float64)
+    torch.testing.assert_close(c_last, c_by_hand)
+    torch.testing.assert_close(hs[0], 0.5 * torch.tanh(c_by_hand))
+    torch.testing.assert_close(dist_f[0], torch.tensor([0.25], dtype=torch.float64))  # 1 - mean(1/2, 1)
+    torch.testing.assert_close(dist_i[0], torch.tensor([0.0], dtype=torch.float64))
+    fast_hs, fast_c, fast_f, fast_i = recurrence(gates[None], torch.zeros(1, 2, dtype=torch.float64), c,
+                                                 torch.zeros(12, 2, dtype=torch.float64), 2)
+    for a, b in zip((fast_hs[0], fast_c, fast_f[0], fast_i[0]), (hs[0], c_last, dist_f[0], dist_i[0])):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
 def test_distances_are_expected_levels_over_n():
@@ -97,7 +77,7 @@ def backward_loop(request, monkeypatch):
 
 def test_fast_layer_equals_reference_values_and_gradients(backward_loop):
     p = random_layer(seed=1, steps=7, batch=4, hidden=12, chunk=3)
-    ref = reference_layer(p["x"], (p["h"], p["c"]), p["w_ih"], p["b_ih"], p["w_hh"], p["b_hh"], p["chunk"])
+    ref = paper_layer(p["x"], (p["h"], p["c"]), p["w_ih"], p["b_ih"], p["w_hh"], p["b_hh"], p["chunk"])
     out = fast(p)
     weights = [torch.randn_like(r) for r in ref]
     params = [p[k] for k in ("x", "h", "c", "w_ih", "b_ih", "w_hh", "b_hh")]

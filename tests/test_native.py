@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from grammar_induce import native
-from grammar_induce.model import _Recurrence
+from grammar_induce.recurrence import _Recurrence
 
 from .test_model import fast, needs_c_steps, random_layer
 

@@ -8,7 +8,7 @@ from grammar_induce import precision
 from grammar_induce.cli import main
 from grammar_induce.distances import parse_words
 from grammar_induce.files import UserError
-from grammar_induce.model import linear, product, recurrence
+from grammar_induce.recurrence import linear, product, recurrence
 
 from .conftest import ROOT, tiny_config
 from .test_model import needs_c_steps, random_layer

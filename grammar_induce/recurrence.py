@@ -1,0 +1,248 @@
+"""The fast recurrence engine: one ON-LSTM layer over a whole sequence as one autograd Function.
+
+model.py writes the cell as the paper does (`paper_layer`, one step at a time through autograd);
+this module computes the same function fast. The input projection of all steps is one matrix
+product (done by the caller), the hidden-to-hidden weight gradient one matrix product per batch,
+and backpropagation through time is written out. Each time step's element-wise work, forward
+and backward, exists in tensor ops (any device, `_forward_step`, `_backward_coefficients`) and
+as one call into C on a CPU (onlstm_step.c, see native.py); `_time_steps` chooses.
+
+A change to the cell's maths touches together: model.paper_layer (the readable cell, which the
+tests hold this engine to, values and gradients), `_forward_step` and `_backward_coefficients`
+here, and forward_step/backward_step in onlstm_step.c.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import native
+
+
+# Master gates are kept stacked as (..., 2, n) = [input, forget] so that one fused op serves
+# both: master = cumsum(softmax) * sign + offset gives [1 - cumax(l_i), cumax(l_f)].
+def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
+    return x.new_tensor([[-1.0], [1.0]]), x.new_tensor([[1.0], [0.0]])
+
+
+class _TimeSteps(NamedTuple):
+    forward: Callable[..., None]  # (gates, c_prev, probs, acts, c, h) -> None: one step, see _forward_step
+    backward_loop: Callable[..., tuple[Tensor, Tensor, Tensor]]  # see _backward_loop
+
+
+def _time_steps(x: Tensor) -> _TimeSteps:
+    """The C steps where they can run (see native.py), else the tensor-op steps; chosen here only.
+    Fixed arguments are bound once, not per step (the tensor-op constants are host-to-device copies on a GPU)."""
+    if native.usable(x):
+        return _TimeSteps(functools.partial(_native_forward_step, native.library(x.dtype).forward_step),
+                          _native_backward_loop)
+    return _TimeSteps(functools.partial(_forward_step, *_sign_offset(x)), _backward_loop)
+
+
+def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, step: Callable[..., None],
+                 save: bool):
+    """The time loop of one layer.
+
+    xproj: (T, B, G) input projection plus both biases, G = 2n + 4H with columns
+    [master input | master forget | o | candidate | i | f]; weight: (G, H) hidden map, in the
+    dtype its products run in (bfloat16 under reduced precision; everything else stays float32).
+    Returns the hidden states h0..hT (T+1, B, H), cs (T, B, n, C), master softmaxes
+    (T, B, 2, n) and, when `save`, what backward needs per step (T, B, 7, n, C): the gates o,
+    tanh(candidate), i, f, the combined gates i^ and f^, and tanh(c).
+    """
+    steps, batch, _ = xproj.shape
+    hidden_size = h0.shape[-1]
+    chunk = hidden_size // n
+    hs = xproj.new_empty(steps + 1, batch, hidden_size)  # one buffer, so h_{t-1} for all t is a view
+    hs[0] = h0
+    cs = xproj.new_empty(steps, batch, n, chunk)
+    probs = xproj.new_empty(steps, batch, 2, n)
+    acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
+    c = c0.reshape(batch, n, chunk).contiguous()
+    weight_t = weight.t()
+    gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
+    for t, x_t in enumerate(xproj.unbind(0)):
+        if weight.dtype == xproj.dtype:
+            torch.addmm(x_t, hs[t], weight_t, out=gates)
+        else:  # a reduced-precision product, added to the float32 input part
+            torch.add(x_t, hs[t].to(weight.dtype) @ weight_t, out=gates)
+        step(gates, c, probs[t], acts[t if save else 0], cs[t], hs[t + 1].view(batch, n, chunk))
+        c = cs[t]
+    return hs, cs, probs, acts if save else None
+
+
+def _forward_step(sign: Tensor, offset: Tensor, gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor,
+                  h: Tensor) -> None:
+    """One step in tensor ops: from the gate logits (B, G) and c_prev (B, n, C), writes the
+    master softmaxes probs (B, 2, n), the activations a (B, 7, n, C), and c and h (B, n, C).
+    sign and offset are _sign_offset's."""
+    batch, _, n, chunk = a.shape
+    probs.copy_(torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1))
+    master = torch.addcmul(offset, probs.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
+    overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
+    pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
+    torch.sigmoid(pre, out=a[:, :4])
+    torch.tanh(pre[:, 1], out=a[:, 1])
+    # [i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1)
+    torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0, out=a[:, 4:6])
+    torch.addcmul(a[:, 5] * c_prev, a[:, 4], a[:, 1], out=c)  # eq. 13
+    torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=h)  # eq. 14
+
+
+def _native_forward_step(forward_step, gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor,
+                         h: Tensor) -> None:
+    """_forward_step as one call to onlstm_step.c's forward_step (CPU; all arguments contiguous)."""
+    batch, _, n, chunk = a.shape
+    forward_step(batch, n, chunk, *(x.data_ptr() for x in (gates, c_prev, probs, a, c, h)))
+
+
+def _masters(probs: Tensor) -> Tensor:
+    """Softmaxes (..., 2, n) -> [master input, master forget] (..., 2, n)."""
+    sign, offset = _sign_offset(probs)
+    return torch.addcmul(offset, probs.cumsum(-1), sign)
+
+
+def _distances(probs: Tensor) -> tuple[Tensor, Tensor]:
+    """Softmaxes (T, B, 2, n) -> forget distance 1 - mean(f~) and input distance mean(i~), each (T, B)."""
+    master = _masters(probs)
+    return 1.0 - master[..., 1, :].mean(-1), master[..., 0, :].mean(-1)
+
+
+def product(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b run in b's dtype (a layer's weights set the product dtype), the result in a's."""
+    if a.dtype == b.dtype:
+        return a @ b
+    return (a.to(b.dtype) @ b).to(a.dtype)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None, full_rows: int = 0) -> Tensor:
+    """F.linear; with a reduced `dtype`, the product in it, but for the first `full_rows` outputs, and
+    the bias added in float32. A reduced product is rounded to `dtype` once (torch has no CPU product
+    with bfloat16 inputs and a float32 result)."""
+    if dtype is None:
+        return F.linear(x, weight, bias)
+    out = (x.to(dtype) @ weight[full_rows:].to(dtype).t()).float()
+    if full_rows:
+        out = torch.cat([x @ weight[:full_rows].t(), out], dim=-1)
+    return out if bias is None else out + bias
+
+
+class _Recurrence(torch.autograd.Function):
+    """One ON-LSTM layer over a sequence, with backpropagation through time written out.
+
+    Everything the backward pass needs that does not depend on the incoming gradient is
+    computed for all steps at once before the loop, so each step is a handful of kernels.
+    """
+
+    @staticmethod
+    def forward(ctx, xproj, h0, c0, weight, n):
+        steps = _time_steps(xproj)
+        hs, cs, probs, acts = _run_forward(xproj, h0, c0, weight, n, steps.forward, save=True)
+        ctx.save_for_backward(h0, c0, weight, hs, cs, probs, acts)
+        ctx.n, ctx.backward_loop = n, steps.backward_loop
+        return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
+
+    @staticmethod
+    def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
+        h0, c0, weight, hs, cs, probs, acts = ctx.saved_tensors
+        grad_gates, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n)
+        # sum over steps of dg_t^T h_{t-1}, as one product
+        grad_weight = (grad_gates.view(-1, grad_gates.shape[-1]).t().to(weight.dtype)
+                       @ hs[:-1].reshape(-1, hs.shape[-1]).to(weight.dtype))
+        return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
+
+
+def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
+    """Backward through time in tensor ops: returns the gate gradients (T, B, G) and those of h0 and c0."""
+    steps, batch, _ = grad_hs.shape
+    coef = _backward_coefficients(c0, cs, probs, acts, n)
+    # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
+    grad_master_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) / n  # (T, B, 2, 1)
+    sign = _sign_offset(probs)[0]
+    lower = torch.ones(n, n, dtype=probs.dtype, device=probs.device).tril()  # x @ lower = reversed cumsum
+    grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
+    dh = torch.zeros_like(grad_hs[0])
+    dc = grad_c_last.reshape(batch, n, -1).clone()
+    for t in range(steps - 1, -1, -1):
+        out = grad_gates[t]
+        d_acts = out[:, 2 * n :].view(batch, 4, n, -1)
+        dh = (grad_hs[t] + dh).view(batch, n, -1)
+        dc = torch.addcmul(dc, dh, coef.dc_from_h[t])
+        torch.mul(dh, coef.d_out[t], out=d_acts[:, 0])
+        torch.mul(dc.unsqueeze(1), coef.d_rest[t], out=d_acts[:, 1:])
+        sums = (dc.unsqueeze(-2) * coef.sum_terms[t]).sum(-1)  # (B, n, 3)
+        d_master = torch.addcmul(sums[..., :2], sums[..., 2:], coef.master_swapped[t]).transpose(1, 2)
+        d_probs = ((d_master + grad_master_dist[t]) * sign) @ lower  # (B, 2, n)
+        p = probs[t]
+        p_dp = p * d_probs
+        torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
+        dc = dc * coef.forget[t]
+        dh = product(out, weight)  # (B, H)
+    return grad_gates, dh, dc
+
+
+def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
+    """_backward_loop with each step's element-wise work done by one call into onlstm_step.c (CPU)."""
+    steps, batch, hidden = grad_hs.shape
+    step = native.library(acts.dtype).backward_step
+    grad_hs = grad_hs.contiguous()
+    grad_dist = torch.stack([grad_dist_i, grad_dist_f], dim=-1).contiguous()  # (T, B, 2)
+    c_prev = [c0.reshape(batch, hidden).contiguous(), *cs[:-1].unbind(0)]
+    grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
+    dh = grad_hs.new_zeros(batch, hidden)
+    dc = grad_c_last.reshape(batch, hidden).clone(memory_format=torch.contiguous_format)
+    for t in range(steps - 1, -1, -1):
+        arrays = (acts[t], c_prev[t], probs[t], grad_dist[t], grad_hs[t], dh, dc, grad_gates[t])
+        step(batch, n, hidden // n, *(a.data_ptr() for a in arrays))  # updates dc, writes grad_gates[t]
+        dh = product(grad_gates[t], weight)
+    return grad_gates, dh, dc
+
+
+class _Coefficients(NamedTuple):
+    dc_from_h: Tensor  # (T, B, n, C): o * (1 - tanh(c)^2)
+    d_out: Tensor  # (T, B, n, C): d(loss)/d(o logit) per unit dh
+    d_rest: Tensor  # (T, B, 3, n, C): d(candidate, i, f logits) per unit dc
+    sum_terms: Tensor  # (T, B, n, 3, C): [candidate, c_prev, d(c)/d(w)], summed over C against dc
+    master_swapped: Tensor  # (T, B, n, 2): [f~, i~]
+    forget: Tensor  # (T, B, n, C): f^, the carry of dc
+
+
+def _backward_coefficients(c0: Tensor, cs: Tensor, probs: Tensor, acts: Tensor, n: int) -> _Coefficients:
+    """The local derivatives of every step, computed for all steps at once, into few buffers."""
+    steps, batch = cs.shape[:2]
+    o, cand, i, f, gate_in, gate_forget, tanh_c = acts.unbind(2)  # (T, B, n, C)
+    master = _masters(probs)  # (T, B, 2, n)
+    m_in, m_forget = master[:, :, 0, :, None], master[:, :, 1, :, None]  # (T, B, n, 1)
+    overlap = m_in * m_forget
+    sum_terms = acts.new_empty(steps, batch, n, 3, cs.shape[-1])
+    sum_terms[:, :, :, 0] = cand
+    c_prev = sum_terms[:, :, :, 1]
+    c_prev[0] = c0.view(batch, n, -1)
+    c_prev[1:] = cs[:-1]
+    torch.mul(c_prev, f - 1.0, out=sum_terms[:, :, :, 2]).addcmul_(cand, i - 1.0)  # d(c)/d(w)
+    d_rest = acts.new_empty(steps, batch, 3, n, cs.shape[-1])
+    torch.addcmul(gate_in, gate_in * cand, cand, value=-1.0, out=d_rest[:, :, 0])  # i^ (1 - cand^2)
+    torch.mul(cand * overlap, torch.addcmul(i, i, i, value=-1.0), out=d_rest[:, :, 1])  # cand w i (1 - i)
+    torch.mul(c_prev * overlap, torch.addcmul(f, f, f, value=-1.0), out=d_rest[:, :, 2])  # c_prev w f (1 - f)
+    return _Coefficients(
+        dc_from_h=torch.addcmul(o, o * tanh_c, tanh_c, value=-1.0),  # o (1 - tanh(c)^2)
+        d_out=tanh_c * torch.addcmul(o, o, o, value=-1.0),  # tanh(c) o (1 - o)
+        d_rest=d_rest,
+        sum_terms=sum_terms,
+        master_swapped=torch.stack([master[:, :, 1], master[:, :, 0]], dim=-1),
+        forget=gate_forget,
+    )
+
+
+def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
+    """Run one layer: returns hs (T, B, H), c_last (B, H), forget and input distances (T, B)."""
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, h0, c0, weight)):
+        return _Recurrence.apply(xproj, h0, c0, weight, n)
+    hs, cs, probs, _ = _run_forward(xproj, h0, c0, weight, n, _time_steps(xproj).forward, save=False)
+    return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
