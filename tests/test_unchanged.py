@@ -1,0 +1,78 @@
+"""Today's code against outputs written by the code before the Python API (tests/fixtures/v0.2, commit
+92ac91d; see make_fixture.py there): parse output for every format, decoder, combiner and layer choice,
+in this process and in worker processes, and the evaluate numbers."""
+
+import json
+
+import pytest
+import torch
+
+from grammar_induce import checkpoint
+from grammar_induce.ensemble import ParseOptions
+from grammar_induce.formats import ALL_LAYERS
+from grammar_induce.parse import parse, render_lines
+from grammar_induce.scoring import EvalOptions, evaluate_models
+
+from .conftest import ROOT
+
+FIXTURE = ROOT / "tests" / "fixtures" / "v0.2"
+SENTENCES = (FIXTURE / "sentences.txt").read_text().splitlines()
+CASES = json.loads((FIXTURE / "parse.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def models():
+    return [checkpoint.load(ROOT / "tests" / "fixtures" / "v0.1" / name) for name in ("best.pt", "last.pt")]
+
+
+def options_of(case: str) -> tuple[int, str, ParseOptions]:
+    """'one jsonl gap' or 'pair brackets paper mbr (1, 3)' -> members, format, options."""
+    members, fmt, decoder, *rest = case.split(" ", 3)
+    if members == "one":
+        return 1, fmt, ParseOptions(decoder=decoder)
+    combine, layers = rest[0].split(" ", 1)
+    auto = layers == "auto"
+    numbers = () if auto else tuple(int(n) for n in layers.strip("()").split(",") if n.strip())
+    return 2, fmt, ParseOptions(layers=numbers, auto_layers=auto, decoder=decoder, combine=combine)
+
+
+def same_lines(got: list[str], expected: list[str], fmt: str) -> None:
+    assert len(got) == len(expected)
+    if fmt != "jsonl":
+        assert got == expected
+        return
+    for a, b in zip(got, expected):
+        if not b:
+            assert a == b
+            continue
+        a, b = json.loads(a), json.loads(b)
+        assert a.keys() == b.keys() and a["tokens"] == b["tokens"] and a["tree"] == b["tree"]
+        # float32 sums round in the last bits differently on CPUs with other vector units (AVX2, AVX-512)
+        for kind in ("forget", "input"):
+            for x, y in zip([a] + a.get("members", []), [b] + b.get("members", [])):
+                if kind in x:
+                    assert torch.allclose(torch.tensor(x[kind]), torch.tensor(y[kind]), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_parse_output_is_what_it_was(models, case):
+    members, fmt, options = options_of(case)
+    results, _ = parse(models[:members], SENTENCES, options, all_layers=fmt in ALL_LAYERS)
+    same_lines(list(render_lines(results, fmt)), CASES[case], fmt)
+
+
+@pytest.mark.slow
+def test_parse_output_in_worker_processes_is_what_it_was(models):
+    for case in ("pair brackets gap mbr auto", "pair jsonl gap mean auto", "one brackets paper"):
+        members, fmt, options = options_of(case)
+        results, _ = parse(models[:members], SENTENCES, options, workers=2, all_layers=fmt in ALL_LAYERS)
+        same_lines(list(render_lines(results, fmt)), CASES[case], fmt)
+
+
+def test_evaluate_numbers_are_what_they_were(models):
+    expected = json.loads((FIXTURE / "evaluate.json").read_text())
+    gold = str(ROOT / "grammar_induce" / "resources" / "synthetic" / "test.trees")
+    for key, numbers in expected.items():
+        members, decoder = key.split()
+        report = evaluate_models(models[: int(members)], EvalOptions(gold, quiet=True), ParseOptions(decoder=decoder))
+        assert report.to_dict() == numbers, key
