@@ -10,7 +10,7 @@ torch is imported when a model loads, not before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .checkpoint import LoadedModel
     from .ensemble import ParseOptions
     from .formats import SentenceResult
+    from .parse import ParseSummary
     from .scoring import Report
 
 LABEL = "X"  # the one label of every constituent: the trees are unlabeled
@@ -80,12 +81,21 @@ class Parser:
         return next(self.analyse_many([sentence]))
 
     def analyse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[SentenceResult]:
+        return self.run(lines, batch_size=batch_size)[0]
+
+    def run(self, lines: Iterable[str], *, batch_size: int | None = None, workers: int = 1, all_layers: bool = True,
+            agreement: bool = False, progress: Callable[[int], object] | None = None
+            ) -> tuple[Iterator[SentenceResult], ParseSummary]:
+        """The parse path itself: results in input order, and a summary (the layers used, each member's
+        agreement with the others when asked) complete once the results are read. `workers` > 1 parses
+        in that many processes; under torchrun the processes share the input (see parse.parse)."""
         from dataclasses import replace
 
         from .parse import parse
 
         options = self.options if batch_size is None else replace(self.options, batch_size=batch_size)
-        return parse(self.models, lines, options, all_layers=True)[0]
+        return parse(self.models, lines, options, workers=workers, all_layers=all_layers, agreement=agreement,
+                     progress=progress)
 
     def __repr__(self) -> str:
         return f"Parser({', '.join(m.source for m in self.models)})"
@@ -126,27 +136,25 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
                         combine or spec.combine or defaults.combine, batch_size, precision)
 
 
-def evaluate(predicted: Parser | Iterable[nltk.Tree | str], gold: str, *, max_length: int = 0, treebank: str = "ptb",
-             skip_bad: bool = False, seed: int = 0) -> Report:
-    """Score a parser, or trees aligned with the gold trees (nltk.Trees or bracket strings), against
-    gold trees with the paper's protocol: the numbers `grammar-induce evaluate` prints, as a Report
-    (`.rows[name].sentence_f1`, `.table()`, `.to_dict()`)."""
+def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path, gold: str, *, max_length: int = 0,
+             treebank: str = "ptb", punct_tags: str | None = None, skip_bad: bool = False, seed: int = 0,
+             labeled: bool = False, quiet: bool = True) -> Report:
+    """Score a parser, trees aligned with the gold trees (nltk.Trees or bracket strings), or a file of such
+    trees (a Path, one per line; `labeled` for PTB-style trees) against gold trees with the paper's
+    protocol: the numbers `grammar-induce evaluate` prints, as a Report (`.rows[name].sentence_f1`,
+    `.table()`, `.to_dict()`). `treebank`: ptb or ctb, which leaves count as words (or `punct_tags`)."""
     from . import scoring
     from .treebank import TagFilter
 
-    options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, None), max_length, skip_bad,
-                                            seed=seed, quiet=True)
+    batch_size = predicted.options.batch_size if isinstance(predicted, Parser) else 64
+    options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, punct_tags), max_length, skip_bad,
+                                  batch_size, seed, quiet=quiet)
     if isinstance(predicted, Parser):
-        return scoring.evaluate_models(predicted.models, options,
-                                                 _batch(predicted.options, options.batch_size))
+        return scoring.evaluate_models(predicted.models, options, predicted.options)
+    if isinstance(predicted, Path):
+        return scoring.evaluate_file(predicted, options, labeled=labeled)
     lines = [(k, tree if isinstance(tree, str) else from_nltk_text(tree)) for k, tree in enumerate(predicted, 1)]
-    return scoring.evaluate_lines("trees", lines, options, labeled=False)
-
-
-def _batch(options: ParseOptions, batch_size: int) -> ParseOptions:
-    from dataclasses import replace
-
-    return replace(options, batch_size=batch_size)
+    return scoring.evaluate_lines("trees", lines, options, labeled=labeled)
 
 
 def to_nltk(tree: trees.Tree) -> nltk.Tree:

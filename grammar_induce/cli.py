@@ -175,26 +175,24 @@ def model_options(command):
 MODEL_HELP = "checkpoint (best.pt) or a shipped model's name (grammar-induce models); repeat it for an ensemble"
 
 
-def _model_spec(models: tuple[str, ...]):
-    from .api import ModelSpec
+def _parser(models: tuple[str, ...], layers, distance, decoder, combine, batch_size, precision, device):
+    """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
+    from . import api
 
-    return ModelSpec.resolve(models)
+    return api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
+                    batch_size=batch_size, precision=precision, device=device)
 
 
-def _parse_options(spec, layers, distance, decoder, combine, batch_size, precision):
-    """The flags as the API's settings; what is not given comes from a shipped model, else the defaults."""
-    from .api import parse_options
-
+def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
+    """--layer as the API's `layer`: None, "auto" or numbers."""
     if "auto" in layers:
         if len(layers) > 1:
             raise click.UsageError("--layer auto chooses every member's layer: give it alone")
-        layer = "auto"
-    else:
-        try:
-            layer = tuple(int(layer) for layer in layers) or None
-        except ValueError:
-            raise click.UsageError(f"--layer takes a number or auto, not {layers}") from None
-    return parse_options(spec, layer, distance, decoder, combine, batch_size, precision)
+        return "auto"
+    try:
+        return tuple(int(layer) for layer in layers) or None
+    except ValueError:
+        raise click.UsageError(f"--layer takes a number or auto, not {layers}") from None
 
 
 @main.command()
@@ -221,13 +219,11 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    spec = _model_spec(model_names)
-    options = _parse_options(spec, layers, distance, decoder, combine, batch_size, precision)
-    models = _load_models(spec.paths, device)
+    parser = _parser(model_names, layers, distance, decoder, combine, batch_size, precision, device)
+    models = parser.models
     with progress_bar(None, "parsing", "sent") as bar:
-        results, summary = parse_workflow.parse(models, lines, options, workers=workers,
-                                                all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
-                                                agreement=agreement, progress=bar.update)
+        results, summary = parser.run(lines, workers=workers, all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
+                                      agreement=agreement, progress=bar.update)
         if fmt in PICTURES:
             for text in parse_workflow.draw_pictures(results, summary.layers[0], fmt, output_path):
                 click.echo(text)
@@ -271,25 +267,21 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
              save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, batch_size,
              precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
-    from . import scoring
+    from . import api, scoring
     from .files import check_output
-    from .treebank import TagFilter
     from .trees import to_brackets
 
     if bool(model_names) == (pred_path is not None):
         raise click.UsageError("give exactly one of --model and --pred")
     for path in (json_path, save_trees, report_path):
         check_output(path)
-    options = scoring.EvalOptions(
-        gold or str(QUICKSTART_GOLD), TagFilter.from_options(preset, punct_tags),
-        max_length, skip_bad, batch_size, seed, quiet=quiet)
+    settings = {"max_length": max_length, "treebank": preset, "punct_tags": punct_tags, "skip_bad": skip_bad,
+                "seed": seed, "quiet": quiet}
     if model_names:
-        spec = _model_spec(model_names)
-        models = _load_models(spec.paths, device)
-        report = scoring.evaluate_models(
-            models, options, _parse_options(spec, layers, distance, decoder, combine, batch_size, precision))
+        parser = _parser(model_names, layers, distance, decoder, combine, batch_size, precision, device)
+        report = api.evaluate(parser, gold or str(QUICKSTART_GOLD), **settings)
     else:
-        report = scoring.evaluate_file(pred_path, options, labeled=pred_format == "ptb")
+        report = api.evaluate(pred_path, gold or str(QUICKSTART_GOLD), labeled=pred_format == "ptb", **settings)
     click.echo(report.table())
     if json_path:
         scoring.write_json(report, json_path)
@@ -320,13 +312,6 @@ def plot(run_dirs, output_path) -> None:
     check_output(output_path)
     write_curves(list(run_dirs), output_path)
     click.echo(f"learning curves of {len(run_dirs)} run(s) in {output_path}")
-
-
-def _load_models(paths: tuple[Path, ...], device: str | None) -> list:
-    from . import checkpoint
-    from .distributed import resolve_device
-
-    return [checkpoint.load(path, resolve_device(device or "auto")) for path in paths]
 
 
 def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Iterable[str]:
