@@ -1,0 +1,97 @@
+"""The shipped models: names, compact files, real text in, and the `models` table against the files."""
+
+import math
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from grammar_induce import checkpoint, pretrained, trees
+from grammar_induce.cli import main
+from grammar_induce.data import Tokenizer
+
+from .conftest import SHARED_DATA
+
+NAMES = ("ptb", "ptb-backward", "ptb-pair")
+TEXT = "The old man's dog didn't bark, and the cat sat."
+TOKENS = ["The", "old", "man", "'s", "dog", "did", "n't", "bark", ",", "and", "the", "cat", "sat", "."]
+NLTK = SHARED_DATA / "nltk" / "corpora" / "treebank" / "combined"
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_the_catalogue_names_the_three_models_and_their_files():
+    models = pretrained.catalogue()
+    assert tuple(models) == NAMES
+    assert models["ptb-pair"].files == models["ptb"].files + models["ptb-backward"].files
+    for entry in models.values():
+        assert all(path.is_file() for path in entry.paths)
+
+
+@pytest.mark.parametrize("name", NAMES[:2])
+def test_weights_are_float16_on_disk_and_float32_when_loaded(name):
+    entry = pretrained.catalogue()[name]
+    raw = checkpoint.read(entry.paths[0])
+    assert {v.dtype for v in raw["state_dict"].values() if v.is_floating_point()} == {torch.float16}
+    assert "training_state" not in raw
+    loaded = checkpoint.load(entry.paths[0])
+    assert {p.dtype for p in loaded.model.parameters()} == {torch.float32}
+    assert sum(p.numel() for p in loaded.model.parameters()) == entry.parameters
+    assert loaded.config.model.direction == entry.direction
+    assert loaded.tokenizer == Tokenizer("treebank", lowercase=True, replace_digits=True)
+    assert entry.megabytes < 2.2 * entry.parameters / 1e6  # two bytes a weight, and a little more
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_english_with_capitals_and_punctuation_parses_by_name(name):
+    for fmt in ("brackets", "ptb"):
+        printed = run("parse", "--model", name, "--format", fmt, TEXT).strip()
+        if fmt == "brackets":
+            assert trees.leaves(trees.parse_brackets(printed)) == TOKENS
+        else:
+            assert printed.startswith("(X ") and all(f"(X {t})" in printed for t in TOKENS)
+
+
+def test_a_name_uses_its_own_settings_unless_flags_say_otherwise():
+    import grammar_induce as gi
+
+    pair = pretrained.catalogue()["ptb-pair"]
+    parser = gi.load("ptb-pair")
+    assert (parser.options.layers, parser.options.decoder, parser.options.combine) == \
+        (pair.layers, pair.decoder, pair.combine)
+    assert gi.load("ptb-pair", decoder="paper", combine="mean").options.combine == "mean"
+
+
+def test_the_models_command_prints_every_number_of_the_catalogue():
+    printed = run("models")
+    for entry in pretrained.catalogue().values():
+        row = next(line for line in printed.splitlines() if line.startswith(entry.name + " "))
+        assert f"{entry.nltk_f1:.1f}" in row and f"{entry.parameters:,}" in row
+        if entry.valid_ppl is not None:
+            assert f"{entry.valid_ppl:.2f}" in row and f"{entry.test_ppl:.2f}" in row
+    assert "licence" in printed and "Penn Treebank" in printed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NLTK.is_dir(), reason="needs ../shared/data (the NLTK treebank sample and the PTB LM text)")
+@pytest.mark.parametrize("name", NAMES)
+def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
+    import json
+
+    from grammar_induce.train import perplexity
+
+    entry = pretrained.catalogue()[name]
+    run("evaluate", "--model", name, "--gold", NLTK, "--quiet", "--json", tmp_path / "e.json")
+    report = json.loads((tmp_path / "e.json").read_text())
+    assert report["sentences"] == 3914
+    assert round(100 * report["rows"][report["main"]]["sentence_f1"], 1) == entry.nltk_f1
+    if entry.valid_ppl is not None:
+        loaded = checkpoint.load(entry.paths[0])
+        train = loaded.config.train
+        valid = perplexity(loaded, str(SHARED_DATA / "ptb_lm" / "valid.txt"), train.eval_batch_size)
+        test = perplexity(loaded, str(SHARED_DATA / "ptb_lm" / "test.txt"), train.test_batch_size)
+        assert math.isclose(valid, entry.valid_ppl, abs_tol=0.01) and math.isclose(test, entry.test_ppl, abs_tol=0.01)
