@@ -31,7 +31,6 @@ class Pretrained:
     layers: tuple[int, ...] = ()  # (): the middle layer
     decoder: str = "paper"
     combine: str = "mbr"
-    description: str = ""
 
     @property
     def paths(self) -> list[Path]:
