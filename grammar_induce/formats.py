@@ -49,9 +49,7 @@ class SentenceResult:
             {"direction": m.direction, "forget": m.forget, "input": m.input, "tree": m.tree} for m in self.members]}
 
     def token_row(self, row: list[float]) -> list[float | None]:
-        """A per-word row (distances) spread over every token, None at punctuation."""
-        if self.is_word is None:
-            return list(row)
+        """A per-word row (distances) spread over every token, None at punctuation (needs `is_word`)."""
         values = iter(row)
         return [next(values) if word else None for word in self.is_word]
 

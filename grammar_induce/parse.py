@@ -36,14 +36,13 @@ def choose_layers(models: list[LoadedModel], sentences: list[list[str]], options
 
 
 def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], options: ParseOptions,
-                    all_layers: bool = False, progress: Callable[[int], object] | None = None
-                    ) -> list[SentenceResult]:
+                    all_layers: bool = False) -> list[SentenceResult]:
     """Each sentence's combined tree and every member's distances and tree (`options.precision` resolved:
     fp32 or bf16)."""
     layers = resolve_layers(options, models)
-    parsed = [parse_words(loaded, sentences, options.batch_size, progress if k == 0 else None,
-                          None if all_layers else layer, precision.product_dtype(options.precision))
-              for k, (loaded, layer) in enumerate(zip(models, layers))]
+    products = precision.product_dtype(options.precision)
+    parsed = [parse_words(loaded, sentences, options.batch_size, n_layers=None if all_layers else layer,
+                          products=products) for loaded, layer in zip(models, layers)]
     results = []
     for k, words in enumerate(sentences):
         members = [member[k] for member in parsed]
