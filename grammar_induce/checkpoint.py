@@ -6,6 +6,8 @@ strings, the tokenizer settings and the weights; `last.pt` adds the training sta
 
 from __future__ import annotations
 
+import io
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,9 @@ def save(path: Path, model: LanguageModel, vocab: Vocab, tokenizer: Tokenizer, c
     }
     if training_state is not None:
         payload["training_state"] = training_state
-    atomic_write(path, lambda f: torch.save(payload, f))
+    buffer = io.BytesIO()  # serialized whole first: a full disk is then an OSError, not torch's "unexpected pos"
+    torch.save(payload, buffer)
+    atomic_write(path, lambda f: f.write(buffer.getbuffer()))
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -69,8 +73,10 @@ def _load_failure(error: Exception) -> str:
     """Why torch.load refused a file, in one line. torch's own advice for a file holding Python
     objects (re-run with weights_only=False) is the wrong advice for a file from a stranger."""
     text = str(error).strip()
-    if "Weights only load failed" in text:
+    if "GLOBAL" in text or "Unsupported global" in text:  # a pickled class or function
         return "it holds Python objects, not only plain data; they are refused because loading them could run code"
+    if "Weights only load failed" in text or isinstance(error, (KeyError, pickle.UnpicklingError, EOFError)):
+        return "not a torch file"
     return (text.splitlines()[0] if text else type(error).__name__)[:200]
 
 

@@ -32,8 +32,12 @@ def user_errors(command):
     def wrapper(*args, **kwargs):
         from .files import UserError
 
+        _terminate_on_sigterm()
         try:
             return command(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)  # the shell's convention for Ctrl-C
         except (UserError, ConfigError) as e:
             raise click.ClickException(str(e)) from None
         except MemoryError:
@@ -46,6 +50,29 @@ def user_errors(command):
             raise click.ClickException("the input is nested too deeply to process") from None
 
     return wrapper
+
+
+def _terminate_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C (temporary files and folders are removed on the way out) and exits
+    143; training turns it into a stop after the current batch instead (train.py)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def _note(text: str) -> None:
+    click.echo(f"note: {text}", err=True)
+
+
+def _ignored(options: Iterable[str], why: str) -> None:
+    """Say which options the user gave that have no effect here."""
+    context = click.get_current_context()
+    given = [f"--{name.replace('_', '-')}" for name in options
+             if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if given:
+        _note(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect {why}")
 
 
 def precision_option(default: str | None):
@@ -77,9 +104,12 @@ def main() -> None:
               help="run directory [default: runs/<config name>]")
 @device_option
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="epochs in all [default: the config's]")
-@click.option("--max-steps", type=int, default=None, help="stop after this many batches in all")
-@click.option("--max-minutes", type=float, default=None, help="stop at this wall time")
-@click.option("--seed", type=int, default=None, help="random seed of the run [default: the config's]")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None,
+              help="stop after this many batches in all [default: no limit]")
+@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="stop at the first epoch end past this wall time [default: no limit]")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None,
+              help="random seed of the run [default: the config's]")
 @click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
               help="read sentences left to right or right to left [default: forward]")
 @precision_option(None)
@@ -109,7 +139,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
     config = _config(raw, flags, overrides, config_path)
     result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, log=click.echo)
     if result.main_process and result.best_valid_ppl is not None:
-        click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir / 'best.pt'}")
+        click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir.resolve() / 'best.pt'}")
     if result.stopped_by is not None:
         sys.exit(128 + result.stopped_by)  # the shell's convention: 130 after Ctrl-C, 143 after SIGTERM
 
@@ -146,7 +176,11 @@ def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
 
 
 def _absolute(path: str | None) -> str | None:
-    return str(Path(path).resolve()) if path else None
+    """A data file's path as the config keeps it: absolute, links resolved, but a pipe (`<(cat f)`) as
+    given (resolving it names no file)."""
+    if not path:
+        return None
+    return str(Path(path).resolve()) if Path(path).is_file() or not Path(path).exists() else str(Path(path).absolute())
 
 
 def model_options(command):
@@ -192,7 +226,9 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
     try:
         return tuple(int(layer) for layer in layers) or None
     except ValueError:
-        raise click.UsageError(f"--layer takes a number or auto, not {layers}") from None
+        bad = next(layer for layer in layers if not layer.strip().isdigit())
+        raise click.UsageError(f"--layer takes a number or auto, not {bad!r} (for several layers repeat it: "
+                               "--layer 1 --layer 2)") from None
 
 
 @main.command()
@@ -212,31 +248,44 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
           batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
-    from .files import check_output, progress_bar
+    from .files import check_folder_output, check_output, progress_bar, refuse_overwriting
 
-    if fmt == "svg" and output_path is not None:
-        _prepare_folder(output_path)
+    if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
+        check_folder_output(output_path, parse_workflow.PICTURE_FILE)
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
     parser = _parser(model_names, layers, distance, decoder, combine, batch_size, precision, device)
     models = parser.models
+    refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
+    if len(models) == 1:
+        _ignored(["combine", "agreement"] + ["layers"] * (layers == ("auto",)), "with one model")
     with progress_bar(None, "parsing", "sent") as bar:
         results, summary = parser.run(lines, workers=workers, all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
                                       agreement=agreement, progress=bar.update)
         if fmt in PICTURES:
-            for text in parse_workflow.draw_pictures(results, summary.layers[0], fmt, output_path):
+            for text in parse_workflow.draw_pictures(results, fmt, output_path, summary.distance):
                 click.echo(text)
         elif summary.writes_output:
             _write_lines(parse_workflow.render_lines(results, fmt), output_path)
         else:  # another process of a torchrun launch: it parses and hands its results to process 0
             for _ in results:
                 pass
-    if summary.agreement and len(models) > 1 and summary.writes_output:
+    if not summary.writes_output:
+        return
+    if summary.auto_layers:
+        _note("--layer auto chose " + ", ".join(f"layer {layer} of {m.source}" for m, layer in zip(models, summary.layers)))
+    for text in summary.notes:
+        _note(text)
+    if summary.agreement and len(models) > 1:
         from .scoring import agreement_table
 
         click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score)
                                     in enumerate(zip(models, summary.agreement))}), err=True)
+
+
+def _input_files(input_path: str | None) -> list[str]:
+    return [input_path] if input_path not in (None, "-") else []
 
 
 @main.command()
@@ -268,27 +317,36 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
              precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api, scoring
-    from .files import check_output
+    from .files import check_output, files_under, refuse_overwriting
     from .trees import to_brackets
 
     if bool(model_names) == (pred_path is not None):
         raise click.UsageError("give exactly one of --model and --pred")
-    for path in (json_path, save_trees, report_path):
+    outputs = {"--json": json_path, "--save-trees": save_trees, "--report": report_path}
+    for path in outputs.values():
         check_output(path)
+    gold = gold or str(QUICKSTART_GOLD)
+    gold_files = files_under(Path(gold)) if Path(gold).is_dir() else [gold] if Path(gold).exists() else []
     settings = {"max_length": max_length, "treebank": preset, "punct_tags": punct_tags, "skip_bad": skip_bad,
                 "seed": seed, "quiet": quiet}
     if model_names:
         parser = _parser(model_names, layers, distance, decoder, combine, batch_size, precision, device)
-        report = api.evaluate(parser, gold or str(QUICKSTART_GOLD), **settings)
+        refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files)
+        if len(parser.models) == 1:
+            _ignored(["combine"] + ["layers"] * (layers == ("auto",)), "with one model")
+        report = api.evaluate(parser, gold, **settings)
     else:
-        report = api.evaluate(pred_path, gold or str(QUICKSTART_GOLD), labeled=pred_format == "ptb", **settings)
-    click.echo(report.table())
-    if json_path:
+        refuse_overwriting(outputs, [pred_path, *gold_files])
+        _ignored(["layers", "distance", "decoder", "combine", "batch_size", "precision", "device"],
+                 "with --pred (they choose how a model parses)")
+        report = api.evaluate(pred_path, gold, labeled=pred_format == "ptb", **settings)
+    if json_path:  # the files first: the table is printed only when all of them were written
         scoring.write_json(report, json_path)
     if save_trees:
         _write_lines((to_brackets(t) for t in report.predicted), save_trees)
     if report_path:
         scoring.write_report(report, report_path, report_sentences)
+    click.echo(report.table())
 
 
 @main.command()
@@ -307,37 +365,31 @@ def models() -> None:
 def plot(run_dirs, output_path) -> None:
     """Draw the learning curves of one or more run directories in one chart."""
     from .draw import write_curves
-    from .files import check_output
+    from .files import check_output, files_under, plural, refuse_overwriting
 
     check_output(output_path)
+    refuse_overwriting({"--output": output_path}, [f for run_dir in run_dirs for f in files_under(run_dir)])
     write_curves(list(run_dirs), output_path)
-    click.echo(f"learning curves of {len(run_dirs)} run(s) in {output_path}")
+    click.echo(f"learning curves of {plural(len(run_dirs), 'run')} in {output_path.resolve()}")
 
 
 def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Iterable[str]:
     """The sentences to parse, read as they are needed."""
-    from .files import InputError, read_lines
+    from .files import InputError, check_text, read_lines
 
     if arguments and input_path:
         raise click.UsageError("give sentences as arguments or with --input, not both")
     if arguments:
+        for k, text in enumerate(arguments, start=1):
+            check_text(text, f"sentence {k} of the arguments")
         return list(arguments)
     if input_path is None:
         raise click.UsageError("no sentences: give them as arguments or with --input FILE (- for stdin)")
-    if input_path != "-" and not Path(input_path).is_file():  # before the models load
+    if input_path != "-" and not Path(input_path).exists():  # before the models load; a pipe is read once
         raise InputError(f"{input_path}: cannot read (no such file)")
+    if Path(input_path).is_dir():
+        raise InputError(f"{input_path}: is a folder, not a file of sentences")
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path))
-
-
-def _prepare_folder(path: Path) -> None:
-    """The folder for one SVG per line: made if missing (its parent must exist)."""
-    from .files import InputError
-
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{path}: --format svg writes one file per line into a folder; this is a file")
-    if not path.parent.is_dir():
-        raise InputError(f"{path}: the folder {path.parent} does not exist")
-    path.mkdir(exist_ok=True)
 
 
 def _write_lines(lines: Iterable[str], path: Path | None) -> None:

@@ -114,6 +114,8 @@ class TrainConfig:
                 raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
+        if not 0 <= self.seed < 2**32:  # what every random generator of a run takes
+            raise ConfigError(f"train.seed must be from 0 to {2**32 - 1}, got {self.seed}")
         for name in ("clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono",
                      "keep_epochs"):
             if getattr(self, name) < 0:
@@ -187,6 +189,8 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a TOML file (not UTF-8 text: byte {e.start + 1})") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     for key in ("train", "valid", "test"):
@@ -236,3 +240,21 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return repr(value)
+
+
+# What --resume may change: how long the run goes on, where it runs, what it keeps; where the files are (a run
+# resumed on another machine; the text is read with the run's vocabulary) and how they are read in worker
+# processes; and the optimizer's and regularisers' settings, as the paper's code lets a resumed run set them.
+# Every other key changes what the model is, how it reads, or how its batches and random draws run on,
+# and a resumed run would no longer be the run it continues.
+RESUMABLE = frozenset({"train.epochs", "train.max_steps", "train.max_minutes", "train.keep_epochs", "train.device",
+                       "train.precision", "train.lr", "train.weight_decay", "train.clip", "train.alpha", "train.beta",
+                       "train.nonmono", "data.train", "data.valid", "data.test", "data.workers", "data.cache_dir"})
+
+
+def resume_changes(saved: Config, now: Config) -> list[tuple[str, Any, Any]]:
+    """The keys a resumed run would change that --resume may not: (section.key, the run's value, the new one)."""
+    old, new = saved.to_dict(), now.to_dict()
+    return [(f"{section}.{key}", value, new[section][key]) for section, values in old.items()
+            for key, value in values.items()
+            if f"{section}.{key}" not in RESUMABLE and new[section][key] != value]

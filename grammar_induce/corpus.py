@@ -12,15 +12,17 @@ separated id stream in the smallest unsigned type that fits the vocabulary, and 
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .data import EOS, UNK, Tokenizer, Vocab
-from .files import InputError, read_lines
+from .files import InputError, plural, read_lines, remove_stale
 
 if TYPE_CHECKING:
     from .config import Config, DataConfig
@@ -74,16 +76,57 @@ def prepare(config: Config, path: str) -> str:
     what it holds, in a few lines (`grammar-induce prepare`)."""
     data = config.data
     began = time.time()
-    entry = training_entry(path, training_reader(data), Limits(data.max_vocab, data.min_freq),
-                           cache_root(data.cache_dir), data.workers or os.cpu_count() or 1,
-                           config.model.direction == "backward")
+    root = cache_root(data.cache_dir)
+    with read_once([path], root) as readable:
+        entry = training_entry(readable[path], training_reader(data), Limits(data.max_vocab, data.min_freq), root,
+                               data.workers or os.cpu_count() or 1, config.model.direction == "backward")
     words = sum(entry.counts.values())
     covered = sum(entry.counts.get(word, 0) for word in entry.vocab.words)
-    return (f"{path}: {entry.ids.numel() - entry.sentences:,} tokens in {entry.sentences:,} sentences "
-            f"({entry.blank_lines:,} blank lines skipped), {len(entry.counts) - 2:,} word types\n"
+    return (f"{path}: {plural(entry.ids.numel() - entry.sentences, 'token')} in {plural(entry.sentences, 'sentence')} "
+            f"({plural(entry.blank_lines, 'blank line')} skipped), {plural(len(entry.counts) - 2, 'word type')}\n"
             f"vocabulary {len(entry.vocab):,} (max_vocab {data.max_vocab or 'none'}, min_freq {data.min_freq}): "
             f"covers {100 * covered / max(words, 1):.2f}% of the tokens\n"
             f"cache {entry.path} ({entry.size_bytes / 2**20:.1f} MB), ready in {time.time() - began:.1f} s")
+
+
+@contextlib.contextmanager
+def read_once(paths: Iterable[str], root: Path) -> Iterator[dict[str, str]]:
+    """Each path, or for one that cannot be read twice (a pipe, `<(cat f)`), a temporary copy in the cache
+    folder: an entry's key hashes a file before it is tokenized. The copies go when the block ends."""
+    copies: dict[str, str] = {}
+    try:
+        for path in paths:
+            if path and path not in copies and is_stream(path):
+                copies[path] = _copy_stream(path, root)
+        yield {path: copies.get(path, path) for path in paths}
+    finally:
+        for copy in copies.values():
+            Path(copy).unlink(missing_ok=True)
+
+
+def is_stream(path: str) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not Path(path).is_dir()
+    except OSError:
+        return False
+
+
+def _copy_stream(path: str, root: Path) -> str:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, copy = tempfile.mkstemp(dir=root, prefix=f".stream-{os.getpid()}-")
+    except OSError as e:
+        raise InputError(f"{root}: cannot write the corpus cache ({e.strerror}); set {CACHE_ENV} or data.cache_dir") from None
+    try:
+        with open(path, "rb") as source, os.fdopen(fd, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 22)
+    except OSError as e:
+        Path(copy).unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    except BaseException:
+        Path(copy).unlink(missing_ok=True)
+        raise
+    return copy
 
 
 def cache_root(configured: str = "") -> Path:
@@ -133,13 +176,29 @@ def _load(folder: Path, key: str) -> Entry | None:
         n, limit = int(meta["tokens"]), int(meta["id_limit"])
         if (folder / "ids.bin").stat().st_size != n * dtype.itemsize or n < 1:
             return None
+        if _file_hash(folder / "ids.bin") != meta["ids_hash"]:  # zeroed, overwritten: not what was written
+            return None
         ids = torch.from_file(str(folder / "ids.bin"), shared=False, size=n, dtype=dtype)
         if _largest(ids) >= limit:
+            return None
+        if meta.get("vocab") and _words_hash(meta["vocab"]) != meta["vocab_hash"]:
             return None
         vocab = Vocab(meta["vocab"]) if meta.get("vocab") else None
         return Entry(folder, ids, int(meta["sentences"]), int(meta["blank_lines"]), vocab, meta.get("counts", {}))
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _words_hash(words: list[str]) -> str:
+    return hashlib.blake2b("\n".join(words).encode(), digest_size=20).hexdigest()
 
 
 def _largest(ids: torch.Tensor) -> int:
@@ -153,9 +212,10 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
     them to final ids, in chunks: memory holds the vocabulary, never the corpus."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=root, prefix=".build-"))
+        remove_stale(root, ".build-")  # what a killed build left
+        work = Path(tempfile.mkdtemp(dir=root, prefix=f".build-{os.getpid()}-"))
     except OSError as e:
-        raise InputError(f"{root}: cannot write the corpus cache ({e.strerror}); set {CACHE_ENV} or data.cache_dir")
+        raise InputError(f"{root}: cannot write the corpus cache ({e.strerror}); set {CACHE_ENV} or data.cache_dir") from None
     try:
         words, counts, sentences, blank = _provisional_ids(path, tokenizer, work / "provisional.bin", workers,
                                                            backward)
@@ -169,7 +229,8 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
         tokens = _remap(work / "provisional.bin", work / "ids.bin", table, dtype)
         meta = {"format": FORMAT, "key": key, "source": str(Path(path).resolve()), "dtype": dtype, "tokens": tokens,
                 "id_limit": len(vocab), "sentences": sentences, "blank_lines": blank,
-                "vocab": vocab.words if own else None, "counts": dict(zip(words, counts)) if own else {}}
+                "vocab": vocab.words if own else None, "counts": dict(zip(words, counts)) if own else {},
+                "ids_hash": _file_hash(work / "ids.bin"), "vocab_hash": _words_hash(vocab.words) if own else None}
         (work / "provisional.bin").unlink()
         (work / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
         if (root / key).exists() and _load(root / key, key) is None:
@@ -178,6 +239,9 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
             os.replace(work, root / key)
         except OSError:  # another process built it first: keep theirs
             pass
+    except OSError as e:  # a full disk or a quota: nothing of the build is kept
+        raise InputError(f"{root}: cannot write the corpus cache ({e.strerror or e}); free space, or set {CACHE_ENV} "
+                         "or data.cache_dir") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     entry = _load(root / key, key)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .files import InputError, read_lines
+from .files import InputError, plural, read_lines
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -138,7 +138,7 @@ def encode_stream(sentences: list[list[str]], vocab: Vocab) -> Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
-def batchify(stream: Tensor, batch_size: int) -> Tensor:
+def batchify(stream: Tensor, batch_size: int, source: str = "the corpus") -> Tensor:
     """Cut a stream into `batch_size` rows, dropping the remainder; returns (T, B).
 
     With the stream a b c ... x and batch size 4:
@@ -152,7 +152,8 @@ def batchify(stream: Tensor, batch_size: int) -> Tensor:
     """
     steps = stream.numel() // batch_size
     if steps < 2:
-        raise InputError(f"the corpus has {stream.numel()} tokens, too few for batch size {batch_size}")
+        raise InputError(f"{source}: {plural(stream.numel(), 'token')} (with one <eos> per sentence), too few for "
+                         f"batch size {batch_size}: it needs at least {2 * batch_size}")
     return stream[: steps * batch_size].view(batch_size, steps).t()  # a view: a memory-mapped stream stays mapped
 
 

@@ -8,15 +8,18 @@ call this module; nothing in the core imports it.
 
 from __future__ import annotations
 
+import math
+import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from html import escape as html_escape
+from html import escape as _html_escape
 from pathlib import Path
-from xml.sax.saxutils import escape as xml_escape
+from xml.sax.saxutils import escape as _xml_escape
 
 from . import trees
-from .files import write_text
+from .files import plural, write_text
 from .trees import Tree
 
 FONT = 14  # px
@@ -27,6 +30,19 @@ MARGIN = 16
 # span colours: in a predicted tree, matched and wrong spans; in a gold tree, matched and missed ones
 MATCHED, WRONG, MISSED, PLAIN = "#1a9850", "#d73027", "#f28e2b", "#444444"
 STYLE = "text{font-family:sans-serif;font-size:14px} .small{font-size:11px;fill:#666}"
+
+
+# what XML 1.0 cannot hold, even escaped: C0 controls but tab and newlines, surrogates, U+FFFE and U+FFFF
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_escape(text: str) -> str:
+    """Text for SVG: escaped, and what XML cannot hold shown as U+FFFD, so the document stays well-formed."""
+    return _xml_escape(_NOT_XML.sub("\ufffd", text))
+
+
+def html_escape(text: str, quote: bool = True) -> str:
+    return _html_escape(_NOT_XML.sub("\ufffd", text), quote=quote)
 
 
 def text_width(text: str, size: float = FONT) -> float:
@@ -148,13 +164,15 @@ PAGE_STYLE = ("body{font-family:sans-serif;margin:24px;color:#222} .sentence{mar
 
 def line_chart(series: dict[str, Sequence[tuple[float, float]]], x_label: str, y_label: str,
                marks: Sequence[float] = (), width: int = 560, height: int = 300) -> str:
-    """Lines of (x, y) points, one per series, with axes, a legend and dashed vertical marks."""
+    """Lines of (x, y) points, one per series, with axes, a legend and dashed vertical marks. Points
+    that are not finite numbers (a diverged run's perplexity) are left out of the lines."""
+    series = {name: [(x, y) for x, y in values if _drawable(x) and _drawable(y)] for name, values in series.items()}
     points = [p for values in series.values() for p in values]
     if not points:
         return f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="40"><text x="8" y="24">no data</text></svg>'
-    x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
-    y0, y1 = min(p[1] for p in points), max(p[1] for p in points)
-    x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 if y1 > y0 else y0 + 1)
+    x0, x1 = _axis_range([p[0] for p in points])
+    y0, y1 = _axis_range([p[1] for p in points])
+    marks = [m for m in marks if x0 <= m <= x1]
     left, right, top, bottom = 56, width - 150, 16, height - 40
 
     def sx(v: float) -> float:
@@ -179,14 +197,37 @@ def line_chart(series: dict[str, Sequence[tuple[float, float]]], x_label: str, y
     for value in marks:
         parts.append(f'<line x1="{sx(value):.1f}" y1="{top}" x2="{sx(value):.1f}" y2="{bottom}" stroke="#999" '
                      'stroke-dasharray="4 3" class="mark"/>')
-    for k, (name, values) in enumerate(series.items()):
+    for k, ((name, values), label) in enumerate(zip(series.items(), legend_labels(list(series)))):
         color = colors[k % len(colors)]
         path = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in values)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2" class="series"/>')
         parts += [f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="2.5" fill="{color}"/>' for a, b in values]
-        parts.append(f'<text x="{right + 10}" y="{top + 14 + 16 * k}" fill="{color}">{xml_escape(name[:20])}</text>')
+        parts.append(f'<text x="{right + 10}" y="{top + 14 + 16 * k}" fill="{color}">{xml_escape(label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _drawable(value: float) -> bool:
+    """A number a chart can place: finite and far enough from the float limits to scale."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and abs(value) < 1e300
+
+
+def _axis_range(values: Sequence[float]) -> tuple[float, float]:
+    """The lowest and highest value, widened around a single value (where adding 1 may change
+    nothing: 4.3e116 + 1 is 4.3e116)."""
+    low, high = min(values), max(values)
+    if high > low:
+        return low, high
+    pad = max(abs(low) * 0.05, 1.0)
+    return low - pad, high + pad
+
+
+def legend_labels(names: Sequence[str], width: int = 20) -> list[str]:
+    """Legend labels of at most `width` characters, distinct where the names are: a long name keeps its
+    end (a run directory's own name), and labels that would still be equal are numbered."""
+    labels = [name if len(name) <= width else "\u2026" + name[-(width - 1):] for name in names]
+    counts = Counter(labels)
+    return [f"{k + 1}: {label[-(width - 4):]}" if counts[label] > 1 else label for k, label in enumerate(labels)]
 
 
 def learning_curves(runs: dict[str, list[dict]]) -> str:
@@ -206,19 +247,19 @@ def _nested(svg: str, x: int) -> str:
     return svg.replace("<svg ", f'<svg x="{x}" y="0" ', 1)
 
 
-def parse_page(sentences: Iterable[tuple[list[str], Tree, list[tuple[str, Tree, list[list[float]]]]]],
-               layer: int) -> str:
-    """Every sentence's picture: (words, combined tree, members as (name, tree, distances per layer)).
-    With one member, its tree and distances; with several, the combined tree, then each member's."""
+def parse_page(sentences: Iterable[tuple[list[str], Tree, list[tuple[str, Tree, list[list[float]], int]]]]) -> str:
+    """Every sentence's picture: (words, combined tree, members as (name, tree, distances per layer, the
+    layer its tree came from, marked)). With one member, its tree and distances; with several, the
+    combined tree, then each member's."""
     body = []
     for words, tree, members in sentences:
         if not words:
             continue
         if len(members) == 1:
-            pictures = [tree_svg(words, tree, members[0][2], layer)]
+            pictures = [tree_svg(words, tree, members[0][2], members[0][3])]
         else:
             pictures = [tree_svg(words, tree, caption=f"combined ({len(members)} models)")]
-            pictures += [tree_svg(words, t, d, layer, caption=name) for name, t, d in members]
+            pictures += [tree_svg(words, t, d, layer, caption=name) for name, t, d, layer in members]
         body.append(f'<div class="sentence"><div class="pictures">{"".join(pictures)}</div></div>')
     return page("grammar-induce: parsed sentences", body)
 
@@ -248,7 +289,7 @@ def report_page(title: str, table: list[tuple[str, dict]], main_row: str,
     controls = ('<p>sort by <button onclick="sortBy(\'f1\')">F1</button> <button onclick="sortBy(\'n\')">length'
                 '</button> <button onclick="sortBy(\'id\')">order</button> &nbsp; filter <input id="filter" '
                 'oninput="filterBy(this.value)" placeholder="words"></p>')
-    shown = f"<p>{len(sentences)} of {total} sentences shown (predicted left, gold right).</p>"
+    shown = f"<p>{len(sentences):,} of {plural(total, 'sentence')} shown (predicted left, gold right).</p>"
     items = [_report_sentence(k, s) for k, s in enumerate(sentences)]
     body = [f"<table>{head}{rows}</table>", f"<h2>Sentence F1 by length</h2>{chart}",
             "<h2>Sentences</h2>", shown, legend, controls, f'<div id="sentences">{"".join(items)}</div>']

@@ -124,29 +124,37 @@ def layers_by_agreement(parsed: list[list[Parsed | None]], options: ParseOptions
     return tuple(layers)
 
 
-def _span_voting(members: list[Parsed], layers: list[int], options: ParseOptions) -> Tree:
-    """The binary tree with the most member spans (MBR span voting)."""
-    return trees.most_voted_tree([p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)])
+def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
+    """The binary tree with the most member spans (MBR span voting; see voting.py), the sentences' charts
+    in batches."""
+    from .voting import most_voted_trees  # torch, for the charts
+
+    return most_voted_trees([[p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
+                             for members in sentences])
 
 
-def _mean_gaps(members: list[Parsed], layers: list[int], options: ParseOptions) -> Tree:
+def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The gap decoder on the members' mean standardised gap scores."""
-    scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]
-    return trees.tree_from_gaps([sum(column) / len(scores) for column in zip(*scores)], members[0].words)
+    def tree(members: list[Parsed]) -> Tree:
+        scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]
+        return trees.tree_from_gaps([sum(column) / len(scores) for column in zip(*scores)], members[0].words)
+
+    return [tree(members) for members in sentences]
 
 
-# name -> (members' distances for one sentence, each member's layer, options) -> the ensemble's tree
-COMBINERS: dict[str, Callable[[list[Parsed], list[int], ParseOptions], Tree]] = {
+# name -> (per sentence, the members' distances; each member's layer; options) -> the ensemble's trees
+COMBINERS: dict[str, Callable[[list[list[Parsed]], list[int], ParseOptions], list[Tree]]] = {
     "mbr": _span_voting,
     "mean": _mean_gaps,
 }
 
 
-def combine(members: list[Parsed], layers: list[int], options: ParseOptions) -> Tree:
-    """The ensemble's tree by `options.combine`; one member's tree is its own."""
-    if len(members) == 1:
-        return members[0].tree(layers[0], options.distance, options.decoder)
-    return COMBINERS[options.combine](members, layers, options)
+def combine(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
+    """The ensemble's tree of each sentence (a list of its members' distances) by `options.combine`;
+    one member's tree is its own."""
+    if sentences and len(sentences[0]) == 1:
+        return [members[0].tree(layers[0], options.distance, options.decoder) for members in sentences]
+    return COMBINERS[options.combine](sentences, layers, options)
 
 
 def member_agreement(sentences: list[list[Tree]]) -> list[SpanMetric]:

@@ -6,8 +6,10 @@ output is written whole or not at all.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -57,10 +59,50 @@ def _decoded_lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
             raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {e.start + 1} of the line)") from None
         if lineno == 1:
             text = text.removeprefix("\ufeff")
-        if control := _CONTROL.search(text):
-            raise InputError(f"{path}:{lineno}: control character U+{ord(control.group()):04X} at column "
-                             f"{control.start() + 1} (not text)")
+        check_text(text, f"{path}:{lineno}")
         yield lineno, text
+
+
+def check_text(text: str, where: str) -> None:
+    """Refuse what is not text, the same for a file's line and a command-line argument: a control
+    character (NUL ...), or bytes that were not UTF-8 (an argument's undecodable bytes arrive as
+    lone surrogates)."""
+    if control := _CONTROL.search(text):
+        raise InputError(f"{where}: control character U+{ord(control.group()):04X} at column "
+                         f"{control.start() + 1} (not text)")
+    if surrogate := _SURROGATE.search(text):
+        raise InputError(f"{where}: not UTF-8 text (column {surrogate.start() + 1})")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def refuse_overwriting(outputs: dict[str, Path | None], inputs: Iterable[str | Path]) -> None:
+    """Refuse, before any work, an output that is one of the inputs (the same file, following links)
+    or another output of the same command. `outputs`: option name -> path (None: not given)."""
+    given = {name: Path(path) for name, path in outputs.items() if path is not None and not _is_special(path)}
+    inputs = [Path(p) for p in inputs if Path(p).exists()]
+    seen: dict[Path, str] = {}
+    for name, path in given.items():
+        for source in inputs:
+            if _same_file(path, source):
+                raise InputError(f"{path}: {name} is also an input ({source}); write the output elsewhere")
+        target = _target(path).resolve()
+        if target in seen:
+            raise InputError(f"{path}: given to both {seen[target]} and {name}; give each its own file")
+        seen[target] = name
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # `a` does not exist yet: it is the same file only by name
+        return _target(a).resolve() == b.resolve()
+
+
+def files_under(folder: Path) -> list[Path]:
+    """Every file in a folder and its subfolders (the inputs a run or gold folder stands for)."""
+    return [p for p in Path(folder).rglob("*") if p.is_file()] if Path(folder).is_dir() else []
 
 
 def check_output(path: Path | None) -> None:
@@ -106,8 +148,9 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     path = _target(Path(path))
     if not path.parent.is_dir():
         raise InputError(f"{path}: the folder {path.parent} does not exist")
+    remove_stale(path.parent, f".{path.name}.", ".tmp")
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     except OSError as e:
         raise InputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from None
     try:
@@ -121,7 +164,79 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, IsADirectoryError):
             raise InputError(f"{path}: is a folder, not a file") from None
+        if isinstance(e, OSError):  # a full disk, a quota, a file-size limit: the old file is intact
+            raise InputError(f"{path}: cannot write ({e.strerror or e}); the file is unchanged") from None
         raise
+
+
+def remove_stale(folder: Path, prefix: str, suffix: str = "") -> None:
+    """Remove what a killed process left in `folder`: files and folders named
+    prefix + PID + "." ... + suffix whose process is gone (on this machine)."""
+    for leftover in glob.glob(os.path.join(glob.escape(str(folder)), glob.escape(prefix) + "*" + suffix)):
+        pid = os.path.basename(leftover)[len(prefix):].split(".")[0].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            if os.path.isdir(leftover):
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                Path(leftover).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def check_folder_output(path: Path, ours: re.Pattern) -> None:
+    """Refuse before the work a folder output that could not be written, or that holds files other
+    than the ones this output writes (named like `ours`): replacing it would lose them."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: is a file; this output is a folder of files")
+    if not path.parent.is_dir():
+        raise InputError(f"{path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        others = sorted(p.name for p in path.iterdir() if not ours.fullmatch(p.name))
+        if others:
+            raise InputError(f"{path}: holds files this output did not write ({', '.join(others[:3])}"
+                             f"{' ...' if len(others) > 3 else ''}); give a new or empty folder")
+    check_output(path.parent / ".probe")
+
+
+def replace_folder(path: Path, fill: Callable[[Path], object]) -> None:
+    """Write a folder of files whole or not at all: fill(temporary folder) beside it, then put that in
+    place of `path` (an earlier folder's files go, none is left stale)."""
+    path = Path(path)
+    remove_stale(path.parent, f".{path.name}.")
+    try:
+        work = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".new"))
+        os.chmod(work, 0o777 & ~_umask())
+    except OSError as e:
+        raise InputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from None
+    try:
+        fill(work)
+        if path.exists():
+            old = path.parent / f".{path.name}.{os.getpid()}.old"
+            os.replace(path, old)
+            os.replace(work, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(work, path)
+    except BaseException as e:
+        shutil.rmtree(work, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise InputError(f"{path}: cannot write ({e.strerror or e}); the folder is unchanged") from None
+        raise
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 def _mode_for(path: Path) -> int:
@@ -129,9 +244,7 @@ def _mode_for(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
 
 
 def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", quiet: bool = False, **options):
@@ -141,6 +254,11 @@ def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", qui
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True,
                 disable=quiet or not sys.stderr.isatty(), **options)
+
+
+def plural(n: int, word: str) -> str:
+    """ "1 sentence", "2 sentences", "1,000 tokens"."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def write_lines(lines: Iterable[str], path: Path) -> None:

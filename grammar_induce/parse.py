@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import ClassVar
@@ -19,7 +20,7 @@ from .checkpoint import LoadedModel
 from .distances import check_members, parse_words
 from .distributed import World
 from .ensemble import ParseOptions, combine, layers_by_agreement, member_agreement, resolve_layers
-from .files import write_text
+from .files import InputError, plural, replace_folder, write_text
 from .formats import MemberResult, SentenceResult, render
 from .metrics import SpanMetric
 from .trees import Tree
@@ -43,16 +44,17 @@ def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], optio
     products = precision.product_dtype(options.precision)
     parsed = [parse_words(loaded, sentences, options.batch_size, n_layers=None if all_layers else layer,
                           products=products) for loaded, layer in zip(models, layers)]
+    members = [[member[k] for member in parsed] for k, words in enumerate(sentences) if words]
+    combined = iter(combine(members, layers, options))
     results = []
     for k, words in enumerate(sentences):
-        members = [member[k] for member in parsed]
         if not words:
             results.append(SentenceResult(words, None))
             continue
-        results.append(SentenceResult(words, combine(members, layers, options), [
+        results.append(SentenceResult(words, next(combined), [
             MemberResult(p.direction, p.forget, p.input, p.tree(layer, options.distance, options.decoder), m.source,
                          layer, p.gaps(layer, options.distance))
-            for p, layer, m in zip(members, layers, models)]))
+            for p, layer, m in zip([member[k] for member in parsed], layers, models)]))
     return results
 
 
@@ -63,6 +65,10 @@ class ParseSummary:
     layers: tuple[int, ...] = ()  # each member's layer (what --layer auto chose)
     agreement: list[SpanMetric] | None = None  # per member, its F1 against the others' trees (if asked)
     writes_output: bool = True  # False on the processes of a torchrun launch other than process 0
+    distance: str = "forget"  # the distances the trees came from
+    auto_layers: bool = False  # the layers were chosen by agreement
+    workers: int = 1  # the processes that parsed
+    notes: list[str] = field(default_factory=list)  # what the user should know: caps, fallbacks
 
 
 def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, *, workers: int = 1,
@@ -79,32 +85,76 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     """
     check_members(models)
     options = replace(options, precision=precision.resolve(options.precision, models[0].model.device))  # once
-    summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None)
     world = World.from_env()
-    summary.writes_output = world.is_main
+    summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
+                           writes_output=world.is_main, distance=options.distance,
+                           auto_layers=options.auto_layers and len(models) > 1)
     chunks = (_tokenized(models[0].tokenizer, chunk) for chunk in _chunks(lines, options.batch_size))
     first = next(chunks, [])
     options = _fixed_layers(models, first, options, world)
     summary.layers = options.layers
     chunks = itertools.chain([first], chunks)
+    if world.size == 1 and workers > 1:
+        ahead = list(itertools.islice(chunks, workers))  # as many chunks as workers, to see if there is work for each
+        chunks = itertools.chain(ahead, chunks)
+        summary.workers = worker_count(workers, len(ahead), models, summary.notes)
     if world.size > 1:
         parts = _parts_distributed(models, chunks, options, all_layers, world)
-    elif workers > 1:
-        parts = _parts_in_processes(models, chunks, options, all_layers, workers)
+    elif summary.workers > 1:
+        parts = _parts_in_processes(models, chunks, options, all_layers, summary.workers)
     else:
         parts = (parse_chunk(models, chunk, options, all_layers) for chunk in chunks)
-    return _collect(parts, summary, progress), summary
+    return _collect(parts, summary, progress, len(models) > 1 and options.combine == "mbr"), summary
 
 
-def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary,
-             progress: Callable[[int], object] | None) -> Iterator[SentenceResult]:
-    """The chunks' results in order, adding each chunk's member agreement to the summary."""
+WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself), measured
+
+
+def worker_count(requested: int, chunks: int, models: list[LoadedModel], notes: list[str]) -> int:
+    """How many worker processes to parse in: those asked for, but no more than there are chunks of
+    input, cores, or copies of the models that fit in half the memory available; a cap is noted."""
+    model_bytes = sum(sum(t.numel() * t.element_size() for t in m.model.state_dict().values()) for m in models)
+    fits = max(1, available_memory() // 2 // (WORKER_BYTES + model_bytes))
+    caps = [(chunks, f"the input is {plural(chunks, 'chunk')} of {CHUNK_BATCHES} batches"),
+            (os.cpu_count() or 1, f"this machine has {os.cpu_count()} cores"),
+            (fits, f"{fits} cop{'ies' if fits != 1 else 'y'} of the models fit in half the free memory")]
+    count, why = min(caps, key=lambda cap: cap[0])
+    count = max(1, count)
+    if count < requested:
+        notes.append(f"--workers {requested} capped at {count}: {why}")
+        return count
+    return requested
+
+
+def available_memory() -> int:
+    """Bytes of memory free for new processes (MemAvailable), else the free physical pages."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, progress: Callable[[int], object] | None,
+             voting: bool) -> Iterator[SentenceResult]:
+    """The chunks' results in order, adding each chunk's member agreement to the summary (and, for span
+    voting, a note of the lines too long to vote on exactly)."""
+    from .voting import EXACT_LIMIT
+
+    long_lines = 0
     for results in parts:
         if summary.agreement is not None:
             _add_agreement(summary.agreement, member_agreement([[m.tree for m in r.members] for r in results if r.members]))
         if progress is not None:
             progress(len(results))
+        long_lines += sum(len(r.words) > EXACT_LIMIT for r in results) if voting else 0
         yield from results
+    if long_lines:
+        summary.notes.append(f"{plural(long_lines, 'line')} of more than {EXACT_LIMIT} words: span voting "
+                             "split them greedily, top down (exact voting is cubic in the length)")
 
 
 def _fixed_layers(models: list[LoadedModel], first: list[tuple[list[str], list[bool]]], options: ParseOptions,
@@ -181,10 +231,13 @@ def _parts_distributed(models: list[LoadedModel], chunks: Iterator, options: Par
             return
 
 
+CHUNK_BATCHES = 64
+
+
 def _chunks(lines: Iterable[str], batch_size: int) -> Iterator[list[str]]:
     """Lines in chunks of 64 batches: sorting by length inside a chunk keeps batches full."""
     lines = iter(lines)
-    while chunk := list(itertools.islice(lines, 64 * batch_size)):
+    while chunk := list(itertools.islice(lines, CHUNK_BATCHES * batch_size)):
         yield chunk
 
 
@@ -213,44 +266,75 @@ def _with_punctuation(result: SentenceResult, tokens: list[str], is_word: list[b
     return replace(result, tree=trees.restore_tokens(result.tree, tokens, is_word), tokens=tokens, is_word=is_word)
 
 
-def draw_pictures(results: Iterable[SentenceResult], layer: int, fmt: str, output: Path | None) -> Iterator[str]:
-    """`--format svg`: one SVG per sentence, as lines (to stdout) or as numbered files in the folder
-    `output`; `--format html`: one page of every sentence. `layer`: the one marked under the words.
-    Yields what goes to stdout."""
+PICTURE_FILE = re.compile(r"\d{6}\.svg")  # the files of a folder of pictures, one per line
+
+
+def draw_pictures(results: Iterable[SentenceResult], fmt: str, output: Path | None,
+                  distance: str = "forget") -> Iterator[str]:
+    """`--format html`: one page of every sentence; `--format svg`: one SVG of one sentence (to stdout
+    or to a FILE.svg), or one per line, numbered, in the folder `output` (written whole, then put in
+    place of the folder's earlier pictures). Each member's bars are its `distance` ones, its own layer
+    marked. Yields what goes to stdout."""
     from . import draw
 
     if fmt == "html":
-        page = draw.parse_page((_drawn(r) for r in results if r.tree is not None), layer)
+        page = draw.parse_page(_drawn(r, distance) for r in results if r.tree is not None)
         if output is None:
             yield page
         else:
             write_text(output, page)
         return
-    for number, result in enumerate(results, start=1):
-        svg = "" if result.tree is None else _sentence_svg(result, layer)
+    if output is None or output.suffix == ".svg":
+        svg = _one_picture(results, distance)
         if output is None:
             yield svg
-        elif svg:
-            write_text(output / f"{number:06d}.svg", svg)
+        else:
+            write_text(output, svg)
+        return
+    replace_folder(output, lambda folder: _write_pictures(results, distance, folder))
 
 
-def _sentence_svg(result: SentenceResult, layer: int) -> str:
+def _one_picture(results: Iterable[SentenceResult], distance: str) -> str:
+    """The SVG of the only sentence: a second one is refused before anything is written."""
+    results = iter(results)
+    first = next(results, None)
+    if next(results, None) is not None:
+        raise InputError("--format svg draws one sentence to stdout or to FILE.svg; for several give "
+                         "--output DIR (a file per line) or use --format html")
+    return "" if first is None or first.tree is None else _sentence_svg(first, distance)
+
+
+def _write_pictures(results: Iterable[SentenceResult], distance: str, folder: Path) -> None:
+    for number, result in enumerate(results, start=1):
+        if result.tree is not None:
+            (folder / f"{number:06d}.svg").write_text(_sentence_svg(result, distance), encoding="utf-8")
+
+
+def _sentence_svg(result: SentenceResult, distance: str) -> str:
     from . import draw
 
-    tokens, tree, members = _drawn(result)
-    return draw.tree_svg(tokens, tree, members[0][2] if len(members) == 1 else [], layer)
+    tokens, tree, members = _drawn(result, distance)
+    if len(members) == 1:
+        _, _, rows, layer = members[0]
+        return draw.tree_svg(tokens, tree, rows, layer)
+    return draw.tree_svg(tokens, tree)
 
 
-def _drawn(result: SentenceResult) -> tuple[list[str], Tree, list[tuple[str, Tree, list[list[float | None]]]]]:
-    """What a picture shows: every token, the tree, and each member as (name, tree, distances per layer),
-    the members' trees and distances spread over every token (no bar under punctuation)."""
+Member = tuple[str, Tree, list[list[float | None]], int]  # name, tree, distances per layer, the layer read
+
+
+def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list[Member]]:
+    """What a picture shows: every token, the tree, and each member as (name, tree, its `distance`
+    distances per layer, its layer), the members' trees and distances spread over every token (no bar
+    under punctuation)."""
     if result.tokens is None:
-        return result.words, result.tree, [(_member_name(m), m.tree, m.forget) for m in result.members]
+        return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
+                                            for m in result.members]
     return result.tokens, result.tree, [
         (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
-         [result.token_row(row) for row in m.forget]) for m in result.members]
+         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members]
 
 
 def _member_name(member: MemberResult) -> str:
     path = Path(member.source)
-    return f"{path.parent.name}/{path.name} ({member.direction})"
+    return f"{path.parent.name}/{path.name} ({member.direction}, layer {member.layer})"

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from .files import InputError, write_text
+from .files import InputError, read_lines, write_text
 
 RUN_FILES = ("metrics.jsonl", "best.pt", "last.pt")  # what makes a directory a run worth keeping
 LOCK_FILE = ".lock"
@@ -49,6 +49,12 @@ def lock_holder(out_dir: Path) -> str | None:
             return None
     except OSError:
         return None
+
+
+def written_files(out_dir: Path) -> list[Path]:
+    """Every file a run writes into (or removes from) its directory."""
+    names = [*RUN_FILES, "config.toml", "curves.svg", LOCK_FILE, *existing_run_files(out_dir)]
+    return [Path(out_dir) / name for name in dict.fromkeys(names)]
 
 
 def existing_run_files(out_dir: Path) -> list[str]:
@@ -128,14 +134,32 @@ def trim_metrics(path: Path, next_epoch: int) -> None:
         write_text(path, "".join(kept))
 
 
+METRIC_KEYS = {"epoch": (int,), "train_loss": (int, float), "valid_ppl": (int, float, type(None)), "phase": (str,)}
+
+
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's metrics records; a line that is not one is an error naming it (a value may be NaN or
+    Infinity, as a diverged run writes them)."""
+
     path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise InputError(f"{path}: cannot read (no such file)" if not path.exists() else f"{path}: not a file")
+    return [_metrics_record(text, f"{path}:{lineno}") for lineno, text in read_lines(path) if text.strip()]
+
+
+def _metrics_record(text: str, where: str) -> dict[str, Any]:
     try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+        record = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not a metrics file ({e.msg})") from None
+        raise InputError(f"{where}: not a metrics record ({e.msg})") from None
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: not a metrics record (not a JSON object)")
+    for key, types in METRIC_KEYS.items():
+        if key not in record:
+            raise InputError(f"{where}: not a metrics record (no {key!r})")
+        if not isinstance(record[key], types) or isinstance(record[key], bool):
+            raise InputError(f"{where}: not a metrics record ({key!r} is {record[key]!r})")
+    return record
 
 
 def format_record(record: dict[str, Any]) -> str:

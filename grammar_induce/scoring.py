@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import trees
 from .data import Tokenizer
-from .files import InputError, progress_bar, read_lines, write_text
+from .files import InputError, plural, progress_bar, read_lines, write_text
 from .metrics import SpanMetric
 from .treebank import GoldTree, TagFilter, read_gold
 
@@ -68,7 +68,7 @@ class Report:
         if self.agreement:
             lines.append("\n" + agreement_table(self.agreement))
         lines += [f"\nnote: {note}" for note in self.notes]
-        lines.append(f"\nsentence F1 by length ({self.sentences} sentences, {self.skipped} skipped)")
+        lines.append(f"\nsentence F1 by length ({plural(self.sentences, 'sentence')}, {self.skipped:,} skipped)")
         rows = list(self.by_length)
         lines.append(f"{'words':10s} {'count':>6s} " + " ".join(f"{r[:16]:>16s}" for r in rows))
         for bucket in self.by_length[rows[0]]:
@@ -145,7 +145,7 @@ def _ensemble_rows(models: list, parsed: list[list], layers: list[int], parse_op
                  for name, member, layer in zip(names, parsed, layers)}
     for how in COMBINERS:
         options = replace(parse_options, combine=how)
-        predicted[f"{how} of {len(models)}"] = [combine(list(members), layers, options) for members in zip(*parsed)]
+        predicted[f"{how} of {len(models)}"] = combine([list(members) for members in zip(*parsed)], layers, options)
     per_sentence = [list(member_trees) for member_trees in zip(*(predicted[name] for name in names))]
     return predicted, dict(zip(names, member_agreement(per_sentence)))
 

@@ -12,6 +12,7 @@ import math
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from . import checkpoint, corpus, distributed, draw, native, precision, rundir
 from . import config as config_module
 from .config import Config
 from .data import Tokenizer, Vocab, batchify, get_batch
-from .files import InputError, UserError, progress_bar, write_text
+from .files import InputError, UserError, progress_bar, refuse_overwriting, write_text
 from .model import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
 
 
@@ -126,19 +127,20 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
     limits = corpus.Limits(data.max_vocab, data.min_freq)
     if not world.is_main:
         world.barrier()  # rank 0 builds what is missing
-    train = corpus.training_entry(data.train, reader, limits, root, workers, backward)
-    if vocab is not None and vocab.words != train.vocab.words:  # resuming after the file or the limits changed
-        train = corpus.encoded_entry(data.train, reader, vocab, root, workers, backward)
-    vocab = vocab or train.vocab
-    entries = {data.train: train}
-    for path in (data.valid, data.test):
-        if path and path not in entries:
-            entries[path] = corpus.encoded_entry(path, reader, vocab, root, workers, backward)
+    with corpus.read_once([data.train, data.valid, data.test], root) as readable:
+        train = corpus.training_entry(readable[data.train], reader, limits, root, workers, backward)
+        if vocab is not None and vocab.words != train.vocab.words:  # resuming after the file or the limits changed
+            train = corpus.encoded_entry(readable[data.train], reader, vocab, root, workers, backward)
+        vocab = vocab or train.vocab
+        entries = {data.train: train}
+        for path in (data.valid, data.test):
+            if path and path not in entries:
+                entries[path] = corpus.encoded_entry(readable[path], reader, vocab, root, workers, backward)
     if world.is_main:
         world.barrier()
 
     def rows(path: str, batch_size: int) -> Tensor | None:
-        return batchify(entries[path].ids, batch_size) if path else None
+        return batchify(entries[path].ids, batch_size, path) if path else None
 
     return Corpus(tokenizer, vocab, world.split_rows(rows(data.train, train_cfg.batch_size)),
                   rows(data.valid, train_cfg.eval_batch_size), rows(data.test, train_cfg.test_batch_size),
@@ -206,8 +208,8 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, batch_size: int) -> fl
     data = loaded.config.data
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.direction == "backward")
-    source = batchify(entry.ids, batch_size).to(loaded.model.device)
-    return math.exp(evaluate_loss(loaded.model, source, loaded.config.train.bptt))
+    source = batchify(entry.ids, batch_size, path).to(loaded.model.device)
+    return _exp(evaluate_loss(loaded.model, source, loaded.config.train.bptt))
 
 
 class averaged_weights:
@@ -283,8 +285,12 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     config = dataclasses.replace(config, train=dataclasses.replace(config.train,
                                                                    precision=precision.resolve(requested, device)))
     rundir.check(out_dir, resume, force)
+    refuse_overwriting({f"the run's {path.name}": path for path in rundir.written_files(out_dir)},
+                       [config.data.train, config.data.valid, config.data.test])
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
     saved = _resume_state(payload, out_dir / "last.pt") if payload else None
+    if payload:
+        _check_resumable(payload, config, out_dir / "last.pt")
     streams = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
@@ -299,7 +305,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         loop.trainable = loop.model  # release the DDP wrapper before the process group goes,
         gc.collect()  # now: it can sit in reference cycles, and freed at exit it can abort the process (gloo)
         world.close()
-    best = math.exp(state.best_loss) if streams.valid is not None and math.isfinite(state.best_loss) else None
+    best = _exp(state.best_loss) if streams.valid is not None and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main, loop.stopped_by)
 
 
@@ -309,10 +315,23 @@ def _resume_state(payload: dict[str, Any], source: Path) -> TrainState:
     return TrainState.from_dict(payload["training_state"], source)
 
 
+def _check_resumable(payload: dict[str, Any], config: Config, source: Path) -> None:
+    """Refuse a resume that would change the model, its text or its vocabulary (see config.RESUMABLE)."""
+    saved = config_module.from_dict(payload["config"], str(source))
+    changes = config_module.resume_changes(saved, config)
+    if changes:
+        key, was, now = changes[0]
+        raise InputError(f"{source}: --resume cannot change {key} (the run has {was!r}, now {now!r}); "
+                         f"only {', '.join(sorted(config_module.RESUMABLE))} may change")
+
+
 def _announce(loop: _Loop, state: TrainState) -> None:
     """Write config.toml and say what is about to train."""
     rundir.trim_metrics(loop.out_dir / "metrics.jsonl", state.epoch)
     write_text(loop.out_dir / "config.toml", config_module.to_toml(loop.config))
+    data = loop.config.data
+    for path in dict.fromkeys(p for p in (data.train, data.valid, data.test) if p and corpus.is_stream(p)):
+        loop.log(f"note: {path} is not a file but a stream, read once; --resume will need the text as a file")
     for path, blank in loop.corpus.blank_lines.items():
         if blank:
             loop.log(f"{path}: skipped {blank} blank lines")
@@ -465,7 +484,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     record = {
         "epoch": state.epoch,
         "train_loss": round(stats["train_loss"], 5),
-        "valid_ppl": round(math.exp(val_loss), 3) if valid is not None else None,
+        "valid_ppl": round(_exp(val_loss), 3) if valid is not None else None,
         "lr": loop.optimizer.param_groups[0]["lr"],
         "phase": state.phase,
         "tokens_per_s": round(stats["tokens_per_s"], 1),
@@ -481,10 +500,27 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     state.position = None
     if loop.world.is_main:
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
-        draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg")
-        loop.log(rundir.format_record(record))
     _save_last(loop, state)
+    if loop.world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
+        _side_output(loop, "the log line", lambda: loop.log(rundir.format_record(record)))
+        _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
     return record
+
+
+def _exp(loss: float) -> float:
+    """A perplexity, infinite past what a float holds (a diverged run's)."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
+
+
+def _side_output(loop: _Loop, what: str, write: Callable[[], object]) -> None:
+    """Write a picture or a log line; if that fails, say so on stderr and train on."""
+    try:
+        write()
+    except Exception as e:  # noqa: BLE001 - nothing a side output raises may stop training
+        print(f"warning: could not write {what} ({type(e).__name__}: {e}); training goes on", file=sys.stderr)
 
 
 def _keep_snapshot(loop: _Loop, epoch: int) -> None:
@@ -503,7 +539,7 @@ def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
 def _final_test(loop: _Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
-    ppl = math.exp(evaluate_loss(best.model, loop.corpus.test.to(loop.device), loop.config.train.bptt,
+    ppl = _exp(evaluate_loss(best.model, loop.corpus.test.to(loop.device), loop.config.train.bptt,
                                   precision.product_dtype(loop.config.train.precision)))
     loop.log(f"test ppl {ppl:.2f} (best.pt)")
     return ppl

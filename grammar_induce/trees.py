@@ -125,46 +125,6 @@ def standardize(scores: Sequence[float]) -> list[float]:
     return [(x - mean) / spread if spread > 0 else 0.0 for x in scores]
 
 
-def most_voted_tree(members: Sequence[Tree]) -> Tree:
-    """The binary tree with the largest total count of the members' spans (span-voting MBR,
-    Shayegh et al., ICLR 2024), by CKY over a chart of span counts: O(n^3).
-
-    Ties go to the leftmost split. The members must be trees over the same words.
-    """
-    words = leaves(members[0])
-    n = len(words)
-    votes: dict[tuple[int, int], int] = {}
-    for member in members:
-        for span in spans(member):
-            votes[span] = votes.get(span, 0) + 1
-    best = [[0] * (n + 1) for _ in range(n + 1)]  # best[i][j]: most votes inside words i..j-1
-    split = [[0] * (n + 1) for _ in range(n + 1)]
-    for length in range(2, n + 1):
-        for i in range(n - length + 1):
-            j = i + length
-            row_i = best[i]
-            k = max(range(i + 1, j), key=lambda m: (row_i[m] + best[m][j], -m))
-            best[i][j] = row_i[k] + best[k][j] + votes.get((i, j), 0)
-            split[i][j] = k
-    return _tree_from_splits(split, words, 0, n)
-
-
-def _tree_from_splits(split: list[list[int]], words: Sequence[str], start: int, end: int) -> Tree:
-    built: dict[tuple[int, int], Tree] = {}
-    todo = [(start, end, False)]
-    while todo:
-        i, j, children_done = todo.pop()
-        if j - i == 1:
-            built[i, j] = words[i]
-        elif not children_done:
-            todo.append((i, j, True))
-            todo.extend([(i, split[i][j], False), (split[i][j], j, False)])
-        else:
-            k = split[i][j]
-            built[i, j] = [built.pop((i, k)), built.pop((k, j))]
-    return built[start, end]
-
-
 OPEN, CLOSE = object(), object()  # structure events of `walk`, never equal to a word (a word may be "(")
 
 

@@ -13,7 +13,8 @@ API = {"api"}  # the Python API: over the workflows, under the command line
 WORKFLOWS = {"train", "parse", "scoring"}
 STANDALONE = {"trees", "metrics", "config", "files"}  # import nothing else from the package
 CORE = {"model", "data", "trees", "metrics", "config", "files", "formats", "treebank", "checkpoint", "native",
-        "reference", "recurrence", "distributed", "precision", "rundir", "ensemble", "distances", "pretrained", "corpus"}
+        "reference", "recurrence", "distributed", "precision", "rundir", "ensemble", "distances", "pretrained", "corpus",
+        "voting"}
 # none of the core draws pictures
 
 

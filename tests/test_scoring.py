@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from grammar_induce.voting import most_voted_tree
 from grammar_induce import trees
 from grammar_induce.ensemble import ParseOptions
 from grammar_induce.files import InputError
@@ -73,7 +74,7 @@ def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backw
     gold, _ = read_gold(GOLD, TagFilter())
     gold = [g for g in gold if len(g.words) <= 12]
     parsed = [parse_words(m, [g.words for g in gold]) for m in (tiny_model, tiny_backward_model)]
-    voted = [trees.most_voted_tree([f.tree(2, decoder="gap"), b.tree(2, decoder="gap")]) for f, b in zip(*parsed)]
+    voted = [most_voted_tree([f.tree(2, decoder="gap"), b.tree(2, decoder="gap")]) for f, b in zip(*parsed)]
     expected = sum((SpanMetric.of(trees.spans(t), trees.spans(g.tree)) for t, g in zip(voted, gold)), SpanMetric())
     assert report.rows["mbr of 2"] == expected
     pairwise = sum((SpanMetric.of(trees.spans(f.tree(2, decoder="gap")), trees.spans(b.tree(2, decoder="gap")))

@@ -4,6 +4,7 @@ import random
 import nltk
 import pytest
 
+from grammar_induce.voting import most_voted_tree
 from grammar_induce import trees
 
 
@@ -156,18 +157,18 @@ def test_span_voting_equals_brute_force_over_all_binary_trees():
         for _ in range(30 if n > 2 else 3):
             members = [rng.choice(candidates) for _ in range(rng.randint(1, 5))]
             votes = [sum(len(trees.spans(c) & trees.spans(m)) for m in members) for c in candidates]
-            voted = trees.most_voted_tree(members)
+            voted = most_voted_tree(members)
             assert voted in candidates
             assert votes[candidates.index(voted)] == max(votes)
 
 
 def test_span_voting_of_identical_members_is_their_tree():
     tree = [["the", "dog"], ["saw", ["a", "cat"]]]
-    assert trees.most_voted_tree([tree, tree, tree]) == tree
-    assert trees.most_voted_tree([tree]) == tree
+    assert most_voted_tree([tree, tree, tree]) == tree
+    assert most_voted_tree([tree]) == tree
     # two of three agree on every span: the majority wins
     other = trees.right_branching(["the", "dog", "saw", "a", "cat"])
-    assert trees.most_voted_tree([tree, other, tree]) == tree
+    assert most_voted_tree([tree, other, tree]) == tree
 
 
 def test_standardize():
