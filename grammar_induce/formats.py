@@ -46,7 +46,8 @@ class SentenceResult:
             member = self.members[0]
             return record | {"forget": member.forget, "input": member.input, "tree": self.tree}
         return record | {"tree": self.tree, "members": [
-            {"direction": m.direction, "forget": m.forget, "input": m.input, "tree": m.tree} for m in self.members]}
+            {"direction": m.direction, "layer": m.layer, "forget": m.forget, "input": m.input, "tree": m.tree}
+            for m in self.members]}
 
     def token_row(self, row: list[float]) -> list[float | None]:
         """A per-word row (distances) spread over every token, None at punctuation (needs `is_word`)."""

@@ -2,13 +2,13 @@ import json
 
 import pytest
 
-from grammar_induce.voting import most_voted_tree
 from grammar_induce import trees
 from grammar_induce.ensemble import ParseOptions
 from grammar_induce.files import InputError
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.scoring import EvalOptions, evaluate_file, evaluate_models, write_json
 from grammar_induce.treebank import TagFilter, read_gold
+from grammar_induce.voting import most_voted_tree
 
 from .conftest import ROOT
 

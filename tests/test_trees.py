@@ -4,8 +4,8 @@ import random
 import nltk
 import pytest
 
-from grammar_induce.voting import most_voted_tree
 from grammar_induce import trees
+from grammar_induce.voting import most_voted_tree
 
 
 def split_recursively(distances, words):
