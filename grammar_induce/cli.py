@@ -69,7 +69,8 @@ def _note(text: str) -> None:
 def _ignored(options: Iterable[str], why: str) -> None:
     """Say which options the user gave that have no effect here."""
     context = click.get_current_context()
-    given = [f"--{name.replace('_', '-')}" for name in options
+    flags = {param.name: param.opts[0] for param in context.command.params}
+    given = [flags[name] for name in options
              if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
     if given:
         _note(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect {why}")
@@ -347,6 +348,39 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     if report_path:
         scoring.write_report(report, report_path, report_sentences)
     click.echo(report.table())
+
+
+@main.command()
+@click.option("--model", "model_names", required=True, multiple=True,
+              help="a teacher: checkpoint or shipped model name; repeat it for an ensemble")
+@click.option("--train", "train_file", required=True, help="text the teachers parse and the student learns, a sentence per line")
+@click.option("--valid", "valid_file", required=True, help="held-out text: the epoch kept agrees best with the teachers on it")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="folder for round-K.pt, best.pt, distill.jsonl")
+@click.option("--epochs", type=click.IntRange(min=1), default=4, show_default=True, help="student epochs per round")
+@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="1: learn the teachers' trees; more: parse again with the student beside the teachers, learn again")
+@click.option("--confident", is_flag=True, help="learn only the spans most members agree on (the rest of each tree is free)")
+@click.option("--max-length", type=click.IntRange(min=2), default=40, show_default=True,
+              help="learn from sentences of at most N words (the tree CRF is cubic in the length)")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=141, show_default=True, help="random seed of the student")
+@click.option("--force", is_flag=True, help="write over a folder that holds a student already")
+@model_options
+@user_errors
+def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, max_length, seed, force, layers,
+            distance, decoder, combine, batch_size, precision, device) -> None:
+    """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
+    from . import api
+    from .files import InputError
+
+    if (out_dir / "best.pt").exists() and not force:
+        raise InputError(f"{out_dir}: holds a student (best.pt); use --force or another --out")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: is a file, not a folder")
+    student = api.distill(*model_names, train=train_file, valid=valid_file, out=out_dir, layer=_layer(layers),
+                          distance=distance, decoder=decoder, combine=combine, batch_size=batch_size,
+                          precision=precision, device=device, log=click.echo, epochs=epochs, rounds=rounds,
+                          confident=confident, max_length=max_length, seed=seed)
+    click.echo(f"student in {Path(student.models[0].source).resolve()}")
 
 
 @main.command()

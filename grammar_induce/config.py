@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MODEL_KINDS = ("onlstm", "lstm")
+MODEL_KINDS = ("onlstm", "lstm", "student")
 DIRECTIONS = ("forward", "backward")
 PRECISIONS = ("fp32", "bf16", "auto")  # see precision.py
 TOKENIZERS = ("whitespace", "jieba", "char", "treebank")  # see data.Tokenizer
@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    kind: str = "onlstm"  # onlstm | lstm (the AWD-LSTM baseline: no distances, no trees)
+    kind: str = "onlstm"  # onlstm | lstm (the AWD-LSTM baseline: no distances, no trees) | student (distill)
     emb_size: int = 400
     hidden_size: int = 1150
     chunk_size: int = 10
@@ -39,7 +39,7 @@ class ModelConfig:
 
     def validate(self) -> None:
         if self.kind not in MODEL_KINDS:
-            raise ConfigError(f"model.kind must be onlstm or lstm, got {self.kind!r}")
+            raise ConfigError(f"model.kind must be one of {', '.join(MODEL_KINDS)}, got {self.kind!r}")
         if self.direction not in DIRECTIONS:
             raise ConfigError(f"model.direction must be forward or backward, got {self.direction!r}")
         for name in ("emb_size", "hidden_size", "chunk_size", "n_layers"):

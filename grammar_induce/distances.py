@@ -20,7 +20,7 @@ from .files import InputError
 def check_members(models: list[LoadedModel]) -> None:
     """Every model must have distances, and all must split and normalise words alike."""
     for loaded in models:
-        if not loaded.model.has_distances:
+        if not loaded.model.has_distances and not is_student(loaded):
             raise InputError(f"{loaded.source}: a {loaded.config.model.kind} language model has no distances "
                              "to parse with (train an ON-LSTM: model.kind = \"onlstm\")")
     first = models[0]
@@ -40,27 +40,48 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
     padding never changes the distances of earlier positions. Empty sentences get None. `products`: the
     dtype of the matrix products (None: float32; see precision.py).
     """
-    model, vocab, tokenizer = loaded.model, loaded.vocab, loaded.tokenizer
-    direction = loaded.config.model.direction
-    eos = vocab.index[EOS]
+    model, direction = loaded.model, loaded.config.model.direction
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Parsed | None] = [None] * len(sentences)
     for first in range(0, len(order), batch_size):
         batch = order[first : first + batch_size]
-        longest = len(sentences[batch[-1]])
-        rows = [[eos, *vocab.encode_user_words(tokenizer.normalize(w) for w in _model_order(sentences[k], direction))]
-                for k in batch]
-        tokens = torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows]).t()  # (T, B)
-        distances = model.distances(tokens.to(model.device), n_layers=n_layers, products=products)  # (L, T, B) each
-        forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
-        inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
-        for column, k in enumerate(batch):
-            n = len(sentences[k])
-            results[k] = Parsed(sentences[k], [_model_order(d[:n], direction) for d in forget[column]],
-                                [_model_order(d[:n], direction) for d in inp[column]], direction)
+        words = [sentences[k] for k in batch]
+        tokens = token_rows(loaded, [_model_order(w, direction) for w in words])  # (B, T)
+        if is_student(loaded):
+            found = model.trees(tokens.to(model.device), [len(w) for w in words], words)
+            for k, tree in zip(batch, found):
+                results[k] = Parsed(sentences[k], [], [], direction, tree)
+        else:
+            _add_distances(results, batch, words, model.distances(tokens.t().to(model.device), n_layers=n_layers,
+                                                                  products=products), direction)
         if progress is not None:
             progress(len(batch))
     return results
+
+
+def is_student(loaded: LoadedModel) -> bool:
+    """A span parser distilled from other models (student.py): its trees come from CKY."""
+    return getattr(loaded.model, "is_student", False)
+
+
+def token_rows(loaded: LoadedModel, sentences: list[list[str]]) -> torch.Tensor:
+    """(B, T) ids of `<eos> w1 ... wn <eos>` per sentence, padded with `<eos>` to the longest."""
+    vocab, tokenizer = loaded.vocab, loaded.tokenizer
+    eos = vocab.index[EOS]
+    longest = max(len(s) for s in sentences)
+    rows = [[eos, *vocab.encode_user_words(tokenizer.normalize(w) for w in s)] for s in sentences]
+    return torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows])
+
+
+def _add_distances(results: list[Parsed | None], batch: list[int], words: list[list[str]], distances,
+                   direction: str) -> None:
+    longest = len(words[-1])
+    forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
+    inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
+    for column, (k, sentence) in enumerate(zip(batch, words)):
+        n = len(sentence)
+        results[k] = Parsed(sentence, [_model_order(d[:n], direction) for d in forget[column]],
+                            [_model_order(d[:n], direction) for d in inp[column]], direction)
 
 
 def _model_order(items: list, direction: str) -> list:

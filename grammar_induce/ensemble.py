@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import trees
-from .files import InputError
+from .files import InputError, plural
 from .metrics import SpanMetric
 from .trees import Tree
 
@@ -41,15 +41,26 @@ class Parsed:
     forget: list[list[float]]  # per layer, per word
     input: list[list[float]]
     direction: str = "forward"
+    parsed_tree: Tree | None = None  # a span parser's (a distilled student's) own tree: it has no distances
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.forget) or 1  # a student is one layer, for the layer choice
 
     def distances(self, layer: int, kind: str = "forget") -> list[float]:
         """One layer's distances; `layer` counts from 1."""
         return getattr(self, kind)[layer - 1]
 
     def gaps(self, layer: int, kind: str = "forget") -> list[float]:
+        """The scores of the gaps between words (none for a student: it scores spans)."""
+        if self.parsed_tree is not None:
+            return []
         return trees.gap_scores(self.distances(layer, kind), self.direction)
 
     def tree(self, layer: int, kind: str = "forget", decoder: str = "paper") -> Tree:
+        """The tree of one layer's distances by `decoder`; a student's CKY tree."""
+        if self.parsed_tree is not None:
+            return self.parsed_tree
         return decode(self.distances(layer, kind), self.words, self.direction, decoder)
 
 
@@ -88,7 +99,7 @@ def resolve_layer(layer: int | None, loaded: LoadedModel) -> int:
 def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int]:
     """Each model's layer: the middle one, the one --layer given for all, or its own --layer."""
     if len(options.layers) not in (0, 1, len(models)):
-        raise InputError(f"--layer is given {len(options.layers)} times for {len(models)} models: "
+        raise InputError(f"--layer is given {plural(len(options.layers), 'time')} for {plural(len(models), 'model')}: "
                          "give it once for all, or once per --model")
     layers = options.layers * len(models) if len(options.layers) == 1 else options.layers or (None,) * len(models)
     return [resolve_layer(layer, loaded) for layer, loaded in zip(layers, models)]
@@ -99,7 +110,7 @@ def layers_by_agreement(parsed: list[list[Parsed | None]], options: ParseOptions
     turn takes the layer whose trees agree best (pooled sentence F1) with the other members' current
     trees, until none changes. Members' layers carry different structure (a backward model's
     lowest layer, say), and agreement between independent models points to the shared one."""
-    counts = [len(next(p for p in member if p is not None).forget) for member in parsed]
+    counts = [next(p for p in member if p is not None).n_layers for member in parsed]
     layers = [middle_layer(n) for n in counts]
     cache: dict[tuple[int, int], list[set]] = {}
 
@@ -135,6 +146,9 @@ def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: Pars
 
 def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The gap decoder on the members' mean standardised gap scores."""
+    if sentences and any(p.parsed_tree is not None for p in sentences[0]):
+        raise InputError("a distilled student scores spans, not gaps between words: combine it with --combine mbr")
+
     def tree(members: list[Parsed]) -> Tree:
         scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]
         return trees.tree_from_gaps([sum(column) / len(scores) for column in zip(*scores)], members[0].words)

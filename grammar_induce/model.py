@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from .config import ModelConfig
 from .recurrence import linear, recurrence
+from .student import SpanParser
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
 
@@ -242,10 +243,10 @@ class LSTMLanguageModel(LanguageModel):
         super().__init__(vocab_size, config, lambda input_size, size: LSTMLayer(input_size, size, config.wdrop))
 
 
-MODEL_CLASSES = {"onlstm": ONLSTMLanguageModel, "lstm": LSTMLanguageModel}  # by config.MODEL_KINDS
+MODEL_CLASSES = {"onlstm": ONLSTMLanguageModel, "lstm": LSTMLanguageModel, "student": SpanParser}  # config.MODEL_KINDS
 
 
-def build_model(vocab_size: int, config: ModelConfig) -> LanguageModel:
+def build_model(vocab_size: int, config: ModelConfig) -> LanguageModel | SpanParser:
     return MODEL_CLASSES[config.kind](vocab_size, config)
 
 

@@ -103,7 +103,7 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     member (its chosen layer), both combinations, and how much each member agrees with the others.
     """
     from . import precision
-    from .distances import check_members, parse_words
+    from .distances import check_members, is_student, parse_words
     from .ensemble import layers_by_agreement, resolve_layers
 
     check_members(models)
@@ -122,6 +122,10 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     auto = parse_options.auto_layers and len(models) > 1
     layers = list(layers_by_agreement(parsed, parse_options)) if auto else resolve_layers(parse_options, models)
     parse_options = replace(parse_options, layers=tuple(layers), auto_layers=False)
+    if len(models) == 1 and is_student(models[0]):
+        main_row = "student (CKY)"
+        predicted = {main_row: [p.tree(1) for p in parsed[0]]}
+        return replace(_report(gold, skipped, predicted, main_row, options, notes=notes), unknown=unknown)
     if len(models) == 1:
         predicted = _layer_rows(parsed[0], parse_options.decoder)
         main_row = f"layer {layers[0]} {parse_options.distance}"
@@ -188,7 +192,7 @@ def evaluate_lines(source: str | Path, lines: list[tuple[int, str]], options: Ev
     short = within_length(gold, options.max_length)
     if len(lines) not in (len(gold), len(short)):
         within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
-        raise InputError(f"{source}: {len(lines)} predicted trees for {len(gold)} gold trees{within}")
+        raise InputError(f"{source}: {plural(len(lines), 'predicted tree')} for {plural(len(gold), 'gold tree')}{within}")
     aligned = gold if len(lines) == len(gold) else short
     predicted = [_read_predicted(Path(source), n, text, g, labeled, options.tags) for (n, text), g in zip(lines, aligned)]
     keep = [k for k, g in enumerate(aligned) if not options.max_length or len(g.words) <= options.max_length]

@@ -10,11 +10,11 @@ from .conftest import ROOT
 
 PACKAGE = ROOT / "grammar_induce"
 API = {"api"}  # the Python API: over the workflows, under the command line
-WORKFLOWS = {"train", "parse", "scoring"}
+WORKFLOWS = {"train", "parse", "scoring", "distillation"}
 STANDALONE = {"trees", "metrics", "config", "files"}  # import nothing else from the package
 CORE = {"model", "data", "trees", "metrics", "config", "files", "formats", "treebank", "checkpoint", "native",
         "reference", "recurrence", "distributed", "precision", "rundir", "ensemble", "distances", "pretrained", "corpus",
-        "voting"}
+        "voting", "structs", "student"}
 # none of the core draws pictures
 
 

@@ -485,7 +485,7 @@ def test_ctrl_c_in_parse_exits_130(tiny_run, monkeypatch):
 def test_options_without_effect_are_named(tiny_run, tmp_path):
     result = cli("parse", "--model", tiny_run / "best.pt", "--layer", "auto", "--agreement", "--combine", "mean", "a b")
     assert result.exit_code == 0
-    assert "note: --combine, --agreement, --layers have no effect with one model" in result.stderr
+    assert "note: --combine, --agreement, --layer have no effect with one model" in result.stderr
     pred = tmp_path / "p.txt"
     assert cli("evaluate", "--model", tiny_run / "best.pt", "--save-trees", pred, "--quiet").exit_code == 0
     result = cli("evaluate", "--pred", pred, "--decoder", "gap")
@@ -497,6 +497,12 @@ def test_counts_are_plural_only_when_they_are_many(tmp_path):
     gold.write_text(LABELLED_GOLD)
     result = cli("evaluate", "--pred", gold, "--gold", gold)
     assert "(1 sentence, 0 skipped)" in result.stdout
+    one_line_error(cli("evaluate", "--pred", gold, "--gold", GOLD), "1 predicted tree for ")
+
+
+def test_a_message_about_one_model_says_model(tiny_run):
+    one_line_error(cli("parse", "--model", tiny_run / "best.pt", "--layer", "1", "--layer", "2", "a b"),
+                   "--layer is given 2 times for 1 model:")
 
 
 def test_json_and_report_to_one_path_are_refused(tiny_run, tmp_path):

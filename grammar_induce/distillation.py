@@ -1,0 +1,190 @@
+"""Distillation: an ensemble parses the training text, a span-based student (student.py) learns its
+trees, and optionally parses again beside the teachers for more rounds (self-training).
+
+Nothing here looks at gold trees: each round keeps the epoch whose trees agree best (sentence F1) with
+that round's targets on the held-out text. Writes `round-K.pt` per round, `best.pt` (the last round's)
+and `distill.jsonl` (a line per epoch) into the output folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from . import checkpoint, precision, structs, trees
+from .checkpoint import LoadedModel
+from .config import Config, ModelConfig
+from .distances import check_members, is_student, parse_words, token_rows
+from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
+from .files import InputError, read_lines
+from .metrics import SpanMetric
+from .rundir import append_metrics
+from .student import SpanParser
+from .trees import Tree
+
+CHUNK = 4096  # sentences the teachers parse at a time (their distances are held per chunk)
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    epochs: int = 4  # per round
+    rounds: int = 1  # 1: learn the teachers' trees; more: re-parse with the student beside them and learn again
+    confident: bool = False  # learn only the spans most members agree on (the rest of each tree is free)
+    batch_size: int = 32  # sentences per optimizer step
+    lr: float = 2e-3  # Adam
+    max_length: int = 40  # training sentences of at most this many words (the CRF is cubic in the length)
+    emb_size: int = 200
+    hidden_size: int = 200
+    n_layers: int = 2  # of the BiLSTM
+    dropout: float = 0.3
+    seed: int = 141
+
+
+@dataclass
+class Targets:
+    """What a round learns from: per sentence, the ensemble's tree and the spans a majority of members hold."""
+
+    words: list[list[str]]
+    trees: list[Tree]
+    confident: list[set[tuple[int, int]]]
+
+
+def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_dir: Path, options: ParseOptions,
+            settings: DistillSettings, log: Callable[[str], None] = print) -> Path:
+    """Train a student on the teachers' trees of `train_path` (rounds of self-training after the first);
+    returns the path of its best.pt."""
+    check_members(teachers)
+    if any(is_student(t) for t in teachers):
+        raise InputError("the teachers must be language models (a student learns from their trees)")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    train_words, valid_words = sentences_of(train_path, teachers[0]), sentences_of(valid_path, teachers[0])
+    members = list(teachers)
+    for round_number in range(1, settings.rounds + 1):
+        began = time.time()
+        train_targets, fixed = ensemble_targets(members, train_words, options)
+        valid_targets, _ = ensemble_targets(members, valid_words, fixed)
+        log(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
+            f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out sentences "
+            f"in {time.time() - began:.0f} s")
+        student = train_student(teachers[0], train_targets, valid_targets, settings, round_number, out_dir, log)
+        path = out_dir / f"round-{round_number}.pt"
+        checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config)
+        # the next round's ensemble: the teachers with their layers, and the student, voting on spans
+        members = [*teachers, checkpoint.load(path, teachers[0].model.device)]
+        options = replace(fixed, layers=(*fixed.layers[: len(teachers)], 1), combine="mbr")
+    best = out_dir / "best.pt"
+    checkpoint.save(best, student.model, student.vocab, student.tokenizer, student.config)
+    return best
+
+
+def sentences_of(path: str, model: LoadedModel) -> list[list[str]]:
+    """The words a model reads of each non-blank line (punctuation set aside, as `parse` does)."""
+    tokenizer = model.tokenizer
+    sentences = []
+    for _, line in read_lines(path):
+        tokens = tokenizer.split(line)
+        words = [t for t in tokens if tokenizer.is_word(t)] or tokens
+        if words:
+            sentences.append(words)
+    if not sentences:
+        raise InputError(f"{path}: no sentences")
+    return sentences
+
+
+def ensemble_targets(models: list[LoadedModel], sentences: list[list[str]], options: ParseOptions
+                     ) -> tuple[Targets, ParseOptions]:
+    """The ensemble's trees and the spans most members hold; and the options with the layers fixed
+    (`auto`: chosen on the first chunk)."""
+    products = precision.product_dtype(precision.resolve(options.precision, models[0].model.device))
+    found: list[Tree] = []
+    confident: list[set[tuple[int, int]]] = []
+    for start in range(0, len(sentences), CHUNK):
+        chunk = sentences[start : start + CHUNK]
+        parsed = [parse_words(m, chunk, options.batch_size, products=products) for m in models]
+        if start == 0:
+            options = _fixed_layers(models, parsed, options)
+        members = [list(column) for column in zip(*parsed)]
+        found += combine(members, list(options.layers), options)
+        confident += [_majority([p.tree(layer, options.distance, options.decoder) for p, layer
+                                 in zip(column, options.layers)]) for column in members]
+    return Targets(sentences, found, confident), options
+
+
+def _fixed_layers(models: list[LoadedModel], parsed: list, options: ParseOptions) -> ParseOptions:
+    if options.auto_layers and len(models) > 1:
+        return replace(options, layers=layers_by_agreement(parsed, options), auto_layers=False)
+    return replace(options, layers=tuple(resolve_layers(options, models)), auto_layers=False)
+
+
+def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:
+    """The spans more than half the members hold (they never cross: two majorities share a member)."""
+    votes: dict[tuple[int, int], int] = {}
+    for tree in trees_of_members:
+        for span in structs.spans_of(tree):
+            votes[span] = votes.get(span, 0) + 1
+    return {span for span, count in votes.items() if 2 * count > len(trees_of_members)}
+
+
+def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings: DistillSettings,
+                  round_number: int, out_dir: Path, log: Callable[[str], None]) -> LoadedModel:
+    """A new student trained on `train`'s trees (or confident spans); the epoch kept is the one whose
+    trees agree best with `valid`'s."""
+    torch.manual_seed(settings.seed + round_number)
+    rng = random.Random(settings.seed + round_number)
+    model_config = ModelConfig(kind="student", emb_size=settings.emb_size, hidden_size=settings.hidden_size,
+                               chunk_size=1, n_layers=settings.n_layers, dropout=settings.dropout)
+    config = Config(model=model_config, data=teacher.config.data)
+    model = SpanParser(len(teacher.vocab), model_config).to(teacher.model.device)
+    student = LoadedModel(model, teacher.vocab, teacher.tokenizer, config, str(out_dir / f"round-{round_number}.pt"))
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    kept = train.confident if settings.confident else [structs.spans_of(t) for t in train.trees]
+    usable = [k for k, words in enumerate(train.words) if 2 <= len(words) <= settings.max_length]
+    best_f1, best_state = -1.0, None
+    for epoch in range(1, settings.epochs + 1):
+        began, total, steps = time.time(), 0.0, 0
+        model.train()
+        for batch in _batches(usable, train.words, settings.batch_size, rng):
+            words = [train.words[k] for k in batch]
+            tokens = token_rows(student, words).to(model.device)
+            loss = model.loss(tokens, [len(w) for w in words], [kept[k] for k in batch])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            total, steps = total + loss.item(), steps + 1
+        model.eval()
+        agreement = agreement_with(student, valid)
+        record = {"round": round_number, "epoch": epoch, "loss": round(total / max(steps, 1), 4),
+                  "valid_agreement_f1": round(100 * agreement, 2), "seconds": round(time.time() - began, 1)}
+        append_metrics(out_dir / "distill.jsonl", record)
+        log(f"round {round_number} epoch {epoch}: loss {record['loss']:.4f}, held-out agreement with the targets "
+            f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
+        if agreement > best_f1:
+            best_f1, best_state = agreement, copy.deepcopy(model.state_dict())
+    model.load_state_dict(best_state)
+    model.eval()
+    return student
+
+
+def _batches(indices: list[int], words: list[list[str]], size: int, rng: random.Random) -> Iterator[list[int]]:
+    """Sentences of similar length together, the batches in a random order."""
+    ordered = sorted(indices, key=lambda k: len(words[k]))
+    batches = [ordered[k : k + size] for k in range(0, len(ordered), size)]
+    rng.shuffle(batches)
+    yield from batches
+
+
+def agreement_with(student: LoadedModel, targets: Targets, batch_size: int = 64) -> float:
+    """Sentence F1 of the student's trees against the targets' trees (no gold trees)."""
+    parsed = parse_words(student, targets.words, batch_size)
+    total = SpanMetric()
+    for p, tree in zip(parsed, targets.trees):
+        total += SpanMetric.of(trees.spans(p.tree(1)), trees.spans(tree))
+    return total.sentence_f1

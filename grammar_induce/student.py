@@ -1,0 +1,72 @@
+"""The student: a span-based parser trained on an ensemble's trees (`grammar-induce distill`).
+
+Words are read by a BiLSTM over the teachers' vocabulary; the span of words i..j-1 is the difference
+of the forward states at its two fenceposts beside the difference of the backward ones (Stern et al.
+2017), scored by a small MLP. Trees are a CRF over binary trees (structs.inside): training raises
+the log-probability of the teachers' tree, or of every tree that keeps the spans most teachers agree
+on; parsing is CKY. Its checkpoint is a model like the others (model.kind = "student").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from . import structs
+from .config import ModelConfig
+from .trees import Tree
+
+
+class SpanParser(nn.Module):
+    """Span scores from a BiLSTM; `emb_size`, `hidden_size` (per direction and of the MLP), `n_layers`
+    (of the BiLSTM) and `dropout` of the model config."""
+
+    has_distances = False  # it scores spans: trees come from CKY, not from distances
+    is_student = True
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, config.emb_size)
+        self.encoder = nn.LSTM(config.emb_size, config.hidden_size, num_layers=config.n_layers, bidirectional=True,
+                               dropout=config.dropout if config.n_layers > 1 else 0.0)
+        self.dropout = nn.Dropout(config.dropout)
+        self.project = nn.Linear(2 * config.hidden_size, config.hidden_size)  # on fencepost differences
+        self.score = nn.Linear(config.hidden_size, 1)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embedding.weight.device
+
+    def span_scores(self, tokens: Tensor, lengths: Sequence[int]) -> Tensor:
+        """(B, N+1, N+1) scores of every span of each sentence. `tokens`: (B, N+2) ids, `<eos>` before
+        and after each sentence's words (padding after that is never read)."""
+        hidden_size = self.encoder.hidden_size
+        x = self.dropout(self.embedding(tokens))
+        packed = nn.utils.rnn.pack_padded_sequence(x, [n + 2 for n in lengths], batch_first=True, enforce_sorted=False)
+        states, _ = self.encoder(packed)
+        states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=tokens.shape[1])
+        states = self.dropout(states)
+        n = tokens.shape[1] - 2
+        forward = states[:, : n + 1, :hidden_size]  # fencepost k: after word k (position 0: the first <eos>)
+        backward = states[:, 1 : n + 2, hidden_size:]  # fencepost k: before word k+1, read from the right
+        weight_f, weight_b = self.project.weight[:, :hidden_size], self.project.weight[:, hidden_size:]
+        f, b = forward @ weight_f.t(), backward @ weight_b.t()  # (B, N+1, H) each
+        # [f_j - f_i ; b_i - b_j] projected: f_j - f_i + b_i - b_j, for i on rows and j on columns
+        spans = (f.unsqueeze(1) - f.unsqueeze(2)) + (b.unsqueeze(2) - b.unsqueeze(1)) + self.project.bias
+        return self.score(torch.relu(spans)).squeeze(-1)
+
+    def loss(self, tokens: Tensor, lengths: Sequence[int], kept: Sequence[set[tuple[int, int]]]) -> Tensor:
+        """Mean negative log-probability of the trees that keep each sentence's `kept` spans (a whole
+        tree's spans: that tree)."""
+        scores = self.span_scores(tokens, lengths)
+        forbidden = structs.crossing_mask(kept, scores.shape[1] - 1).to(scores.device)
+        log_z = structs.inside(scores, lengths)
+        log_kept = structs.inside(scores.masked_fill(forbidden, -1e9), lengths)
+        return (log_z - log_kept).mean()
+
+    @torch.no_grad()
+    def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]]) -> list[Tree]:
+        """Each sentence's highest-scoring tree."""
+        return structs.best_trees(self.span_scores(tokens, lengths), lengths, words)

@@ -1,0 +1,74 @@
+"""`distill` end to end on tiny teachers: the student is a model like the others."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import grammar_induce as gi
+from grammar_induce import checkpoint
+from grammar_induce.cli import main
+from grammar_induce.distances import is_student
+
+from .conftest import ROOT
+
+SYNTHETIC = ROOT / "grammar_induce" / "resources" / "synthetic"
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+SMALL = {"emb_size": 16, "hidden_size": 16, "n_layers": 1, "max_length": 12}  # a student for tests
+
+
+def lines(name: str, count: int, folder) -> str:
+    path = folder / name
+    path.write_text("".join(SYNTHETIC.joinpath(name).read_text().splitlines(keepends=True)[:count]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def student(tiny_run, tiny_backward_run, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("distill")
+    parser = gi.distill(tiny_run / "best.pt", tiny_backward_run / "best.pt", train=lines("train.txt", 150, folder),
+                        valid=lines("valid.txt", 50, folder), out=folder / "out", layer="auto", epochs=2, rounds=2,
+                        log=lambda line: None, **SMALL)
+    assert parser.models[0].source == str(folder / "out" / "best.pt")
+    return folder / "out"
+
+
+def test_the_command_line_distills(tiny_run, tmp_path):
+    train = lines("train.txt", 20, tmp_path)
+    result = cli("distill", "--model", tiny_run / "best.pt", "--train", train, "--valid", train, "--out", tmp_path / "s",
+                 "--epochs", "1", "--confident")
+    assert result.exit_code == 0, result.output
+    assert "round 1 epoch 1: loss" in result.output and f"student in {tmp_path / 's' / 'best.pt'}" in result.output
+
+
+def test_distill_writes_each_round_and_its_epochs(student):
+    assert {p.name for p in student.iterdir()} >= {"round-1.pt", "round-2.pt", "best.pt", "distill.jsonl"}
+    records = [json.loads(line) for line in (student / "distill.jsonl").read_text().splitlines()]
+    assert [(r["round"], r["epoch"]) for r in records] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert all(0 <= r["valid_agreement_f1"] <= 100 for r in records)
+
+
+def test_the_student_parses_evaluates_and_votes_like_any_model(student, tiny_run):
+    loaded = checkpoint.load(student / "best.pt")  # plain data, weights_only
+    assert is_student(loaded) and loaded.config.model.kind == "student"
+    result = cli("parse", "--model", student / "best.pt", "the old man saw a dog", "")
+    assert result.exit_code == 0 and result.stdout.endswith("\n\n")
+    assert result.stdout.split("\n")[0].count("(") == 5  # a binary tree over six words
+    table = cli("evaluate", "--model", student / "best.pt", "--quiet")
+    assert table.exit_code == 0 and "student (CKY) *" in table.stdout
+    pair = cli("parse", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--format", "jsonl", "a b c")
+    assert pair.exit_code == 0 and len(json.loads(pair.stdout)["members"]) == 2
+    mean = cli("parse", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--combine", "mean", "a b c")
+    assert mean.exit_code == 1 and "combine it with --combine mbr" in mean.output
+    assert cli("parse", "--model", student / "best.pt", "--format", "html", "a b c").exit_code == 0
+
+
+def test_a_folder_with_a_student_is_kept_unless_forced(student, tiny_run):
+    result = cli("distill", "--model", tiny_run / "best.pt", "--train", SYNTHETIC / "valid.txt", "--valid",
+                 SYNTHETIC / "valid.txt", "--out", student)
+    assert result.exit_code == 1 and "holds a student (best.pt); use --force" in result.output

@@ -1,0 +1,135 @@
+"""The tree CRF against brute force over every binary tree of small sentences; the student parser."""
+
+import itertools
+import math
+import random
+
+import torch
+
+from grammar_induce import structs, trees
+from grammar_induce.config import ModelConfig
+from grammar_induce.student import SpanParser
+
+
+def all_trees(words):
+    if len(words) == 1:
+        yield words[0]
+        return
+    for k in range(1, len(words)):
+        for left in all_trees(words[:k]):
+            for right in all_trees(words[k:]):
+                yield [left, right]
+
+
+def brute_force(scores, n):
+    words = [f"w{k}" for k in range(n)]
+    candidates = list(all_trees(words))
+    totals = [sum(scores[i, j].item() for i, j in structs.spans_of(t)) for t in candidates]
+    return candidates, totals
+
+
+def test_inside_and_cky_equal_brute_force_and_marginals_are_its_gradient():
+    torch.manual_seed(0)
+    lengths = [1, 2, 3, 4, 5, 6]
+    scores = torch.randn(len(lengths), 7, 7, dtype=torch.float64, requires_grad=True)
+    log_z = structs.inside(scores, lengths)
+    best = structs.inside(scores, lengths, "max")
+    words = [[f"w{k}" for k in range(n)] for n in lengths]
+    decoded = structs.best_trees(scores, lengths, words)
+    (marginals,) = torch.autograd.grad(log_z.sum(), scores)
+    for b, n in enumerate(lengths):
+        candidates, totals = brute_force(scores[b].detach(), n)
+        assert math.isclose(log_z[b].item(), math.log(sum(math.exp(t) for t in totals)), rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(best[b].item(), max(totals), rel_tol=1e-9)
+        assert decoded[b] == candidates[totals.index(max(totals))]
+        z = sum(math.exp(t) for t in totals)
+        for i, j in itertools.combinations(range(n + 1), 2):
+            if j - i >= 2:
+                expected = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in structs.spans_of(c)) / z
+                assert math.isclose(marginals[b, i, j].item(), expected, rel_tol=1e-7, abs_tol=1e-12)
+
+
+def test_keeping_spans_gives_the_trees_that_hold_them():
+    torch.manual_seed(1)
+    n = 5
+    scores = torch.randn(1, n + 1, n + 1, dtype=torch.float64)
+    kept = {(0, 2), (2, 5)}
+    masked = scores.masked_fill(structs.crossing_mask([kept], n), -1e9)
+    candidates, totals = brute_force(scores[0], n)
+    holding = [t for c, t in zip(candidates, totals) if kept <= structs.spans_of(c)]
+    assert math.isclose(structs.inside(masked, [n]).item(), math.log(sum(math.exp(t) for t in holding)), rel_tol=1e-9)
+    tree = [["a", "b"], [["c", "d"], "e"]]
+    whole = structs.crossing_mask([structs.spans_of(tree)], n)
+    assert math.isclose(structs.inside(scores.masked_fill(whole, -1e9), [n]).item(),
+                        structs.tree_score(scores, [structs.spans_of(tree)]).item(), rel_tol=1e-9)
+
+
+def test_tree_of_spans_inverts_spans_of():
+    rng = random.Random(0)
+    for n in range(1, 9):
+        words = [f"w{k}" for k in range(n)]
+        for tree in rng.sample(list(all_trees(words)), min(5, len(list(all_trees(words))))):
+            assert structs.tree_of_spans(structs.spans_of(tree), words) == tree
+            assert structs.tree_of_spans(trees.spans(tree), words) == tree  # the whole sentence left out
+
+
+def student(vocab_size=12):
+    torch.manual_seed(0)
+    return SpanParser(vocab_size, ModelConfig(kind="student", emb_size=16, hidden_size=16, n_layers=1, dropout=0.0,
+                                              chunk_size=1))
+
+
+def batch(sentences):
+    longest = max(len(s) for s in sentences)
+    return torch.tensor([[1, *s, 1] + [1] * (longest - len(s)) for s in sentences]), [len(s) for s in sentences]
+
+
+def test_the_losss_gradient_is_the_span_marginals_less_the_target_tree():
+    torch.manual_seed(2)
+    n = 5
+    scores = torch.randn(1, n + 1, n + 1, dtype=torch.float64, requires_grad=True)
+    target = [["a", "b"], ["c", ["d", "e"]]]
+    kept = structs.spans_of(target)
+    loss = structs.inside(scores, [n]) - structs.inside(scores.masked_fill(structs.crossing_mask([kept], n), -1e9), [n])
+    (grad,) = torch.autograd.grad(loss.sum(), scores)
+    candidates, totals = brute_force(scores[0].detach(), n)
+    z = sum(math.exp(t) for t in totals)
+    for i, j in itertools.combinations(range(n + 1), 2):
+        if j - i >= 2:
+            marginal = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in structs.spans_of(c)) / z
+            assert math.isclose(grad[0, i, j].item(), marginal - ((i, j) in kept), abs_tol=1e-9)
+    assert torch.autograd.gradcheck(lambda x: structs.inside(x, [n, 3]), torch.randn(2, n + 1, n + 1, dtype=torch.float64,
+                                                                                  requires_grad=True))
+
+
+def test_the_students_parameters_get_the_gradient_of_its_span_scores():
+    model = student().double()
+    tokens, lengths = batch([[2, 3, 4, 5], [6, 7, 8]])
+    kept = [structs.spans_of([["a", "b"], ["c", "d"]]), structs.spans_of(["a", ["b", "c"]])]
+    model.loss(tokens, lengths, kept).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    assert model.score.weight.grad.abs().sum() > 0 and model.embedding.weight.grad[2:9].abs().sum() > 0
+
+
+def test_padding_does_not_change_a_sentences_scores():
+    model = student().eval()
+    alone_tokens, alone_lengths = batch([[2, 3, 4]])
+    padded_tokens, padded_lengths = batch([[2, 3, 4], [5, 6, 7, 8, 9, 10]])
+    alone = model.span_scores(alone_tokens, alone_lengths)[0]
+    padded = model.span_scores(padded_tokens, padded_lengths)[0, :4, :4]
+    assert torch.allclose(alone, padded, atol=1e-6)
+
+
+def test_a_student_trained_on_one_tree_per_sentence_reproduces_them():
+    model = student()
+    sentences = [[2, 3, 4, 5, 6], [7, 8, 9, 10], [3, 5, 7, 9, 11, 2]]
+    targets = [[["a", "b"], ["c", ["d", "e"]]], ["a", [["b", "c"], "d"]], [[["a", "b"], "c"], ["d", ["e", "f"]]]]
+    tokens, lengths = batch(sentences)
+    kept = [structs.spans_of(t) for t in targets]
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(150):
+        optimizer.zero_grad()
+        model.loss(tokens, lengths, kept).backward()
+        optimizer.step()
+    words = [[w for w in trees.leaves(t)] for t in targets]
+    assert model.trees(tokens, lengths, words) == targets
