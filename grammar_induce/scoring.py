@@ -167,7 +167,11 @@ def _ensemble_rows(models: list, parsed: list[list], layers: list[int], parse_op
     names = [f"{k + 1}: {_short_name(m.source)} L{layer}" for k, (m, layer) in enumerate(zip(models, layers))]
     predicted = {name: [p.tree(layer, kind, decoder) for p in member]
                  for name, member, layer in zip(names, parsed, layers)}
+    from .distances import is_student
+
     for how in COMBINERS:
+        if how == "mean" and any(is_student(m) for m in models):
+            continue  # a student has no gap scores to average
         options = replace(parse_options, combine=how)
         predicted[f"{how} of {len(models)}"] = combine([list(members) for members in zip(*parsed)], layers, options)
     per_sentence = [list(member_trees) for member_trees in zip(*(predicted[name] for name in names))]

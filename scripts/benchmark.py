@@ -17,7 +17,8 @@ For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in eac
   (`grammar_induce.reference`): as the paper's code runs it (the DropConnect weight scaled
   at every step) and with the weight scaled once per sentence;
 - parsing with a two-model ensemble (one forward and one backward model, span voting) against
-  one model, both through the whole `parse` workflow (tokenizing, distances, trees, rendering);
+  one model, both through the whole `parse` workflow (tokenizing, distances, trees, rendering),
+  and the same on one 800-word line (seconds);
 - parsing one very long line (500, 2000 and 8000 words) through the `parse` workflow, in
   words/s: the time should grow linearly with the length;
 - peak memory of each case (each runs in its own process; CPU: peak RSS, CUDA: peak allocated).
@@ -44,6 +45,7 @@ PARSE_WORDS = 20
 # scaled at every step), and tidied (scaled once per sentence).
 REFERENCE_VARIANTS = {"per-step paper": True, "per-step scaled once": False}
 LONG_LINES = (500, 2000, 8000)  # words in one line: parse time should grow linearly
+ENSEMBLE_LINE = 800  # words in the one line span voting combines (exact CKY; under 5 s is the target)
 
 
 def model_config(name: str):
@@ -296,6 +298,22 @@ def bench_long_line(name: str, device_name: str, words: int) -> dict:
     return {"tokens_per_s": words / seconds}
 
 
+def bench_ensemble_long_line(name: str, device_name: str, words: int) -> dict:
+    """One line of `words` words through the parse workflow with a forward and a backward model (span
+    voting over the whole line): seconds, beside the forward model alone."""
+    import torch
+
+    from grammar_induce.ensemble import ParseOptions
+    from grammar_induce.parse import parse
+
+    device = torch.device(device_name)
+    forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
+    line = " ".join((parse_sentences(-(-words // PARSE_WORDS))[0] * (-(-words // PARSE_WORDS)))[:words])
+    seconds, alone = timed_pair(lambda: list(parse([forward, backward], [line], ParseOptions())[0]),
+                                lambda: list(parse([forward], [line], ParseOptions())[0]), device, repeats=1, warmup=0)
+    return {"seconds": seconds, "tokens_per_s": words / seconds, "one_model_seconds": alone}
+
+
 def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
     """Child process: run one case, report its figures and peak memory."""
     import resource
@@ -330,6 +348,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="fewer batches and sentences (a smoke run)")
     parser.add_argument("--models", default="ptb,tiny", help="model sizes, from configs/ [default: ptb,tiny]")
+    parser.add_argument("--only", default=None, help="run only the cases whose function names contain one of "
+                        "these comma-separated parts (e.g. ensemble) [default: all]")
     parser.add_argument("--precisions", default=None,
                         help="comma-separated; fp32, the baseline, always runs [default: bf16 too where the hardware "
                         "has bfloat16 units]")
@@ -362,6 +382,8 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
                 reference_sentences: int) -> dict[str, dict]:
     """Every case of one model size, each in its own process."""
     def case(fn: str, *case_args) -> dict:
+        if args.only and not any(part in fn for part in args.only.split(",")):
+            return {}
         return in_process(args.threads, args.device, fn, name, args.device, *case_args)
 
     results = {f"{name} products": case("bench_products", precisions)}
@@ -381,6 +403,8 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
         results[f"{name} parse {variant}"]["batch 256 speedup"] = batched / results[f"{name} parse {variant}"][
             "sentences_per_s"]
     results[f"{name} parse 2-model ensemble"] = case("bench_ensemble", sentences)
+    results[f"{name} parse 2-model ensemble, one {ENSEMBLE_LINE}-word line"] = case("bench_ensemble_long_line",
+                                                                                ENSEMBLE_LINE)
     for words in LONG_LINES[: 1 if args.quick else None]:
         results[f"{name} parse one {words}-word line"] = case("bench_long_line", words)
     return results
@@ -398,6 +422,8 @@ def print_products(results: dict) -> None:
 def print_speedups(results: dict, names: list[str], precisions: list[str]) -> None:
     """Each precision's training and batched parsing rates over float32's and the paper-style code's."""
     for name in names:
+        if not results[f"{name} train per-step as the paper's code"]:  # not run (--only)
+            continue
         paper = results[f"{name} train per-step as the paper's code"]["tokens_per_s"]
         for precision in precisions:
             train = results[f"{name} train {precision}"]["tokens_per_s"]
@@ -422,12 +448,16 @@ def print_table(results: dict, args, steps: str) -> None:
     print(f"{'case':44s} {'rate':>12s} {'floor':>12s} {'ratio':>6s} {'peak MB':>8s}"
           "   (ensemble: 'floor' is one model's rate in the same run)")
     for case, r in results.items():
+        if not r:
+            continue
         unit = "tok/s" if "tokens_per_s" in r else "sent/s"
         rate = r.get("tokens_per_s", r.get("sentences_per_s"))
         floor = r.get("floor_tokens_per_s", r.get("floor_sentences_per_s", r.get("one_model_sentences_per_s")))
         floor_text = f"{floor:9.0f}" if floor else ""
         ratio_text = f"{r['ratio']:6.2f}" if "ratio" in r else ""
         speedup = f"  batched 256 is {r['batch 256 speedup']:.1f}x this" if "batch 256 speedup" in r else ""
+        if "one_model_seconds" in r:
+            speedup = f"  {r['seconds']:.2f} s, one model {r['one_model_seconds']:.2f} s"
         print(f"{case:44s} {rate:9.1f} {unit:>2s} {floor_text:>12s} {ratio_text:>6s} {r['peak_mb']:8.0f}{speedup}")
 
 

@@ -35,6 +35,10 @@ score() {  # name, then evaluate's model options
     score student-confident --model "$out/confident/best.pt"
     score pair+student --model ptb-pair --model "$out/full/round-1.pt" --layer 2 --layer 1 --layer 1 --decoder gap
 } | tee "$out/table.txt"
+# the spread over student seeds (round 1 only)
+gi distill --model ptb-pair --train "$out/train.txt" --valid "$out/valid.txt" --out "$out/seed2" \
+    --epochs "$epochs" --seed 2 --force 2>&1 | tee "$out/seed2.log"
+score student-round1-seed2 --model "$out/seed2/best.pt" | tee -a "$out/table.txt"
 python - "$out" <<'PY'
 import sys, time
 import grammar_induce as gi

@@ -23,7 +23,8 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
     results = report["results"]
     precisions = ["fp32", "bf16"] if bf16_hardware(torch.device("cpu")) else ["fp32"]
     expected = {"tiny products", "tiny train per-step as the paper's code", "tiny parse per-step paper",
-                "tiny parse per-step scaled once", "tiny parse 2-model ensemble", "tiny parse one 500-word line"}
+                "tiny parse per-step scaled once", "tiny parse 2-model ensemble", "tiny parse one 500-word line",
+                "tiny parse 2-model ensemble, one 800-word line"}
     for p in precisions:
         expected |= {f"tiny train {p}", f"tiny parse batch 1 {p}", f"tiny parse batch 64 {p}",
                      f"tiny parse batch 256 {p}", f"tiny parse batch 256, layers 1-2 {p}"}

@@ -10,20 +10,12 @@ from grammar_induce import structs, trees
 from grammar_induce.config import ModelConfig
 from grammar_induce.student import SpanParser
 
-
-def all_trees(words):
-    if len(words) == 1:
-        yield words[0]
-        return
-    for k in range(1, len(words)):
-        for left in all_trees(words[:k]):
-            for right in all_trees(words[k:]):
-                yield [left, right]
+from .test_trees import all_binary_trees
 
 
 def brute_force(scores, n):
     words = [f"w{k}" for k in range(n)]
-    candidates = list(all_trees(words))
+    candidates = list(all_binary_trees(words))
     totals = [sum(scores[i, j].item() for i, j in structs.spans_of(t)) for t in candidates]
     return candidates, totals
 
@@ -68,7 +60,7 @@ def test_tree_of_spans_inverts_spans_of():
     rng = random.Random(0)
     for n in range(1, 9):
         words = [f"w{k}" for k in range(n)]
-        for tree in rng.sample(list(all_trees(words)), min(5, len(list(all_trees(words))))):
+        for tree in rng.sample(list(all_binary_trees(words)), min(5, len(list(all_binary_trees(words))))):
             assert structs.tree_of_spans(structs.spans_of(tree), words) == tree
             assert structs.tree_of_spans(trees.spans(tree), words) == tree  # the whole sentence left out
 
