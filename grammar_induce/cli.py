@@ -356,7 +356,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--train", "train_file", required=True, help="text the teachers parse and the student learns, a sentence per line")
 @click.option("--valid", "valid_file", required=True, help="held-out text: the epoch kept agrees best with the teachers on it")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="folder for round-K.pt, best.pt, distill.jsonl")
-@click.option("--epochs", type=click.IntRange(min=1), default=4, show_default=True, help="student epochs per round")
+@click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True, help="student epochs per round")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="1: learn the teachers' trees; more: parse again with the student beside the teachers, learn again")
 @click.option("--confident", is_flag=True, help="learn only the spans most members agree on (the rest of each tree is free)")

@@ -22,7 +22,7 @@ from .checkpoint import LoadedModel
 from .config import Config, ModelConfig
 from .distances import check_members, is_student, parse_words, token_rows
 from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
-from .files import InputError, read_lines
+from .files import InputError, read_lines, refuse_overwriting
 from .metrics import SpanMetric
 from .rundir import append_metrics
 from .student import SpanParser
@@ -33,7 +33,7 @@ CHUNK = 4096  # sentences the teachers parse at a time (their distances are held
 
 @dataclass(frozen=True)
 class DistillSettings:
-    epochs: int = 4  # per round
+    epochs: int = 2  # per round
     rounds: int = 1  # 1: learn the teachers' trees; more: re-parse with the student beside them and learn again
     confident: bool = False  # learn only the spans most members agree on (the rest of each tree is free)
     batch_size: int = 32  # sentences per optimizer step
@@ -63,7 +63,12 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     if any(is_student(t) for t in teachers):
         raise InputError("the teachers must be language models (a student learns from their trees)")
     out_dir = Path(out_dir)
+    written = [out_dir / "best.pt", out_dir / "distill.jsonl"] + [out_dir / f"round-{k}.pt" for k in
+                                                                 range(1, settings.rounds + 1)]
+    refuse_overwriting({f"the student's {path.name}": path for path in written},
+                       [t.source for t in teachers] + [train_path, valid_path])
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "distill.jsonl").unlink(missing_ok=True)  # this run's epochs only
     train_words, valid_words = sentences_of(train_path, teachers[0]), sentences_of(valid_path, teachers[0])
     members = list(teachers)
     for round_number in range(1, settings.rounds + 1):

@@ -70,6 +70,16 @@ def test_the_student_parses_evaluates_and_votes_like_any_model(student, tiny_run
     assert rows.exit_code == 0 and "mbr of 2 *" in rows.stdout and "mean of 2" not in rows.stdout  # no gaps to average
 
 
+def test_a_teacher_in_the_output_folder_is_never_overwritten(tiny_run, tmp_path):
+    (tmp_path / "out").mkdir()
+    teacher = tmp_path / "out" / "best.pt"
+    teacher.write_bytes((tiny_run / "best.pt").read_bytes())
+    result = cli("distill", "--model", teacher, "--train", SYNTHETIC / "valid.txt", "--valid", SYNTHETIC / "valid.txt",
+                 "--out", tmp_path / "out", "--force")
+    assert result.exit_code == 1 and "best.pt is also an input" in result.output
+    assert teacher.read_bytes() == (tiny_run / "best.pt").read_bytes()
+
+
 def test_a_folder_with_a_student_is_kept_unless_forced(student, tiny_run):
     result = cli("distill", "--model", tiny_run / "best.pt", "--train", SYNTHETIC / "valid.txt", "--valid",
                  SYNTHETIC / "valid.txt", "--out", student)
