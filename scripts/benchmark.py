@@ -397,11 +397,11 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
                                                                            precision)
         results[f"{name} parse batch 256, layers 1-2 {precision}"] = case(  # what `parse` runs for the middle layer
             "bench_parsing", 256, sentences, 2, precision)
-    batched = results[f"{name} parse batch 256 fp32"]["sentences_per_s"]
+    batched = results[f"{name} parse batch 256 fp32"].get("sentences_per_s")
     for variant, every_step in REFERENCE_VARIANTS.items():
-        results[f"{name} parse {variant}"] = case("bench_reference_parsing", reference_sentences, every_step)
-        results[f"{name} parse {variant}"]["batch 256 speedup"] = batched / results[f"{name} parse {variant}"][
-            "sentences_per_s"]
+        results[f"{name} parse {variant}"] = reference = case("bench_reference_parsing", reference_sentences, every_step)
+        if reference and batched:
+            reference["batch 256 speedup"] = batched / reference["sentences_per_s"]
     results[f"{name} parse 2-model ensemble"] = case("bench_ensemble", sentences)
     results[f"{name} parse 2-model ensemble, one {ENSEMBLE_LINE}-word line"] = case("bench_ensemble_long_line",
                                                                                 ENSEMBLE_LINE)
