@@ -48,8 +48,7 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [_model_order(w, direction) for w in words])  # (B, T)
         if is_student(loaded):
-            found = model.trees(tokens.to(model.device), [len(w) for w in words], words)
-            for k, tree in zip(batch, found):
+            for k, tree in zip(batch, student_trees(model, tokens, words)):
                 results[k] = Parsed(sentences[k], [], [], direction, tree)
         else:
             _add_distances(results, batch, words, model.distances(tokens.t().to(model.device), n_layers=n_layers,
@@ -57,6 +56,22 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
         if progress is not None:
             progress(len(batch))
     return results
+
+
+STUDENT_CELLS = 1 << 26  # floats of a student's span features at a time (256 MB): long lines go fewer at a time
+
+
+def student_trees(model, tokens: torch.Tensor, words: list[list[str]]) -> list:
+    """A student's CKY trees of a batch, in parts small enough that its (B, N+1, N+1, H) span features
+    fit in STUDENT_CELLS (the rows are sorted by length, the longest last)."""
+    per_row = (len(words[-1]) + 1) ** 2 * model.project.out_features
+    step = max(1, STUDENT_CELLS // per_row)
+    found = []
+    for start in range(0, len(words), step):
+        part = words[start : start + step]
+        rows = tokens[start : start + step, : len(part[-1]) + 2]
+        found += model.trees(rows.to(model.device), [len(w) for w in part], part)
+    return found
 
 
 def is_student(loaded: LoadedModel) -> bool:
