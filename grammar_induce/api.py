@@ -160,20 +160,19 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path, gold: str, *,
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
             distance: str = "forget", decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
             precision: str = "fp32", device: str | None = None, log: Callable[[str], None] = print,
-            **settings) -> Parser:
+            force: bool = False, **settings) -> Parser:
     """Train a student parser on the trees an ensemble of `teachers` (paths or shipped names, parsing
     as `load` would) makes of the text `train`; the epoch kept is chosen by agreement with the ensemble
     on `valid` (no gold trees). `settings`: those of distillation.DistillSettings (epochs, rounds,
-    confident, batch_size of the student's steps as `student_batch_size`, ...). Returns the student
-    as a Parser; its checkpoint is `out`/best.pt."""
+    confident, student_batch_size, ...). A folder holding a student already is refused unless `force`.
+    Returns the student as a Parser; its checkpoint is `out`/best.pt."""
     from .distillation import DistillSettings
     from .distillation import distill as run
 
-    if "student_batch_size" in settings:
-        settings["batch_size"] = settings.pop("student_batch_size")
     teacher = load(*teachers, layer=layer, distance=distance, decoder=decoder, combine=combine,
                    batch_size=batch_size, precision=precision, device=device)
-    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, DistillSettings(**settings), log)
+    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, DistillSettings(**settings), log,
+               force)
     return load(best, batch_size=batch_size, device=device)
 
 

@@ -7,7 +7,7 @@ strings, the tokenizer settings and the weights; `last.pt` adds the training sta
 from __future__ import annotations
 
 import io
-import pickle
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,11 @@ def read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"{path}: no such checkpoint file")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's warnings about a foreign file's pickle protocol
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises many types for foreign or corrupt files
-        raise InputError(f"{path}: not a grammar-induce checkpoint or corrupt ({_load_failure(e)})") from None
+        raise InputError(f"{path}: not a grammar-induce checkpoint or corrupt ({_load_failure(e, path)})") from None
     if not isinstance(payload, dict) or "format_version" not in payload:
         raise InputError(f"{path}: not a grammar-induce checkpoint")
     if payload["format_version"] != FORMAT_VERSION:
@@ -69,15 +71,22 @@ def read(path: Path) -> dict[str, Any]:
     return payload
 
 
-def _load_failure(error: Exception) -> str:
+def _load_failure(error: Exception, path: Path) -> str:
     """Why torch.load refused a file, in one line. torch's own advice for a file holding Python
     objects (re-run with weights_only=False) is the wrong advice for a file from a stranger."""
     text = str(error).strip()
     if "GLOBAL" in text or "Unsupported global" in text:  # a pickled class or function
         return "it holds Python objects, not only plain data; they are refused because loading them could run code"
-    if "Weights only load failed" in text or isinstance(error, (KeyError, pickle.UnpicklingError, EOFError)):
+    if not _is_zip(path) or "Weights only load failed" in text or isinstance(error, (KeyError, EOFError)):
         return "not a torch file"
     return (text.splitlines()[0] if text else type(error).__name__)[:200]
+
+
+def _is_zip(path: Path) -> bool:
+    """Whether the file is a zip archive, as torch.save writes (random bytes, whatever torch's unpickler
+    then trips on, are not)."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
 
 
 def _mismatch(error: Exception) -> str:

@@ -370,16 +370,11 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
             distance, decoder, combine, batch_size, precision, device) -> None:
     """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
     from . import api
-    from .files import InputError
 
-    if (out_dir / "best.pt").exists() and not force:
-        raise InputError(f"{out_dir}: holds a student (best.pt); use --force or another --out")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir}: is a file, not a folder")
     student = api.distill(*model_names, train=train_file, valid=valid_file, out=out_dir, layer=_layer(layers),
                           distance=distance, decoder=decoder, combine=combine, batch_size=batch_size,
                           precision=precision, device=device, log=click.echo, epochs=epochs, rounds=rounds,
-                          confident=confident, max_length=max_length, seed=seed)
+                          confident=confident, max_length=max_length, seed=seed, force=force)
     click.echo(f"student in {Path(student.models[0].source).resolve()}")
 
 

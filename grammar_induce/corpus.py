@@ -212,7 +212,7 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
     them to final ids, in chunks: memory holds the vocabulary, never the corpus."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        remove_stale(root, ".build-")  # what a killed build left
+        remove_stale(root, ".build-", "-[A-Za-z0-9_]+")  # what a killed build left
         work = Path(tempfile.mkdtemp(dir=root, prefix=f".build-{os.getpid()}-"))
     except OSError as e:
         raise InputError(f"{root}: cannot write the corpus cache ({e.strerror}); set {CACHE_ENV} or data.cache_dir") from None

@@ -27,6 +27,7 @@ from .metrics import SpanMetric
 from .rundir import append_metrics
 from .student import SpanParser
 from .trees import Tree
+from .voting import span_votes
 
 CHUNK = 4096  # sentences the teachers parse at a time (their distances are held per chunk)
 
@@ -36,7 +37,7 @@ class DistillSettings:
     epochs: int = 2  # per round
     rounds: int = 1  # 1: learn the teachers' trees; more: re-parse with the student beside them and learn again
     confident: bool = False  # learn only the spans most members agree on (the rest of each tree is free)
-    batch_size: int = 32  # sentences per optimizer step
+    student_batch_size: int = 32  # sentences per optimizer step
     lr: float = 2e-3  # Adam
     max_length: int = 40  # training sentences of at most this many words (the CRF is cubic in the length)
     emb_size: int = 200
@@ -56,13 +57,17 @@ class Targets:
 
 
 def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_dir: Path, options: ParseOptions,
-            settings: DistillSettings, log: Callable[[str], None] = print) -> Path:
+            settings: DistillSettings, log: Callable[[str], None] = print, force: bool = False) -> Path:
     """Train a student on the teachers' trees of `train_path` (rounds of self-training after the first);
-    returns the path of its best.pt."""
+    returns the path of its best.pt. A folder that holds a student already is refused unless `force`."""
     check_members(teachers)
     if any(is_student(t) for t in teachers):
         raise InputError("the teachers must be language models (a student learns from their trees)")
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: is a file, not a folder")
+    if (out_dir / "best.pt").exists() and not force:
+        raise InputError(f"{out_dir}: holds a student (best.pt); use --force or another --out")
     written = [out_dir / "best.pt", out_dir / "distill.jsonl"] + [out_dir / f"round-{k}.pt" for k in
                                                                  range(1, settings.rounds + 1)]
     refuse_overwriting({f"the student's {path.name}": path for path in written},
@@ -130,11 +135,7 @@ def _fixed_layers(models: list[LoadedModel], parsed: list, options: ParseOptions
 
 def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:
     """The spans more than half the members hold (they never cross: two majorities share a member)."""
-    votes: dict[tuple[int, int], int] = {}
-    for tree in trees_of_members:
-        for span in structs.spans_of(tree):
-            votes[span] = votes.get(span, 0) + 1
-    return {span for span, count in votes.items() if 2 * count > len(trees_of_members)}
+    return {span for span, count in span_votes(trees_of_members).items() if 2 * count > len(trees_of_members)}
 
 
 def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings: DistillSettings,
@@ -155,7 +156,7 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     for epoch in range(1, settings.epochs + 1):
         began, total, steps = time.time(), 0.0, 0
         model.train()
-        for batch in _batches(usable, train.words, settings.batch_size, rng):
+        for batch in _batches(usable, train.words, settings.student_batch_size, rng):
             words = [train.words[k] for k in batch]
             tokens = token_rows(student, words).to(model.device)
             loss = model.loss(tokens, [len(w) for w in words], [kept[k] for k in batch])

@@ -148,7 +148,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     path = _target(Path(path))
     if not path.parent.is_dir():
         raise InputError(f"{path}: the folder {path.parent} does not exist")
-    remove_stale(path.parent, f".{path.name}.", ".tmp")
+    remove_stale(path.parent, f".{path.name}.", TEMPORARY + r"\.tmp")
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     except OSError as e:
@@ -169,16 +169,21 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
         raise
 
 
-def remove_stale(folder: Path, prefix: str, suffix: str = "") -> None:
-    """Remove what a killed process left in `folder`: files and folders named
-    prefix + PID + "." ... + suffix whose process is gone (on this machine)."""
-    for leftover in glob.glob(os.path.join(glob.escape(str(folder)), glob.escape(prefix) + "*" + suffix)):
-        pid = os.path.basename(leftover)[len(prefix):].split(".")[0].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+def remove_stale(folder: Path, prefix: str, tail: str) -> None:
+    """Remove what a killed process left in `folder`: the files and folders named prefix, a PID, then
+    what the regular expression `tail` matches, whose process is gone (on this machine). Only names of
+    exactly that shape: another output's temporaries (`.a.5.PID...` beside `.a.PID...`) are not ours."""
+    shape = re.compile(re.escape(prefix) + r"(\d+)" + tail)
+    for leftover in glob.glob(os.path.join(glob.escape(str(folder)), glob.escape(prefix) + "*")):
+        match = shape.fullmatch(os.path.basename(leftover))
+        if match and not _alive(int(match.group(1))):
             if os.path.isdir(leftover):
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
                 Path(leftover).unlink(missing_ok=True)
+
+
+TEMPORARY = r"\.[A-Za-z0-9_]+"  # the random part mkstemp and mkdtemp add
 
 
 def _alive(pid: int) -> bool:
@@ -211,7 +216,7 @@ def replace_folder(path: Path, fill: Callable[[Path], object]) -> None:
     """Write a folder of files whole or not at all: fill(temporary folder) beside it, then put that in
     place of `path` (an earlier folder's files go, none is left stale)."""
     path = Path(path)
-    remove_stale(path.parent, f".{path.name}.")
+    remove_stale(path.parent, f".{path.name}.", rf"(?:{TEMPORARY}\.new|\.old)")
     try:
         work = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".new"))
         os.chmod(work, 0o777 & ~_umask())

@@ -122,17 +122,17 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     auto = parse_options.auto_layers and len(models) > 1
     layers = list(layers_by_agreement(parsed, parse_options)) if auto else resolve_layers(parse_options, models)
     parse_options = replace(parse_options, layers=tuple(layers), auto_layers=False)
+    agreement = None
     if len(models) == 1 and is_student(models[0]):
         main_row = "student (CKY)"
         predicted = {main_row: [p.tree(1) for p in parsed[0]]}
-        return replace(_report(gold, skipped, predicted, main_row, options, notes=notes), unknown=unknown)
-    if len(models) == 1:
+    elif len(models) == 1:
         predicted = _layer_rows(parsed[0], parse_options.decoder)
         main_row = f"layer {layers[0]} {parse_options.distance}"
-        return replace(_report(gold, skipped, predicted, main_row, options, notes=notes), unknown=unknown)
-    predicted, agreement = _ensemble_rows(models, parsed, layers, parse_options)
-    return replace(_report(gold, skipped, predicted, f"{parse_options.combine} of {len(models)}", options, agreement,
-                           notes), unknown=unknown)
+    else:
+        predicted, agreement = _ensemble_rows(models, parsed, layers, parse_options)
+        main_row = f"{parse_options.combine} of {len(models)}"
+    return replace(_report(gold, skipped, predicted, main_row, options, agreement, notes), unknown=unknown)
 
 
 UNKNOWN_WARNING = 0.2  # of the gold words unknown to a model: a note above it (the ptb model on the NLTK sample: 5.8%)

@@ -47,19 +47,6 @@ def best_trees(scores: Tensor, lengths: Sequence[int], words: Sequence[Sequence[
     return out
 
 
-def tree_score(scores: Tensor, spans: Iterable[Iterable[tuple[int, int]]]) -> Tensor:
-    """The score of given trees (each a set of spans of two or more words). (B,)"""
-    totals = []
-    for b, sentence_spans in enumerate(spans):
-        index = [(i, j) for i, j in sentence_spans if j - i >= 2]
-        if index:
-            rows, cols = zip(*index)
-            totals.append(scores[b, list(rows), list(cols)].sum())
-        else:
-            totals.append(scores.new_zeros(()))
-    return torch.stack(totals)
-
-
 def crossing_mask(kept: Sequence[Iterable[tuple[int, int]]], n: int) -> Tensor:
     """(B, N+1, N+1) booleans: True for the spans that cross one of a sentence's kept spans (forbid them
     to get the trees that keep every kept span; a whole tree's spans leave only that tree)."""

@@ -30,7 +30,7 @@ def most_voted_trees(sentences: Sequence[Sequence[Tree]]) -> list[Tree]:
     batch (padded to the longest: a span's best split depends only on the spans inside it)."""
     out: list[Tree | None] = [None] * len(sentences)
     words = [trees.leaves(members[0]) for members in sentences]
-    votes = [_votes(members) for members in sentences]
+    votes = [span_votes(members) for members in sentences]
     order = sorted(range(len(sentences)), key=lambda k: len(words[k]))
     batch: list[int] = []
     for k in order + [-1]:
@@ -48,7 +48,8 @@ def most_voted_trees(sentences: Sequence[Sequence[Tree]]) -> list[Tree]:
     return out
 
 
-def _votes(members: Sequence[Tree]) -> dict[tuple[int, int], int]:
+def span_votes(members: Sequence[Tree]) -> dict[tuple[int, int], int]:
+    """How many of the trees hold each span (of two or more words, the whole sentence aside)."""
     votes: dict[tuple[int, int], int] = {}
     for member in members:
         for span in trees.spans(member):
