@@ -72,6 +72,8 @@ class DataConfig:
     # false: lowercase/replace_digits apply only to text parsed later, not to the training files.
     # The PTB LM text is already normalised its own way ("30-year" stays), and the paper trains on it as is.
     normalize_training_text: bool = True
+    punctuation_aside: bool = False  # the model reads no punctuation; parsing puts it back (always so for treebank)
+    fold_width: bool = False  # full-width letters, digits and signs read as ASCII (Chinese text mixes both)
     max_vocab: int = 0  # 0: no limit
     min_freq: int = 1
     cache_dir: str = ""  # the token cache; "": $GRAMMAR_INDUCE_CACHE, else ~/.cache/grammar-induce/corpora

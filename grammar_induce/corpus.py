@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .data import EOS, UNK, Tokenizer, Vocab
+from .data import EOS, UNK, Tokenizer, Vocab, tokenizer_of
 from .files import InputError, plural, read_lines, remove_stale
 
 if TYPE_CHECKING:
@@ -66,9 +66,7 @@ class Entry:
 def training_reader(data: DataConfig) -> Tokenizer:
     """How a run reads its training, validation and test files: the config's tokenizer, with its
     lowercasing and digit mapping only when data.normalize_training_text (the PTB LM text is read as it is)."""
-    if data.normalize_training_text:
-        return Tokenizer(data.tokenizer, data.lowercase, data.replace_digits)
-    return Tokenizer(data.tokenizer)
+    return tokenizer_of(data, normalize=data.normalize_training_text)
 
 
 def prepare(config: Config, path: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -17,6 +18,8 @@ from .files import InputError, plural, read_lines
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+    from .config import DataConfig
 
 UNK = "<unk>"
 EOS = "<eos>"
@@ -30,12 +33,15 @@ SYMBOL_WORDS = frozenset("$ & # ' %".split())
 @dataclass(frozen=True)
 class Tokenizer:
     """How a line becomes words: split (whitespace, jieba, char, or treebank: English text split the
-    Penn Treebank way), then normalised. The treebank tokenizer also sets punctuation aside: the
-    model never reads it (the PTB LM text has none), and parsing puts it back into the tree."""
+    Penn Treebank way), then normalised. The treebank tokenizer, and any other with `punctuation_aside`,
+    sets punctuation aside: the model never reads it (the PTB LM text has none), and parsing puts it
+    back into the tree."""
 
     kind: str = "whitespace"
     lowercase: bool = False
     replace_digits: bool = False  # digit runs -> N; with the treebank tokenizer, a whole number -> N
+    punctuation_aside: bool = False  # always so for the treebank tokenizer
+    fold_width: bool = False  # full-width forms (Ａ, １, ％) read as their ASCII twins (Unicode NFKC)
 
     def __call__(self, line: str) -> list[str]:
         """The words a model reads: split, punctuation set aside, normalised."""
@@ -52,10 +58,15 @@ class Tokenizer:
         return [word for word in _jieba().lcut(line) if word.strip()]
 
     def is_word(self, token: str) -> bool:
-        """False for punctuation, which only the treebank tokenizer sets aside."""
-        return self.kind != "treebank" or token in SYMBOL_WORDS or any(ch.isalnum() for ch in token)
+        """False for punctuation when it is set aside: a token with no letter, digit or CJK character,
+        except the symbols the Penn Treebank keeps as words."""
+        if not (self.punctuation_aside or self.kind == "treebank"):
+            return True
+        return token in SYMBOL_WORDS or any(ch.isalnum() for ch in unicodedata.normalize("NFKC", token))
 
     def normalize(self, word: str) -> str:
+        if self.fold_width:
+            word = unicodedata.normalize("NFKC", word)
         if self.lowercase:
             word = word.lower()
         if self.replace_digits:
@@ -67,6 +78,14 @@ class Tokenizer:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def tokenizer_of(data: DataConfig, normalize: bool = True) -> Tokenizer:
+    """The tokenizer a config's [data] describes; with normalize=False without its lowercasing, digit
+    mapping and width folding (how a run reads text that is normalised already, such as the PTB LM text)."""
+    if not normalize:
+        return Tokenizer(data.tokenizer, punctuation_aside=data.punctuation_aside)
+    return Tokenizer(data.tokenizer, data.lowercase, data.replace_digits, data.punctuation_aside, data.fold_width)
 
 
 @functools.cache

@@ -45,6 +45,9 @@ class DistillSettings:
     n_layers: int = 2  # of the BiLSTM
     dropout: float = 0.3
     seed: int = 141
+    # which epoch a round keeps: the one whose trees agree best with the targets on the held-out text,
+    # or the last (a fixed budget: the best agreement also copies the teachers' errors best)
+    keep: str = "agreement"
 
 
 @dataclass
@@ -172,7 +175,7 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
         append_metrics(out_dir / "distill.jsonl", record)
         log(f"round {round_number} epoch {epoch}: loss {record['loss']:.4f}, held-out agreement with the targets "
             f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
-        if agreement > best_f1:
+        if agreement > best_f1 or settings.keep == "last":
             best_f1, best_state = agreement, copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
     model.eval()

@@ -31,6 +31,9 @@ class ParseOptions:
     combine: str = "mbr"  # a name in COMBINERS, for two or more models
     batch_size: int = 64
     precision: str = "fp32"  # fp32 | bf16 | auto, of the models' matrix products (precision.py)
+    # span voting: the weight of a right-branching tree as one more voter (0: none). English leans right,
+    # and a weak prior of that kind breaks the members' ties the way the language does.
+    right_voter: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -140,8 +143,13 @@ def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: Pars
     in batches."""
     from .voting import most_voted_trees  # torch, for the charts
 
-    return most_voted_trees([[p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
-                             for members in sentences])
+    voters = [[p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
+              for members in sentences]
+    if not options.right_voter:
+        return most_voted_trees(voters)
+    weights = [1.0] * len(layers) + [options.right_voter]
+    return most_voted_trees([[*members, trees.right_branching(trees.leaves(members[0]))] for members in voters],
+                            weights)
 
 
 def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:

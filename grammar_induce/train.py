@@ -31,7 +31,7 @@ from torch import Tensor
 from . import checkpoint, corpus, distributed, draw, native, precision, rundir
 from . import config as config_module
 from .config import Config
-from .data import Tokenizer, Vocab, batchify, get_batch
+from .data import Tokenizer, Vocab, batchify, get_batch, tokenizer_of
 from .files import InputError, UserError, progress_bar, refuse_overwriting, write_text
 from .model import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
 
@@ -120,7 +120,7 @@ def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = 
     data, train_cfg = config.data, config.train
     if not data.train:
         raise InputError("no training file: give --train FILE or set data.train in the config")
-    tokenizer = Tokenizer(data.tokenizer, data.lowercase, data.replace_digits)
+    tokenizer = tokenizer_of(data)
     reader = corpus.training_reader(data)
     root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
     backward = config.model.direction == "backward"

@@ -19,18 +19,19 @@ EXACT_LIMIT = 1000  # words; a longer line is voted greedily
 CHART_CELLS = 1 << 22  # of a batch's chart: sentences x (words + 1)^2
 
 
-def most_voted_tree(members: Sequence[Tree]) -> Tree:
-    """The binary tree with the largest total count of the members' spans; ties go to the leftmost
-    split. Greedy (not exact) past EXACT_LIMIT words. The members must be trees over the same words."""
-    return most_voted_trees([members])[0]
+def most_voted_tree(members: Sequence[Tree], weights: Sequence[float] | None = None) -> Tree:
+    """The binary tree with the largest total count (or weight) of the members' spans; ties go to the
+    leftmost split. Greedy (not exact) past EXACT_LIMIT words. The members must be trees over the same words."""
+    return most_voted_trees([members], weights)[0]
 
 
-def most_voted_trees(sentences: Sequence[Sequence[Tree]]) -> list[Tree]:
-    """`most_voted_tree` of each sentence's members, the charts of sentences of similar length run as one
-    batch (padded to the longest: a span's best split depends only on the spans inside it)."""
+def most_voted_trees(sentences: Sequence[Sequence[Tree]], weights: Sequence[float] | None = None) -> list[Tree]:
+    """`most_voted_tree` of each sentence's members (each member's votes weighing `weights[k]`, else 1),
+    the charts of sentences of similar length run as one batch (padded to the longest: a span's best
+    split depends only on the spans inside it)."""
     out: list[Tree | None] = [None] * len(sentences)
     words = [trees.leaves(members[0]) for members in sentences]
-    votes = [span_votes(members) for members in sentences]
+    votes = [span_votes(members, weights) for members in sentences]
     order = sorted(range(len(sentences)), key=lambda k: len(words[k]))
     batch: list[int] = []
     for k in order + [-1]:
@@ -48,24 +49,28 @@ def most_voted_trees(sentences: Sequence[Sequence[Tree]]) -> list[Tree]:
     return out
 
 
-def span_votes(members: Sequence[Tree]) -> dict[tuple[int, int], int]:
-    """How many of the trees hold each span (of two or more words, the whole sentence aside)."""
-    votes: dict[tuple[int, int], int] = {}
-    for member in members:
+def span_votes(members: Sequence[Tree], weights: Sequence[float] | None = None) -> dict[tuple[int, int], float]:
+    """How many of the trees hold each span (of two or more words, the whole sentence aside); with
+    `weights`, the sum of the weights of the trees that hold it."""
+    votes: dict[tuple[int, int], float] = {}
+    for k, member in enumerate(members):
+        weight = 1 if weights is None else weights[k]
         for span in trees.spans(member):
-            votes[span] = votes.get(span, 0) + 1
+            votes[span] = votes.get(span, 0) + weight
     return votes
 
 
-def _cky_splits(n: int, votes: list[dict[tuple[int, int], int]]) -> list[_SplitsOf]:
+def _cky_splits(n: int, votes: list[dict[tuple[int, int], float]]) -> list[_SplitsOf]:
     """Each sentence's best split point of every span (of at most its own length), by CKY over a batch
     of sentences padded to `n` words. The chart is kept twice, by (width, start) and by (width, end) with
     the widths reversed, so that for width w the candidates' left parts (widths 1..w-1 at start i) and
     right parts (widths w-1..1 ending at i+w) are both plain slices."""
     size = (len(votes), n + 1, n + 1)
-    by_start = torch.zeros(size, dtype=torch.int64)  # [b, w, i]: most votes inside the span i..i+w
-    by_end = torch.zeros(size, dtype=torch.int64)  # [b, n - w, j]: the same for the span j-w..j
-    own = torch.zeros(size, dtype=torch.int64)  # [b, w, i]: the votes of the span i..i+w itself
+    # whole counts stay exact integers; weighted votes are summed in float64
+    dtype = torch.int64 if all(isinstance(c, int) for counts in votes for c in counts.values()) else torch.float64
+    by_start = torch.zeros(size, dtype=dtype)  # [b, w, i]: most votes inside the span i..i+w
+    by_end = torch.zeros(size, dtype=dtype)  # [b, n - w, j]: the same for the span j-w..j
+    own = torch.zeros(size, dtype=dtype)  # [b, w, i]: the votes of the span i..i+w itself
     for b, counts in enumerate(votes):
         for (i, j), count in counts.items():
             own[b, j - i, i] = count
@@ -92,7 +97,7 @@ class _SplitsOf:
         return i + 1 + self.firsts[j - i - 2][self.b][i]
 
 
-def _greedy(words: Sequence[str], votes: dict[tuple[int, int], int]) -> Tree:
+def _greedy(words: Sequence[str], votes: dict[tuple[int, int], float]) -> Tree:
     """Top down: split each span where its two parts hold the most votes (leftmost on ties)."""
     splits, todo = {}, [(0, len(words))]
     while todo:

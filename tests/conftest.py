@@ -12,6 +12,23 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 QUIET = {"quiet": True, "log": lambda s: None}  # keyword arguments that silence train()
 
 
+def _cpu_features() -> str:
+    """The vector units that decide how float32 sums round here (tests comparing floats name them)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return "unknown"
+    found = [name for name in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if name in flags]
+    return " ".join(found) or "none of avx2, avx512f, avx512_bf16, amx_bf16"
+
+
+CPU_FEATURES = _cpu_features()
+
+
+def pytest_report_header(config) -> str:
+    return f"cpu features: {CPU_FEATURES}"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def token_cache(tmp_path_factory) -> Path:
     """The token cache of this test session (and of the processes it starts), not the user's."""
