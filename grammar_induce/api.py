@@ -43,8 +43,7 @@ class ModelSpec:
     def resolve(cls, specs: Sequence[str | Path]) -> ModelSpec:
         """Paths stay paths; a shipped model's name becomes its files. A single name brings its own
         layers, decoder and combiner (an ensemble of names and paths parses with the defaults)."""
-        if not specs:
-            raise InputError("no model: give a checkpoint file or a model name (grammar-induce models lists them)")
+        specs = specs or (pretrained.DEFAULT_MODEL,)
         found = [(spec, pretrained.find(spec)) for spec in specs]
         for spec, entry in found:
             if entry is None and not Path(spec).exists():
@@ -105,7 +104,7 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
          decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
          device: str | None = None) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
-    ensemble. `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
+    ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `decoder`: paper or gap; `combine`:
     mbr (span voting) or mean (mean gap scores)."""
     from . import checkpoint

@@ -16,6 +16,7 @@ from . import config as config_module
 from .config import ConfigError
 from .ensemble import COMBINERS, DECODERS
 from .formats import ALL_LAYERS, FORMATS, PICTURES
+from .pretrained import DEFAULT_MODEL
 
 RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
 QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
@@ -207,7 +208,8 @@ def model_options(command):
     return device_option(command)
 
 
-MODEL_HELP = "checkpoint (best.pt) or a shipped model's name (grammar-induce models); repeat it for an ensemble"
+MODEL_HELP = ("checkpoint (best.pt) or a shipped model's name (grammar-induce models); repeat it for an ensemble "
+              "[default: en]")
 
 
 def _parser(models: tuple[str, ...], layers, distance, decoder, combine, batch_size, precision, device):
@@ -233,9 +235,10 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 
 
 @main.command()
-@click.option("--model", "model_names", required=True, multiple=True, help=MODEL_HELP)
+@click.option("--model", "model_names", multiple=True, help=MODEL_HELP)
 @click.argument("sentences", nargs=-1)
-@click.option("--input", "input_path", default=None, help="file of sentences, one per line, or - for stdin")
+@click.option("--input", "input_path", default=None,
+              help="file of sentences, one per line, or - for stdin [default: stdin when it is not a terminal]")
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True,
               help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, drawn in text, "
@@ -256,7 +259,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    parser = _parser(model_names, layers, distance, decoder, combine, batch_size, precision, device)
+    parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, batch_size, precision, device)
     models = parser.models
     refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
     if len(models) == 1:
@@ -321,8 +324,8 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     from .files import check_output, files_under, refuse_overwriting
     from .trees import to_brackets
 
-    if bool(model_names) == (pred_path is not None):
-        raise click.UsageError("give exactly one of --model and --pred")
+    if model_names and pred_path is not None:
+        raise click.UsageError("give one of --model and --pred, not both")
     outputs = {"--json": json_path, "--save-trees": save_trees, "--report": report_path}
     for path in outputs.values():
         check_output(path)
@@ -330,8 +333,8 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     gold_files = files_under(Path(gold)) if Path(gold).is_dir() else [gold] if Path(gold).exists() else []
     settings = {"max_length": max_length, "treebank": preset, "punct_tags": punct_tags, "skip_bad": skip_bad,
                 "seed": seed, "quiet": quiet}
-    if model_names:
-        parser = _parser(model_names, layers, distance, decoder, combine, batch_size, precision, device)
+    if pred_path is None:
+        parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, batch_size, precision, device)
         refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files)
         if len(parser.models) == 1:
             _ignored(["combine"] + ["layers"] * (layers == ("auto",)), "with one model")
@@ -412,13 +415,19 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Itera
         for k, text in enumerate(arguments, start=1):
             check_text(text, f"sentence {k} of the arguments")
         return list(arguments)
-    if input_path is None:
-        raise click.UsageError("no sentences: give them as arguments or with --input FILE (- for stdin)")
+    if input_path is None and _stdin_is_terminal():
+        raise click.UsageError("no sentences: give them as arguments, with --input FILE, or on standard input")
+    input_path = input_path or "-"
     if input_path != "-" and not Path(input_path).exists():  # before the models load; a pipe is read once
         raise InputError(f"{input_path}: cannot read (no such file)")
     if Path(input_path).is_dir():
         raise InputError(f"{input_path}: is a folder, not a file of sentences")
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path))
+
+
+def _stdin_is_terminal() -> bool:
+    """True when nothing is piped in (or there is no standard input at all)."""
+    return sys.stdin is None or sys.stdin.isatty()
 
 
 def _write_lines(lines: Iterable[str], path: Path | None) -> None:

@@ -9,7 +9,7 @@ import functools
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +28,13 @@ _NUMBER = re.compile(r"[+-]?[0-9][0-9,.:/]*")  # 3.5, 1,000, 9/11: a number the 
 # Tokens without a letter or digit that the Penn Treebank's words keep (the LM text has $ & # ',
 # the gold trees tag % as a noun); every other such token is punctuation to the treebank tokenizer.
 SYMBOL_WORDS = frozenset("$ & # ' %".split())
+SPECIAL_WORDS = frozenset({UNK, EOS})  # read as they are, never split or normalised
+NUMBER_WORD = "N"  # a number, in text normalised with replace_digits: it stays N
+_AMPERSAND = re.compile(r"[A-Za-z]+&[A-Za-z]+")  # AT&T, S&L: one word, as the Penn Treebank writes them
+# a sentence's last word and its period in the middle of a line ("rose." before "Analysts"): the treebank
+# tokenizer splits only the line's final period; abbreviations (Mr., Inc., U.S., etc.) are left alone
+_SENTENCE_END = re.compile(r"(?:[a-z]{2,}|[0-9]+|%)\.")
+_ABBREVIATIONS = frozenset("etc vs cf viz approx".split())
 
 
 @dataclass(frozen=True)
@@ -45,16 +52,26 @@ class Tokenizer:
 
     def __call__(self, line: str) -> list[str]:
         """The words a model reads: split, punctuation set aside, normalised."""
-        return [self.normalize(token) for token in self.split(line) if self.is_word(token)]
+        tokens, is_word = self.read(line)
+        return [self.normalize(token) for token, word in zip(tokens, is_word) if word]
 
-    def split(self, line: str) -> list[str]:
+    def read(self, line: str, known: Collection[str] = ()) -> tuple[list[str], list[bool]]:
+        """A line's tokens as written, and which of them a model reads: all but punctuation set aside (a
+        line of nothing but punctuation is read whole). `known`: the model's vocabulary, whose words the
+        treebank tokenizer keeps whole (`s&l`, `<unk>`)."""
+        tokens = self.split(line, known)
+        is_word = [self.is_word(t) for t in tokens]
+        return tokens, is_word if any(is_word) else [True] * len(tokens)
+
+    def split(self, line: str, known: Collection[str] = ()) -> list[str]:
         """Every token as written, punctuation included."""
         if self.kind == "whitespace":
             return line.split()
         if self.kind == "char":
             return [ch for ch in line if not ch.isspace()]
         if self.kind == "treebank":
-            return _treebank_tokenizer().tokenize(line)
+            return _treebank_split(line, lambda chunk: chunk in SPECIAL_WORDS or _AMPERSAND.fullmatch(chunk)
+                                   or self.normalize(chunk) in known)
         return [word for word in _jieba().lcut(line) if word.strip()]
 
     def is_word(self, token: str) -> bool:
@@ -65,6 +82,8 @@ class Tokenizer:
         return token in SYMBOL_WORDS or any(ch.isalnum() for ch in unicodedata.normalize("NFKC", token))
 
     def normalize(self, word: str) -> str:
+        if word in SPECIAL_WORDS or (self.replace_digits and word == NUMBER_WORD):
+            return word
         if self.fold_width:
             word = unicodedata.normalize("NFKC", word)
         if self.lowercase:
@@ -86,6 +105,32 @@ def tokenizer_of(data: DataConfig, normalize: bool = True) -> Tokenizer:
     if not normalize:
         return Tokenizer(data.tokenizer, punctuation_aside=data.punctuation_aside)
     return Tokenizer(data.tokenizer, data.lowercase, data.replace_digits, data.punctuation_aside, data.fold_width)
+
+
+def _treebank_split(line: str, keep_whole) -> list[str]:
+    """English split the Penn Treebank way, each token as typed (quotes stay the characters typed, not
+    `` and ''); a whitespace-separated chunk that `keep_whole` accepts is not split; a sentence's final
+    period in the middle of the line is split off when a capitalised word follows."""
+    tokenizer = _treebank_tokenizer()
+    try:
+        spans = list(tokenizer.span_tokenize(line))
+    except ValueError:  # nltk could not find a token it rewrote in the text: its tokens as they are
+        return tokenizer.tokenize(line)
+    tokens: list[str] = []
+    k = 0
+    for chunk in re.finditer(r"\S+", line):
+        inside = []
+        while k < len(spans) and spans[k][0] < chunk.end():
+            inside.append(line[spans[k][0] : spans[k][1]])
+            k += 1
+        tokens += [chunk.group()] if len(inside) > 1 and keep_whole(chunk.group()) else inside
+    return [piece for k, token in enumerate(tokens) for piece in _split_period(token, tokens[k + 1 : k + 2])]
+
+
+def _split_period(token: str, after: list[str]) -> list[str]:
+    if after and after[0][:1].isupper() and _SENTENCE_END.fullmatch(token) and token[:-1] not in _ABBREVIATIONS:
+        return [token[:-1], "."]
+    return [token]
 
 
 @functools.cache

@@ -58,13 +58,13 @@ def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int
     return results
 
 
-STUDENT_CELLS = 1 << 26  # floats of a student's span features at a time (256 MB): long lines go fewer at a time
+STUDENT_CELLS = 1 << 24  # floats of a student's span scores at a time (64 MB): long lines go fewer at a time
 
 
 def student_trees(model, tokens: torch.Tensor, words: list[list[str]]) -> list:
-    """A student's CKY trees of a batch, in parts small enough that its (B, N+1, N+1, H) span features
+    """A student's CKY trees of a batch, in parts small enough that its (B, N+1, N+1) span scores
     fit in STUDENT_CELLS (the rows are sorted by length, the longest last)."""
-    per_row = (len(words[-1]) + 1) ** 2 * model.project.out_features
+    per_row = (len(words[-1]) + 1) ** 2
     step = max(1, STUDENT_CELLS // per_row)
     found = []
     for start in range(0, len(words), step):

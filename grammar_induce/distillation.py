@@ -99,12 +99,10 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
 
 def sentences_of(path: str, model: LoadedModel) -> list[list[str]]:
     """The words a model reads of each non-blank line (punctuation set aside, as `parse` does)."""
-    tokenizer = model.tokenizer
     sentences = []
     for _, line in read_lines(path):
-        tokens = tokenizer.split(line)
-        words = [t for t in tokens if tokenizer.is_word(t)] or tokens
-        if words:
+        tokens, is_word = model.tokenizer.read(line, model.vocab.index)
+        if words := [t for t, word in zip(tokens, is_word) if word]:
             sentences.append(words)
     if not sentences:
         raise InputError(f"{path}: no sentences")

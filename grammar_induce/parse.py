@@ -17,7 +17,7 @@ import torch
 
 from . import precision, trees
 from .checkpoint import LoadedModel
-from .distances import check_members, parse_words
+from .distances import check_members, is_student, parse_words
 from .distributed import World
 from .ensemble import ParseOptions, combine, layers_by_agreement, member_agreement, resolve_layers
 from .files import InputError, plural, replace_folder, write_text
@@ -89,7 +89,9 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
                            writes_output=world.is_main, distance=options.distance,
                            auto_layers=options.auto_layers and len(models) > 1)
-    chunks = (_tokenized(models[0].tokenizer, chunk) for chunk in _chunks(lines, options.batch_size))
+    first_model = models[0]
+    chunks = ([first_model.tokenizer.read(line, first_model.vocab.index) for line in chunk]
+              for chunk in _chunks(lines, options.batch_size))
     first = next(chunks, [])
     options = _fixed_layers(models, first, options, world)
     summary.layers = options.layers
@@ -104,7 +106,9 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
         parts = _parts_in_processes(models, chunks, options, all_layers, summary.workers)
     else:
         parts = (parse_chunk(models, chunk, options, all_layers) for chunk in chunks)
-    return _collect(parts, summary, progress, len(models) > 1 and options.combine == "mbr"), summary
+    cubic = "span voting" if len(models) > 1 and options.combine == "mbr" else \
+        "the student's CKY" if is_student(models[0]) else None
+    return _collect(parts, summary, progress, cubic), summary
 
 
 WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself), measured
@@ -139,10 +143,10 @@ def available_memory() -> int:
 
 
 def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, progress: Callable[[int], object] | None,
-             voting: bool) -> Iterator[SentenceResult]:
-    """The chunks' results in order, adding each chunk's member agreement to the summary (and, for span
-    voting, a note of the lines too long to vote on exactly)."""
-    from .voting import EXACT_LIMIT
+             cubic: str | None) -> Iterator[SentenceResult]:
+    """The chunks' results in order, adding each chunk's member agreement to the summary (and, where the
+    trees come from a cubic search, `cubic` naming it, a note of the lines too long for it to be exact)."""
+    from .structs import EXACT_LIMIT
 
     long_lines = 0
     for results in parts:
@@ -150,11 +154,11 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, progr
             _add_agreement(summary.agreement, member_agreement([[m.tree for m in r.members] for r in results if r.members]))
         if progress is not None:
             progress(len(results))
-        long_lines += sum(len(r.words) > EXACT_LIMIT for r in results) if voting else 0
+        long_lines += sum(len(r.words) > EXACT_LIMIT for r in results) if cubic else 0
         yield from results
     if long_lines:
-        summary.notes.append(f"{plural(long_lines, 'line')} of more than {EXACT_LIMIT} words: span voting "
-                             "split them greedily, top down (exact voting is cubic in the length)")
+        summary.notes.append(f"{plural(long_lines, 'line')} of more than {EXACT_LIMIT} words: {cubic} "
+                             "split them greedily, top down (the exact search is cubic in the length)")
 
 
 def _fixed_layers(models: list[LoadedModel], first: list[tuple[list[str], list[bool]]], options: ParseOptions,
@@ -172,10 +176,6 @@ def parse_chunk(models: list[LoadedModel], chunk: list[tuple[list[str], list[boo
     """One chunk of tokenized lines parsed, with its punctuation put back."""
     results = parse_sentences(models, _words(chunk), options, all_layers)
     return [_with_punctuation(r, *t) for r, t in zip(results, chunk)]
-
-
-def _tokenized(tokenizer, chunk: list[str]) -> list[tuple[list[str], list[bool]]]:
-    return [_tokens(tokenizer, line) for line in chunk]
 
 
 def _words(chunk: list[tuple[list[str], list[bool]]]) -> list[list[str]]:
@@ -249,14 +249,6 @@ def _add_agreement(total: list[SpanMetric], part: list[SpanMetric]) -> None:
 def render_lines(results: Iterable[SentenceResult], fmt: str) -> Iterator[str]:
     """Results as lines of an output format (without newlines); an empty line for an empty sentence."""
     return (render(result, fmt) for result in results)
-
-
-def _tokens(tokenizer, line: str) -> tuple[list[str], list[bool]]:
-    """A line's tokens as written and which of them the models read (a line of nothing but
-    punctuation is read whole: its tree still holds every token)."""
-    tokens = tokenizer.split(line)
-    is_word = [tokenizer.is_word(t) for t in tokens]
-    return tokens, is_word if any(is_word) else [True] * len(tokens)
 
 
 def _with_punctuation(result: SentenceResult, tokens: list[str], is_word: list[bool]) -> SentenceResult:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .files import InputError
 
+DEFAULT_MODEL = "en"  # what parse, evaluate and gi.load() use when no model is named
 MODELS_DIR = Path(__file__).resolve().parent / "resources" / "models"
 INDEX = MODELS_DIR / "models.toml"
 

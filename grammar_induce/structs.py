@@ -6,11 +6,16 @@ score is the sum of their scores. `inside` gives log Z, the log-sum-exp over all
 batch of sentences padded to one length. Its gradient is each span's marginal probability (for
 max, the best tree's spans), so training and decoding need no other code. Spans may be forbidden
 (score -inf), which gives the trees that keep a set of spans (`crossing_mask`).
+
+The best tree of given span scores (CKY, `best_splits`) is also kept by width, vectorised over the
+starts of each width, with its split points read back (`tree_of_splits`): span voting (voting.py) and
+a student's parsing share it. Past `EXACT_LIMIT` words, cubic in any form, a top-down greedy split
+takes over, quadratic at worst.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -34,17 +39,93 @@ def inside(scores: Tensor, lengths: Sequence[int], semiring: str = "sum") -> Ten
                         for b, length in enumerate(lengths)])
 
 
+EXACT_LIMIT = 1000  # words; a longer sentence's best tree is found greedily, top down
+
+
 def best_trees(scores: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]]) -> list[Tree]:
-    """CKY: each sentence's highest-scoring tree (the spans the max-inside gradient picks)."""
-    scores = scores.detach().requires_grad_(True)
-    with torch.enable_grad():
-        best = inside(scores, lengths, "max")
-        (chosen,) = torch.autograd.grad(best.sum(), scores)
-    out = []
-    for b, sentence in enumerate(words):
-        spans = {(i, j) for i, j in (chosen[b] > 0.5).nonzero().tolist()}
-        out.append(tree_of_spans(spans, sentence))
+    """Each sentence's highest-scoring tree: CKY up to EXACT_LIMIT words, greedy beyond. `scores`:
+    (B, N+1, N+1), scores[b, i, j] of the span i..j-1, as for `inside`."""
+    scores = scores.detach().double()
+    n = scores.shape[1] - 1
+    by_width = scores.new_zeros(scores.shape)  # [b, w, i]: the span i..i+w
+    for w in range(2, n + 1):
+        by_width[:, w, : n - w + 1] = torch.diagonal(scores, offset=w, dim1=1, dim2=2)
+    exact = [b for b, length in enumerate(lengths) if length <= EXACT_LIMIT]
+    out: list[Tree | None] = [None] * len(lengths)
+    for b, splits in zip(exact, best_splits(by_width[exact, : max((lengths[b] for b in exact), default=0) + 1])):
+        out[b] = tree_of_splits(words[b], splits)
+    for b in sorted(set(range(len(lengths))) - set(exact)):
+        rows = scores[b].tolist()
+        out[b] = tree_of_splits(words[b], greedy_splits(lambda i, j, rows=rows: rows[i][j], lengths[b]))
     return out
+
+
+def best_splits(own: Tensor) -> list[Splits]:
+    """CKY over a batch of charts: `own[b, w, i]` is the score of the span i..i+w (sentences padded to
+    N = own.shape[1] - 1 words: a span's best split depends only on the spans inside it). Returns each
+    sentence's best split point of every span; ties go to the leftmost split.
+
+    The chart of best inside scores is kept twice, by (width, start) and by (width, end) with the
+    widths reversed, so that for width w the candidates' left parts (widths 1..w-1 at start i) and right
+    parts (widths w-1..1 ending at i+w) are both plain slices."""
+    batch, n = own.shape[0], own.shape[1] - 1
+    by_start = torch.zeros_like(own)  # [b, w, i]: the best total inside the span i..i+w
+    by_end = torch.zeros_like(own)  # [b, n - w, j]: the same for the span j-w..j
+    firsts = []
+    for w in range(2, n + 1):
+        starts = n - w + 1
+        candidates = by_start[:, 1:w, :starts] + by_end[:, n - w + 1 : n, w : n + 1]  # [b, d - 1, i]: split at i + d
+        best, first = candidates.max(dim=1)  # the first maximum: the leftmost split
+        total = best + own[:, w, :starts]
+        by_start[:, w, :starts] = total
+        by_end[:, n - w, w : n + 1] = total
+        firsts.append(first.tolist())
+    return [Splits(firsts, b) for b in range(batch)]
+
+
+class Splits:
+    """One sentence's split points in a batch's CKY result, read as splits[i, j]."""
+
+    def __init__(self, firsts: list[list[list[int]]], b: int):
+        self.firsts, self.b = firsts, b
+
+    def __getitem__(self, span: tuple[int, int]) -> int:
+        i, j = span
+        return i + 1 + self.firsts[j - i - 2][self.b][i]
+
+
+def greedy_splits(score: Callable[[int, int], float], n: int) -> dict[tuple[int, int], int]:
+    """Top down: split each span where its two parts score the most (leftmost on ties); a part of one
+    word scores nothing."""
+    def part(i: int, j: int) -> float:
+        return score(i, j) if j - i >= 2 else 0
+
+    splits, todo = {}, [(0, n)]
+    while todo:
+        i, j = todo.pop()
+        if j - i < 2:
+            continue
+        k = max(range(i + 1, j), key=lambda m: (part(i, m) + part(m, j), -m))
+        splits[i, j] = k
+        todo += [(i, k), (k, j)]
+    return splits
+
+
+def tree_of_splits(words: Sequence[str], splits: Mapping[tuple[int, int], int] | Splits) -> Tree:
+    """The tree of the split points of its spans, without recursion (a long line is deep)."""
+    built: dict[tuple[int, int], Tree] = {}
+    todo = [(0, len(words), False)]
+    while todo:
+        i, j, children_done = todo.pop()
+        if j - i == 1:
+            built[i, j] = words[i]
+        elif not children_done:
+            todo.append((i, j, True))
+            todo.extend([(i, splits[i, j], False), (splits[i, j], j, False)])
+        else:
+            k = splits[i, j]
+            built[i, j] = [built.pop((i, k)), built.pop((k, j))]
+    return built[0, len(words)]
 
 
 def crossing_mask(kept: Sequence[Iterable[tuple[int, int]]], n: int) -> Tensor:
@@ -59,29 +140,6 @@ def crossing_mask(kept: Sequence[Iterable[tuple[int, int]]], n: int) -> Tensor:
             mask |= ((i < a) & (a < j) & (j < b)) | ((a < i) & (i < b) & (b < j))
         masks.append(mask)
     return torch.stack(masks)
-
-
-def tree_of_spans(spans: set[tuple[int, int]], words: Sequence[str]) -> Tree:
-    """The binary tree whose spans of two or more words are `spans` (a whole binary tree's; the whole
-    sentence may be left out). Top down, without recursion: each span splits where a part that is a
-    span (or one word) ends and the rest is a span (or one word)."""
-    n = len(words)
-
-    def part(i: int, j: int) -> bool:
-        return j - i == 1 or (i, j) in spans
-
-    built: dict[tuple[int, int], Tree] = {}
-    todo = [(0, n, 0)]
-    while todo:
-        i, j, k = todo.pop()
-        if j - i == 1:
-            built[i, j] = words[i]
-        elif not k:
-            k = next(k for k in range(i + 1, j) if part(i, k) and part(k, j))
-            todo += [(i, j, k), (i, k, 0), (k, j, 0)]
-        else:
-            built[i, j] = [built.pop((i, k)), built.pop((k, j))]
-    return built[0, n]
 
 
 def spans_of(tree: Tree) -> set[tuple[int, int]]:

@@ -18,6 +18,8 @@ from . import structs
 from .config import ModelConfig
 from .trees import Tree
 
+SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
+
 
 class SpanParser(nn.Module):
     """Span scores from a BiLSTM; `emb_size`, `hidden_size` (per direction and of the MLP), `n_layers`
@@ -39,9 +41,11 @@ class SpanParser(nn.Module):
     def device(self) -> torch.device:
         return self.embedding.weight.device
 
-    def span_scores(self, tokens: Tensor, lengths: Sequence[int]) -> Tensor:
-        """(B, N+1, N+1) scores of every span of each sentence. `tokens`: (B, N+2) ids, `<eos>` before
-        and after each sentence's words (padding after that is never read)."""
+    def span_scores(self, tokens: Tensor, lengths: Sequence[int], block: int = 0) -> Tensor:
+        """(B, N+1, N+1) scores of every span of each sentence (the upper triangle, i < j, is read).
+        `tokens`: (B, N+2) ids, `<eos>` before and after each sentence's words (padding after that is
+        never read). `block` > 0: the span features of that many floats at most at a time (parsing long
+        lines in bounded memory); 0: all at once, as training does."""
         hidden_size = self.encoder.hidden_size
         x = self.dropout(self.embedding(tokens))
         packed = nn.utils.rnn.pack_padded_sequence(x, [n + 2 for n in lengths], batch_first=True, enforce_sorted=False)
@@ -53,9 +57,19 @@ class SpanParser(nn.Module):
         backward = states[:, 1 : n + 2, hidden_size:]  # fencepost k: before word k+1, read from the right
         weight_f, weight_b = self.project.weight[:, :hidden_size], self.project.weight[:, hidden_size:]
         f, b = forward @ weight_f.t(), backward @ weight_b.t()  # (B, N+1, H) each
-        # [f_j - f_i ; b_i - b_j] projected: f_j - f_i + b_i - b_j, for i on rows and j on columns
-        spans = (f.unsqueeze(1) - f.unsqueeze(2)) + (b.unsqueeze(2) - b.unsqueeze(1)) + self.project.bias
-        return self.score(torch.relu(spans)).squeeze(-1)
+        if not block:
+            return self._scores(f, b, 0, n + 1)
+        scores = f.new_zeros(f.shape[0], n + 1, n + 1)
+        rows = max(1, block // (f.shape[0] * (n + 1) * f.shape[2]))
+        for i in range(0, n + 1, rows):
+            scores[:, i : i + rows, i:] = self._scores(f, b, i, min(n + 1, i + rows))
+        return scores
+
+    def _scores(self, f: Tensor, b: Tensor, first: int, last: int) -> Tensor:
+        """Scores of the spans from fenceposts first..last-1 to every fencepost from `first` on:
+        [f_j - f_i ; b_i - b_j] projected is f_j - f_i + b_i - b_j, for i on rows and j on columns."""
+        spans = (f[:, None, first:] - f[:, first:last, None]) + (b[:, first:last, None] - b[:, None, first:])
+        return self.score(torch.relu(spans + self.project.bias)).squeeze(-1)
 
     def loss(self, tokens: Tensor, lengths: Sequence[int], kept: Sequence[set[tuple[int, int]]]) -> Tensor:
         """Mean negative log-probability of the trees that keep each sentence's `kept` spans (a whole
@@ -69,4 +83,4 @@ class SpanParser(nn.Module):
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]]) -> list[Tree]:
         """Each sentence's highest-scoring tree."""
-        return structs.best_trees(self.span_scores(tokens, lengths), lengths, words)
+        return structs.best_trees(self.span_scores(tokens, lengths, SPAN_BLOCK), lengths, words)

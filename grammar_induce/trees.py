@@ -144,7 +144,9 @@ def walk(tree: Tree):
             stack.append(iter(node))
 
 
-OPENING = frozenset("`` ( [ { -LRB- -LSB- -LCB- \u201c \u2018 \u00ab".split())  # punctuation that opens what follows
+# punctuation that opens what follows (English, then the full-width forms of Chinese text); a straight
+# double quote " opens when an even number of them precede it
+OPENING = frozenset("`` ( [ { -LRB- -LSB- -LCB- \u201c \u2018 \u00ab \u300c \u300e \u300a \u3008 \uff08 \uff3b \uff5b \u3010".split())
 
 
 def restore_tokens(tree: Tree, tokens: Sequence[str], is_word: Sequence[bool]) -> Tree:
@@ -161,11 +163,14 @@ def restore_tokens(tree: Tree, tokens: Sequence[str], is_word: Sequence[bool]) -
     before: list[list[str]] = [[] for _ in words]  # punctuation attached in front of word k
     after: list[list[str]] = [[] for _ in words]
     seen, waiting = -1, []  # waiting: tokens for the next word
+    straight = 0  # straight double quotes so far
     for token, word in zip(tokens, is_word):
+        opens = token in OPENING or (token == '"' and straight % 2 == 0)
+        straight += token == '"'
         if word:
             seen += 1
             before[seen], waiting = waiting, []
-        elif token in OPENING or seen < 0:
+        elif opens or seen < 0:
             waiting.append(token)
         else:
             after[seen] += waiting + [token]  # an opening mark followed by closing punctuation stays with it

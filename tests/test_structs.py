@@ -56,13 +56,18 @@ def test_keeping_spans_gives_the_trees_that_hold_them():
                         sum(scores[0, i, j].item() for i, j in structs.spans_of(tree)), rel_tol=1e-9)
 
 
-def test_tree_of_spans_inverts_spans_of():
+def test_greedy_past_the_exact_limit_finds_a_clear_best_tree_and_cky_equals_the_brute_force(monkeypatch):
     rng = random.Random(0)
-    for n in range(1, 9):
+    for n in range(2, 8):
         words = [f"w{k}" for k in range(n)]
-        for tree in rng.sample(list(all_binary_trees(words)), min(5, len(list(all_binary_trees(words))))):
-            assert structs.tree_of_spans(structs.spans_of(tree), words) == tree
-            assert structs.tree_of_spans(trees.spans(tree), words) == tree  # the whole sentence left out
+        tree = rng.choice(list(all_binary_trees(words)))
+        scores = torch.full((1, n + 1, n + 1), -1.0, dtype=torch.float64)
+        for i, j in structs.spans_of(tree):
+            scores[0, i, j] = 1.0  # every span of `tree` scores, every other costs: a clear best tree
+        assert structs.best_trees(scores, [n], [words]) == [tree]
+        monkeypatch.setattr(structs, "EXACT_LIMIT", 1)
+        assert structs.best_trees(scores, [n], [words]) == [tree]
+        monkeypatch.undo()
 
 
 def student(vocab_size=12):
