@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import pretrained, trees
-from .files import InputError
+from .files import InputError, SettingError
 
 if TYPE_CHECKING:
     import nltk
@@ -38,6 +38,7 @@ class ModelSpec:
     layers: tuple[int, ...] = ()
     decoder: str | None = None
     combine: str | None = None
+    right_voter: float = 0.0
 
     @classmethod
     def resolve(cls, specs: Sequence[str | Path]) -> ModelSpec:
@@ -51,7 +52,7 @@ class ModelSpec:
         paths = tuple(path for spec, entry in found for path in (entry.paths if entry else [Path(spec)]))
         if len(found) == 1 and found[0][1] is not None:
             entry = found[0][1]
-            return cls(paths, entry.layers, entry.decoder, entry.combine)
+            return cls(paths, entry.layers, entry.decoder, entry.combine, entry.right_voter)
         return cls(paths)
 
 
@@ -67,6 +68,9 @@ class Parser:
 
     def parse(self, sentence: str) -> nltk.Tree | None:
         """The sentence's unlabeled binary tree (every node labelled X); None for a blank sentence."""
+        if not isinstance(sentence, str):
+            raise TypeError(f"parse takes a sentence as a str, not {type(sentence).__name__} "
+                            "(parse_many takes many, or lists of tokens)")
         return next(self.parse_many([sentence]))
 
     def parse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[nltk.Tree | None]:
@@ -82,6 +86,25 @@ class Parser:
     def analyse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[SentenceResult]:
         return self.run(lines, batch_size=batch_size)[0]
 
+    @staticmethod
+    def _checked(lines: Iterable[str | Sequence[str]]) -> Iterator[str | list[str]]:
+        """Each line a str (or a list of str tokens) of text: else a TypeError or ValueError saying which."""
+        from .files import check_text
+
+        if isinstance(lines, (str, bytes)):
+            raise TypeError("parse_many takes an iterable of sentences, not one " + type(lines).__name__ +
+                            " (a str would be parsed character by character): use parse, or wrap it in a list")
+        for k, line in enumerate(lines, start=1):
+            tokens = [line] if isinstance(line, str) else line
+            if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+                raise TypeError(f"sentence {k}: a str, or a list of str tokens, not {type(line).__name__}")
+            for token in tokens:
+                try:
+                    check_text(token, f"sentence {k}")
+                except InputError as e:
+                    raise ValueError(str(e)) from None
+            yield line if isinstance(line, str) else list(line)
+
     def run(self, lines: Iterable[str], *, batch_size: int | None = None, workers: int = 1, all_layers: bool = True,
             agreement: bool = False, progress: Callable[[int], object] | None = None
             ) -> tuple[Iterator[SentenceResult], ParseSummary]:
@@ -92,8 +115,10 @@ class Parser:
 
         from .parse import parse
 
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
         options = self.options if batch_size is None else replace(self.options, batch_size=batch_size)
-        return parse(self.models, lines, options, workers=workers, all_layers=all_layers, agreement=agreement,
+        return parse(self.models, self._checked(lines), options, workers=workers, all_layers=all_layers, agreement=agreement,
                      progress=progress)
 
     def __repr__(self) -> str:
@@ -102,40 +127,57 @@ class Parser:
 
 def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, distance: str = "forget",
          decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
-         device: str | None = None) -> Parser:
+         device: str | None = None, right_voter: float | None = None, pretokenized: bool = False) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `decoder`: paper or gap; `combine`:
-    mbr (span voting) or mean (mean gap scores)."""
+    mbr (span voting) or mean (mean gap scores); `right_voter`: the weight of a right-branching tree as one
+    more voter in span voting (0: none). `pretokenized`: sentences are tokens separated by spaces (already
+    segmented Chinese, say), not split again. `parse_many` also takes lists of tokens."""
     from . import checkpoint
     from .distributed import resolve_device
+    from .ensemble import resolve_layers
 
     spec = ModelSpec.resolve(models)
-    options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision)
+    options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized)
     where = resolve_device(device or "auto")
-    return Parser([checkpoint.load(path, where) for path in spec.paths], options)
+    parser = Parser([checkpoint.load(path, where) for path in spec.paths], options)
+    if not options.auto_layers:
+        resolve_layers(options, parser.models)  # a layer the models do not have is refused here, not later
+    return parser
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
-                  combine: str | None, batch_size: int, precision: str) -> ParseOptions:
+                  combine: str | None, batch_size: int, precision: str, right_voter: float | None = None,
+                  pretokenized: bool = False) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
-    from .ensemble import ParseOptions
+    from .config import PRECISIONS
+    from .ensemble import COMBINERS, DECODERS, ParseOptions
 
+    for setting, value, allowed in (("distance", distance, ("forget", "input")), ("decoder", decoder, DECODERS),
+                                    ("combine", combine, COMBINERS), ("precision", precision, PRECISIONS)):
+        if value is not None and value not in allowed:
+            raise SettingError(setting, f"must be one of {', '.join(allowed)}, not {value!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise SettingError("batch_size", f"must be a whole number of at least 1, not {batch_size!r}")
+    if right_voter is not None and not (isinstance(right_voter, (int, float)) and 0 <= right_voter < float("inf")):
+        raise SettingError("right_voter", f"must be a number of at least 0, not {right_voter!r}")
     auto = layer == "auto"
     if layer is None or auto:
         layers = () if auto else spec.layers
     elif isinstance(layer, int):
         layers = (layer,)
     else:
-        layers = tuple(layer)
-        if not all(isinstance(n, int) for n in layers):
-            raise InputError(f"layer takes a number, one number per model, or auto, not {layer!r}")
+        layers = tuple(layer) if isinstance(layer, Sequence) and not isinstance(layer, str) else (layer,)
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in layers):
+            raise SettingError("layer", f"takes a number, one number per model, or auto, not {layer!r}")
     defaults = ParseOptions()
     return ParseOptions(layers, auto, distance, decoder or spec.decoder or defaults.decoder,
-                        combine or spec.combine or defaults.combine, batch_size, precision)
+                        combine or spec.combine or defaults.combine, batch_size, precision,
+                        spec.right_voter if right_voter is None else right_voter, pretokenized)
 
 
-def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path, gold: str, *, max_length: int = 0,
+def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: str | Path, *, max_length: int = 0,
              treebank: str = "ptb", punct_tags: str | None = None, skip_bad: bool = False, seed: int = 0,
              labeled: bool = False, quiet: bool = True) -> Report:
     """Score a parser, trees aligned with the gold trees (nltk.Trees or bracket strings), or a file of such
@@ -145,6 +187,9 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path, gold: str, *,
     from . import scoring
     from .treebank import TagFilter
 
+    if isinstance(predicted, str):
+        predicted = Path(predicted)  # a path as a str: the file of trees it names
+    gold = str(gold)
     batch_size = predicted.options.batch_size if isinstance(predicted, Parser) else 64
     options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, punct_tags), max_length, skip_bad,
                                   batch_size, seed, quiet=quiet)
@@ -152,14 +197,20 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path, gold: str, *,
         return scoring.evaluate_models(predicted.models, options, predicted.options)
     if isinstance(predicted, Path):
         return scoring.evaluate_file(predicted, options, labeled=labeled)
-    lines = [(k, tree if isinstance(tree, str) else from_nltk_text(tree)) for k, tree in enumerate(predicted, 1)]
+    lines = [(k, _tree_text(tree, k)) for k, tree in enumerate(predicted, 1)]
     return scoring.evaluate_lines("trees", lines, options, labeled=labeled)
+
+
+def _tree_text(tree: nltk.Tree | str | None, k: int) -> str:
+    if tree is None:
+        raise TypeError(f"tree {k} is None: a blank sentence has no tree to score (leave its gold tree out)")
+    return tree if isinstance(tree, str) else from_nltk_text(tree)
 
 
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
             distance: str = "forget", decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
-            precision: str = "fp32", device: str | None = None, log: Callable[[str], None] = print,
-            force: bool = False, **settings) -> Parser:
+            precision: str = "fp32", device: str | None = None, right_voter: float | None = None,
+            log: Callable[[str], None] = print, force: bool = False, **settings) -> Parser:
     """Train a student parser on the trees an ensemble of `teachers` (paths or shipped names, parsing
     as `load` would) makes of the text `train`; the epoch kept is chosen by agreement with the ensemble
     on `valid` (no gold trees). `settings`: those of distillation.DistillSettings (epochs, rounds,
@@ -168,10 +219,13 @@ def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: st
     from .distillation import DistillSettings
     from .distillation import distill as run
 
+    try:
+        checked = DistillSettings(**settings)
+    except TypeError as e:  # a setting that does not exist
+        raise InputError(f"distill: {str(e).split('__init__() ')[-1]}") from None
     teacher = load(*teachers, layer=layer, distance=distance, decoder=decoder, combine=combine,
-                   batch_size=batch_size, precision=precision, device=device)
-    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, DistillSettings(**settings), log,
-               force)
+                   batch_size=batch_size, precision=precision, device=device, right_voter=right_voter)
+    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, checked, log, force)
     return load(best, batch_size=batch_size, device=device)
 
 

@@ -30,10 +30,11 @@ class LoadedModel:
     tokenizer: Tokenizer
     config: Config
     source: str = ""  # the checkpoint file, for messages
+    provenance: dict[str, Any] | None = None  # how it was made, where that is not the config (a student's teachers)
 
 
 def save(path: Path, model: LanguageModel, vocab: Vocab, tokenizer: Tokenizer, config: Config,
-         training_state: dict[str, Any] | None = None) -> None:
+         training_state: dict[str, Any] | None = None, provenance: dict[str, Any] | None = None) -> None:
     payload = {
         "format_version": FORMAT_VERSION,
         "config": config.to_dict(),
@@ -43,6 +44,8 @@ def save(path: Path, model: LanguageModel, vocab: Vocab, tokenizer: Tokenizer, c
     }
     if training_state is not None:
         payload["training_state"] = training_state
+    if provenance is not None:
+        payload["provenance"] = provenance
     buffer = io.BytesIO()  # serialized whole first: a full disk is then an OSError, not torch's "unexpected pos"
     torch.save(payload, buffer)
     atomic_write(path, lambda f: f.write(buffer.getbuffer()))
@@ -108,4 +111,4 @@ def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
     except (KeyError, TypeError, ValueError, RuntimeError, ConfigError) as e:
         raise InputError(f"{path}: damaged checkpoint ({_mismatch(e)})") from None
     model.to(device).eval()
-    return LoadedModel(model, vocab, tokenizer, config, str(path))
+    return LoadedModel(model, vocab, tokenizer, config, str(path), payload.get("provenance"))

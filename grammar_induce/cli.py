@@ -31,7 +31,7 @@ def user_errors(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        from .files import UserError
+        from .files import SettingError, UserError
 
         _terminate_on_sigterm()
         try:
@@ -39,6 +39,8 @@ def user_errors(command):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)  # the shell's convention for Ctrl-C
+        except SettingError as e:
+            raise click.ClickException(e.as_flag()) from None
         except (UserError, ConfigError) as e:
             raise click.ClickException(str(e)) from None
         except MemoryError:
@@ -200,6 +202,9 @@ def model_options(command):
         click.option("--combine", type=click.Choice(list(COMBINERS)), default=None,
                      help="with several --model: span voting over their trees, or their mean gap scores "
                      "[default: mbr, or a shipped model's own]"),
+        click.option("--right-voter", type=click.FloatRange(min=0), default=None, metavar="WEIGHT",
+                     help="span voting: a right-branching tree as one more voter of this weight "
+                     "[default: 0 (none), or a shipped model's own]"),
         click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
                      help="sentences run through the model together"),
         precision_option("fp32"),
@@ -212,12 +217,14 @@ MODEL_HELP = ("checkpoint (best.pt) or a shipped model's name (grammar-induce mo
               "[default: en]")
 
 
-def _parser(models: tuple[str, ...], layers, distance, decoder, combine, batch_size, precision, device):
+def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, batch_size, precision, device,
+            pretokenized: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
 
     return api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
-                    batch_size=batch_size, precision=precision, device=device)
+                    batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
+                    pretokenized=pretokenized)
 
 
 def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
@@ -246,10 +253,12 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @click.option("--agreement", is_flag=True, help="print how much each ensemble member agrees with the others")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="processes that parse (on the CPU), each with its own copy of the models")
+@click.option("--pretokenized", is_flag=True,
+              help="the sentences are tokens separated by spaces (segmented Chinese, say): not split again")
 @model_options
 @user_errors
-def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, layers, distance, decoder, combine,
-          batch_size, precision, device) -> None:
+def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, layers, distance,
+          decoder, combine, right_voter, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees."""
     from . import parse as parse_workflow
     from .files import check_folder_output, check_output, progress_bar, refuse_overwriting
@@ -259,7 +268,8 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     else:
         check_output(output_path)
     lines = _read_sentences(sentences, input_path)
-    parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, batch_size, precision, device)
+    parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, batch_size,
+                     precision, device, pretokenized)
     models = parser.models
     refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
     if len(models) == 1:
@@ -317,8 +327,8 @@ def _input_files(input_path: str | None) -> list[str]:
 @model_options
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, batch_size,
-             precision, device) -> None:
+             save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, right_voter,
+             batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api, scoring
     from .files import check_output, files_under, refuse_overwriting
@@ -334,14 +344,15 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     settings = {"max_length": max_length, "treebank": preset, "punct_tags": punct_tags, "skip_bad": skip_bad,
                 "seed": seed, "quiet": quiet}
     if pred_path is None:
-        parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, batch_size, precision, device)
+        parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, batch_size,
+                         precision, device)
         refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files)
         if len(parser.models) == 1:
             _ignored(["combine"] + ["layers"] * (layers == ("auto",)), "with one model")
         report = api.evaluate(parser, gold, **settings)
     else:
         refuse_overwriting(outputs, [pred_path, *gold_files])
-        _ignored(["layers", "distance", "decoder", "combine", "batch_size", "precision", "device"],
+        _ignored(["layers", "distance", "decoder", "combine", "right_voter", "batch_size", "precision", "device"],
                  "with --pred (they choose how a model parses)")
         report = api.evaluate(pred_path, gold, labeled=pred_format == "ptb", **settings)
     if json_path:  # the files first: the table is printed only when all of them were written
@@ -367,17 +378,19 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
               help="learn from sentences of at most N words (the tree CRF is cubic in the length)")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=141, show_default=True, help="random seed of the student")
 @click.option("--force", is_flag=True, help="write over a folder that holds a student already")
+@click.option("--keep", type=click.Choice(["agreement", "last"]), default="agreement", show_default=True,
+              help="the epoch a round keeps: the one agreeing best with the teachers on --valid, or the last")
 @model_options
 @user_errors
-def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, max_length, seed, force, layers,
-            distance, decoder, combine, batch_size, precision, device) -> None:
+def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, max_length, seed, force, keep,
+            layers, distance, decoder, combine, right_voter, batch_size, precision, device) -> None:
     """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
     from . import api
 
     student = api.distill(*model_names, train=train_file, valid=valid_file, out=out_dir, layer=_layer(layers),
-                          distance=distance, decoder=decoder, combine=combine, batch_size=batch_size,
-                          precision=precision, device=device, log=click.echo, epochs=epochs, rounds=rounds,
-                          confident=confident, max_length=max_length, seed=seed, force=force)
+                          distance=distance, decoder=decoder, combine=combine, right_voter=right_voter,
+                          batch_size=batch_size, precision=precision, device=device, log=click.echo, epochs=epochs,
+                          rounds=rounds, confident=confident, max_length=max_length, seed=seed, keep=keep, force=force)
     click.echo(f"student in {Path(student.models[0].source).resolve()}")
 
 

@@ -59,7 +59,10 @@ class Tokenizer:
         """A line's tokens as written, and which of them a model reads: all but punctuation set aside (a
         line of nothing but punctuation is read whole). `known`: the model's vocabulary, whose words the
         treebank tokenizer keeps whole (`s&l`, `<unk>`)."""
-        tokens = self.split(line, known)
+        return self.read_tokens(self.split(line, known))
+
+    def read_tokens(self, tokens: list[str]) -> tuple[list[str], list[bool]]:
+        """`read` of a line split already (pre-tokenized text, another library's tokens)."""
         is_word = [self.is_word(t) for t in tokens]
         return tokens, is_word if any(is_word) else [True] * len(tokens)
 

@@ -9,10 +9,11 @@ and `distill.jsonl` (a line per epoch) into the output folder.
 from __future__ import annotations
 
 import copy
+import math
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -22,7 +23,7 @@ from .checkpoint import LoadedModel
 from .config import Config, ModelConfig
 from .distances import check_members, is_student, parse_words, token_rows
 from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
-from .files import InputError, read_lines, refuse_overwriting
+from .files import InputError, plural, read_lines, refuse_overwriting
 from .metrics import SpanMetric
 from .rundir import append_metrics
 from .student import SpanParser
@@ -48,6 +49,20 @@ class DistillSettings:
     # which epoch a round keeps: the one whose trees agree best with the targets on the held-out text,
     # or the last (a fixed budget: the best agreement also copies the teachers' errors best)
     keep: str = "agreement"
+
+    def __post_init__(self) -> None:
+        """Settings checked before any teacher parses, in the API's words."""
+        for name in ("epochs", "rounds", "student_batch_size", "max_length", "emb_size", "hidden_size", "n_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "max_length" else 1):
+                raise InputError(f"{name} must be a whole number of at least {2 if name == 'max_length' else 1}, "
+                                 f"got {value!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise InputError(f"lr must be a positive number, got {self.lr!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+            raise InputError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.keep not in ("agreement", "last"):
+            raise InputError(f"keep must be agreement or last, got {self.keep!r}")
 
 
 @dataclass
@@ -88,13 +103,23 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
             f"in {time.time() - began:.0f} s")
         student = train_student(teachers[0], train_targets, valid_targets, settings, round_number, out_dir, log)
         path = out_dir / f"round-{round_number}.pt"
-        checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config)
+        made = provenance(teachers, train_path, valid_path, len(train_words), fixed, settings, round_number)
+        checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
         # the next round's ensemble: the teachers with their layers, and the student, voting on spans
         members = [*teachers, checkpoint.load(path, teachers[0].model.device)]
         options = replace(fixed, layers=(*fixed.layers[: len(teachers)], 1), combine="mbr")
     best = out_dir / "best.pt"
-    checkpoint.save(best, student.model, student.vocab, student.tokenizer, student.config)
+    checkpoint.save(best, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
     return best
+
+
+def provenance(teachers: list[LoadedModel], train_path: str, valid_path: str, sentences: int, options: ParseOptions,
+               settings: DistillSettings, rounds: int) -> dict:
+    """What a student was made from, carried in its checkpoint: teachers, texts, settings."""
+    return {"kind": "distilled", "teachers": [t.source for t in teachers], "train": str(train_path),
+            "valid": str(valid_path), "training_sentences": sentences, "rounds": rounds,
+            "layers": list(options.layers), "decoder": options.decoder, "combine": options.combine,
+            "right_voter": options.right_voter, "distance": options.distance, "settings": asdict(settings)}
 
 
 def sentences_of(path: str, model: LoadedModel) -> list[list[str]]:
@@ -153,6 +178,9 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     kept = train.confident if settings.confident else [structs.spans_of(t) for t in train.trees]
     usable = [k for k, words in enumerate(train.words) if 2 <= len(words) <= settings.max_length]
+    if not usable:
+        raise InputError(f"none of the {plural(len(train.words), 'training sentence')} has 2 to {settings.max_length} "
+                         "words: nothing to learn from (raise the maximum length)")
     best_f1, best_state = -1.0, None
     for epoch in range(1, settings.epochs + 1):
         began, total, steps = time.time(), 0.0, 0

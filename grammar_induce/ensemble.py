@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import trees
-from .files import InputError, plural
+from .files import SettingError, plural
 from .metrics import SpanMetric
 from .trees import Tree
 
@@ -34,6 +34,7 @@ class ParseOptions:
     # span voting: the weight of a right-branching tree as one more voter (0: none). English leans right,
     # and a weak prior of that kind breaks the members' ties the way the language does.
     right_voter: float = 0.0
+    pretokenized: bool = False  # lines are tokens separated by spaces (segmented Chinese, say): not split again
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def decode(distances: Sequence[float], words: Sequence[str], direction: str, dec
 
 def check_layer(layer: int, n_layers: int) -> None:
     if not 1 <= layer <= n_layers:
-        raise InputError(f"--layer {layer} is out of range: the model has layers 1 to {n_layers}")
+        raise SettingError("layer", f"{layer} is out of range: the model has layers 1 to {n_layers}")
 
 
 def middle_layer(n_layers: int) -> int:
@@ -102,7 +103,7 @@ def resolve_layer(layer: int | None, loaded: LoadedModel) -> int:
 def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int]:
     """Each model's layer: the middle one, the one --layer given for all, or its own --layer."""
     if len(options.layers) not in (0, 1, len(models)):
-        raise InputError(f"--layer is given {plural(len(options.layers), 'time')} for {plural(len(models), 'model')}: "
+        raise SettingError("layer", f"is given {plural(len(options.layers), 'time')} for {plural(len(models), 'model')}: "
                          "give it once for all, or once per --model")
     layers = options.layers * len(models) if len(options.layers) == 1 else options.layers or (None,) * len(models)
     return [resolve_layer(layer, loaded) for layer, loaded in zip(layers, models)]
@@ -155,7 +156,7 @@ def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: Pars
 def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The gap decoder on the members' mean standardised gap scores."""
     if sentences and any(p.parsed_tree is not None for p in sentences[0]):
-        raise InputError("a distilled student scores spans, not gaps between words: combine it with --combine mbr")
+        raise SettingError("combine", "mean needs gap scores, and a distilled student scores spans: combine it with mbr")
 
     def tree(members: list[Parsed]) -> Tree:
         scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]

@@ -29,6 +29,18 @@ class InputError(UserError):
     """A problem with a user's file or argument."""
 
 
+class SettingError(InputError):
+    """A setting that cannot be used, said in the API's words (`layer 4 is out of range ...`); the command
+    line says the same of its flag (`--layer 4 ...`)."""
+
+    def __init__(self, setting: str, detail: str):
+        super().__init__(f"{setting} {detail}")
+        self.setting, self.detail = setting, detail
+
+    def as_flag(self) -> str:
+        return f"--{self.setting.replace('_', '-')} {self.detail}"
+
+
 def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
     """Yield (line number, text) of a UTF-8 file (or binary stream, e.g. stdin) as it is read, without
     a leading byte-order mark; undecodable bytes and control characters (NUL ...) are errors naming the line."""

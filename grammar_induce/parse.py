@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
@@ -89,8 +89,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
                            writes_output=world.is_main, distance=options.distance,
                            auto_layers=options.auto_layers and len(models) > 1)
-    first_model = models[0]
-    chunks = ([first_model.tokenizer.read(line, first_model.vocab.index) for line in chunk]
+    chunks = ([_tokens(models[0], line, options.pretokenized) for line in chunk]
               for chunk in _chunks(lines, options.batch_size))
     first = next(chunks, [])
     options = _fixed_layers(models, first, options, world)
@@ -176,6 +175,15 @@ def parse_chunk(models: list[LoadedModel], chunk: list[tuple[list[str], list[boo
     """One chunk of tokenized lines parsed, with its punctuation put back."""
     results = parse_sentences(models, _words(chunk), options, all_layers)
     return [_with_punctuation(r, *t) for r, t in zip(results, chunk)]
+
+
+def _tokens(model: LoadedModel, line: str | Sequence[str], pretokenized: bool) -> tuple[list[str], list[bool]]:
+    """A line's tokens and which of them the models read; a line may be a list of tokens already."""
+    if not isinstance(line, str):
+        return model.tokenizer.read_tokens(list(line))
+    if pretokenized:
+        return model.tokenizer.read_tokens(line.split())
+    return model.tokenizer.read(line, model.vocab.index)
 
 
 def _words(chunk: list[tuple[list[str], list[bool]]]) -> list[list[str]]:

@@ -1,15 +1,18 @@
-"""Pack trained PTB models into the package (grammar_induce/resources/models/) and measure what the
-`grammar-induce models` table says of them. Run by scripts/train_pretrained.sh after training.
+"""Pack trained models into the package (grammar_induce/resources/models/) and measure what the
+`grammar-induce models` table says of them.
 
-    python scripts/pack_pretrained.py RUN_DIR --gold NLTK_TREEBANK [--data PTB_LM_DIR]
+    python scripts/pack_pretrained.py --language en --pair RUN_DIR [--student STUDENT.pt] --gold GOLD
+    python scripts/pack_pretrained.py --language zh --student STUDENT.pt --gold ctb51/dev.trees --valid DEV_TEXT
 
-RUN_DIR holds forward/ and backward/ run directories. Each best.pt (the epoch with the best
-validation perplexity, as the paper keeps) is written with float16 weights (float32 when loaded)
-and the treebank tokenizer (raw English split the Penn Treebank way, lowercased, numbers as N,
-punctuation set aside). Then, with the shipped files: validation and test perplexity, trees of
-the float16 weights against the float32 ones on the gold sentences, and NLTK-sample F1 of each
-name. The pair's layers are chosen by agreement between its members (no gold trees); its decoder
-and combiner are the ones with the best F1 on the NLTK sample (a setting chosen by looking at F1).
+RUN_DIR holds forward/ and backward/ run directories. Each best.pt (the epoch with the best validation
+perplexity, as the paper keeps) is written with float16 weights (float32 when loaded) and the language's
+tokenizer for raw text (English: split the Penn Treebank way, lowercased, numbers as N, punctuation set
+aside; Chinese: segmented by jieba, full-width forms folded, numbers as N, punctuation set aside), as is a
+distilled student. Then, with the shipped files: validation and test perplexity of the language models,
+trees of the float16 weights against the float32 ones on the gold sentences, and the F1 of each name.
+The pair's layers are chosen by agreement between its members (no gold trees); its decoder and combiner
+are the ones with the best F1 on the gold trees (a setting chosen by looking at F1). Entries of the other
+language in models.toml are kept; the default model is listed first. A JSON log goes to --log.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grammar_induce import checkpoint, pretrained
@@ -29,85 +32,154 @@ from grammar_induce.train import perplexity
 from grammar_induce.treebank import TagFilter, read_gold
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAINING_TEXT = ("Penn Treebank language-modelling text (Mikolov et al. 2011; WSJ sections 0-20 for training, "
-                 "887,521 words, 10k vocabulary, lowercased, numbers as N, no punctuation)")
-LICENCE = ("Penn Treebank (LDC99T42), LDC User Agreement for Non-Members: research use; the weights are "
-           "derived from it")
-SHIPPED_TOKENIZER = Tokenizer("treebank", lowercase=True, replace_digits=True)
+SHARED = ROOT.parent / "shared" / "data"
 
 
-def pack(source: Path, target: Path) -> None:
-    """A trained checkpoint as the package ships it: float16 weights, the treebank tokenizer, no training state."""
+@dataclass(frozen=True)
+class Language:
+    code: str
+    prefix: str  # of the language models' names: PREFIX, PREFIX-backward, PREFIX-pair
+    tokenizer: Tokenizer  # for raw text
+    treebank: str  # evaluate's preset for the gold trees
+    gold: str  # what the F1 is measured on, as the models table says it
+    training_text: str
+    licence: str
+
+
+LANGUAGES = {
+    "en": Language("en", "ptb", Tokenizer("treebank", lowercase=True, replace_digits=True), "ptb", pretrained.GOLD_NLTK,
+                   "Penn Treebank language-modelling text (Mikolov et al. 2011; WSJ sections 0-20 for training, "
+                   "887,521 words, 10k vocabulary, lowercased, numbers as N, no punctuation)",
+                   "Penn Treebank (LDC99T42), LDC User Agreement for Non-Members: research use; the weights are "
+                   "derived from it"),
+    "zh": Language("zh", "zh-lm", Tokenizer("jieba", lowercase=True, replace_digits=True, punctuation_aside=True,
+                                            fold_width=True), "ctb",
+                   "Chinese Treebank 5.1 development trees (352 trees, PU and -NONE- leaves dropped)",
+                   "Chinese Treebank 5.1 training sentences, without their trees (18,104 sentences, 493,930 words, "
+                   "CTB segmentation; the standard protocol of unsupervised parsing on Chinese)",
+                   "Chinese Treebank 5.1 (LDC2005T01), LDC User Agreement for Non-Members: research use; the "
+                   "weights are derived from it"),
+}
+
+
+def pack(source: Path, target: Path, tokenizer: Tokenizer) -> None:
+    """A trained checkpoint as the package ships it: float16 weights, the raw-text tokenizer, no training state."""
     loaded = checkpoint.load(source)
     loaded.model.half()
-    checkpoint.save(target, loaded.model, loaded.vocab, SHIPPED_TOKENIZER, loaded.config)
+    checkpoint.save(target, loaded.model, loaded.vocab, tokenizer, loaded.config, provenance=loaded.provenance)
 
 
-def score(models: list, gold: str, options: ParseOptions):
+def score(models: list, gold: str, language: Language, options: ParseOptions):
     """The evaluation report of these models with these settings on the gold trees."""
-    return evaluate_models(models, EvalOptions(gold, TagFilter(), quiet=True), options)
+    return evaluate_models(models, EvalOptions(gold, TagFilter.from_options(language.treebank, None), quiet=True),
+                           options)
+
+
+def entry_of(language: Language, gold: str, files: list[str], direction: str, models: list, options: ParseOptions,
+             float32: list) -> tuple[dict, dict]:
+    """The models.toml entry of a name, and what the log keeps of it."""
+    report = score(models, gold, language, options)
+    reference = score(float32, gold, language, options)
+    same = sum(a == b for a, b in zip(report.predicted, reference.predicted)) / len(report.predicted)
+    entry = {"files": files, "direction": direction, "language": language.code,
+             "training_text": language.training_text, "licence": language.licence,
+             "parameters": sum(p.numel() for m in models for p in m.model.parameters()),
+             "f1": round(100 * report.rows[report.main_row].sentence_f1, 1), "gold": language.gold,
+             "layers": list(options.layers), "decoder": options.decoder}
+    if len(models) > 1:
+        entry |= {"combine": options.combine, "right_voter": options.right_voter}
+    log = {**entry, "same_trees_as_float32": 100 * same, "rows": {k: 100 * m.sentence_f1 for k, m in report.rows.items()}}
+    return entry, log
+
+
+def pack_pair(language: Language, run_dir: Path, gold: str, perplexity_files: tuple[str | None, str | None],
+              log: dict) -> dict[str, dict]:
+    """The forward and backward models of RUN_DIR as PREFIX, PREFIX-backward and PREFIX-pair."""
+    files = {"forward": f"{language.prefix}-forward.pt", "backward": f"{language.prefix}-backward.pt"}
+    shipped, full = [], []
+    for direction, name in files.items():
+        pack(run_dir / direction / "best.pt", pretrained.MODELS_DIR / name, language.tokenizer)
+        shipped.append(checkpoint.load(pretrained.MODELS_DIR / name))
+        full.append(replace(checkpoint.load(run_dir / direction / "best.pt"), tokenizer=language.tokenizer))
+        log[f"run_{direction}"] = _run_summary(run_dir / direction)
+    tags = TagFilter.from_options(language.treebank, None)
+    sentences = [g.words for g in read_gold(gold, tags)[0]]
+    parsed = [parse_words(loaded, sentences) for loaded in shipped]
+    pair = {}  # (decoder, combiner) -> (layers, F1)
+    log["pair"] = {}
+    for decoder in ("paper", "gap"):
+        layers = layers_by_agreement(parsed, ParseOptions(decoder=decoder))  # --layer auto, no gold trees
+        rows = score(shipped, gold, language, ParseOptions(layers=layers, decoder=decoder)).rows
+        log["pair"][decoder] = {"layers_by_agreement": layers, "rows": {k: 100 * m.sentence_f1 for k, m in rows.items()}}
+        pair |= {(decoder, how): (layers, 100 * rows[f"{how} of 2"].sentence_f1) for how in ("mbr", "mean")}
+    (decoder, combine), (pair_layers, _) = max(pair.items(), key=lambda item: item[1][1])  # chosen by F1 on gold
+    settings = {
+        language.prefix: ([0], ParseOptions()),
+        f"{language.prefix}-backward": ([1], ParseOptions(layers=pair_layers[1:], decoder=decoder)),
+        f"{language.prefix}-pair": ([0, 1], ParseOptions(layers=pair_layers, decoder=decoder, combine=combine)),
+    }
+    entries = {}
+    for name, (members, options) in settings.items():
+        models = [shipped[k] for k in members]
+        entry, log[name] = entry_of(language, gold, [list(files.values())[k] for k in members],
+                                    "+".join(list(files)[k] for k in members), models, options,
+                                    [full[k] for k in members])
+        if len(members) == 1:
+            for key, path, batch in (("valid_ppl", perplexity_files[0], models[0].config.train.eval_batch_size),
+                                     ("test_ppl", perplexity_files[1], models[0].config.train.test_batch_size)):
+                if path:
+                    entry[key] = log[name][key] = round(perplexity(models[0], path, batch), 2)
+        entries[name] = entry
+    return entries
+
+
+def pack_student(language: Language, student: Path, gold: str, log: dict) -> dict[str, dict]:
+    """A distilled student as the language's own name (en, zh)."""
+    name = f"{language.code}.pt"
+    pack(student, pretrained.MODELS_DIR / name, language.tokenizer)
+    shipped = checkpoint.load(pretrained.MODELS_DIR / name)
+    full = replace(checkpoint.load(student), tokenizer=language.tokenizer)
+    entry, log[language.code] = entry_of(language, gold, [name], "student", [shipped], ParseOptions(), [full])
+    log[language.code]["provenance"] = shipped.provenance
+    return {language.code: entry}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--language", choices=LANGUAGES, default="en")
+    parser.add_argument("--pair", type=Path, help="a folder with forward/ and backward/ runs")
+    parser.add_argument("--student", type=Path, help="a distilled student's checkpoint")
     parser.add_argument("--gold", required=True)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "ptb_lm")
+    parser.add_argument("--valid", help="text for the validation perplexity [en: PTB valid]")
+    parser.add_argument("--test", help="text for the test perplexity [en: PTB test]")
+    parser.add_argument("--log", type=Path, default=Path("runs/pack.json"))
     args = parser.parse_args()
+    language = LANGUAGES[args.language]
+    if language.code == "en":
+        args.valid, args.test = args.valid or str(SHARED / "ptb_lm/valid.txt"), args.test or str(SHARED / "ptb_lm/test.txt")
     began = time.time()
     pretrained.MODELS_DIR.mkdir(parents=True, exist_ok=True)
-    files = {"forward": "ptb-forward.pt", "backward": "ptb-backward.pt"}
-    shipped, full = [], []  # forward, backward: the float16 files, and the float32 runs with the same tokenizer
-    for direction, name in files.items():
-        pack(args.run_dir / direction / "best.pt", pretrained.MODELS_DIR / name)
-        shipped.append(checkpoint.load(pretrained.MODELS_DIR / name))
-        full.append(replace(checkpoint.load(args.run_dir / direction / "best.pt"), tokenizer=SHIPPED_TOKENIZER))
-    gold_trees, _ = read_gold(args.gold, TagFilter())
-    sentences = [g.words for g in gold_trees]
-    log: dict = {"gold": args.gold, "sentences": len(sentences), "pair": {}}
-
-    parsed = [parse_words(loaded, sentences) for loaded in shipped]
-    pair = {}  # (decoder, combiner) -> (layers, F1)
-    for decoder in ("paper", "gap"):
-        layers = layers_by_agreement(parsed, ParseOptions(decoder=decoder))  # --layer auto, no gold trees
-        rows = score(shipped, args.gold, ParseOptions(layers=layers, decoder=decoder)).rows
-        log["pair"][decoder] = {"layers_by_agreement": layers, "rows": {k: 100 * m.sentence_f1 for k, m in rows.items()}}
-        pair |= {(decoder, how): (layers, 100 * rows[f"{how} of 2"].sentence_f1) for how in ("mbr", "mean")}
-    (decoder, combine), (pair_layers, _) = max(pair.items(), key=lambda item: item[1][1])  # chosen by NLTK F1
-    settings = {
-        "ptb": ([0], ParseOptions()),
-        "ptb-backward": ([1], ParseOptions(layers=pair_layers[1:], decoder=decoder)),
-        "ptb-pair": ([0, 1], ParseOptions(layers=pair_layers, decoder=decoder, combine=combine)),
-    }
-    entries = {}
-    for name, (members, options) in settings.items():
-        report = score([shipped[k] for k in members], args.gold, options)
-        reference = score([full[k] for k in members], args.gold, options)
-        same = sum(a == b for a, b in zip(report.predicted, reference.predicted)) / len(report.predicted)
-        entry = {"files": [list(files.values())[k] for k in members],
-                 "direction": "+".join(list(files)[k] for k in members), "training_text": TRAINING_TEXT,
-                 "licence": LICENCE, "parameters": sum(p.numel() for k in members for p in shipped[k].model.parameters()),
-                 "nltk_f1": round(100 * report.rows[report.main_row].sentence_f1, 1), "layers": list(options.layers),
-                 "decoder": options.decoder}
-        if len(members) > 1:
-            entry["combine"] = options.combine
-        else:
-            loaded = shipped[members[0]]
-            entry["valid_ppl"] = round(perplexity(loaded, str(args.data / "valid.txt"),
-                                                  loaded.config.train.eval_batch_size), 2)
-            entry["test_ppl"] = round(perplexity(loaded, str(args.data / "test.txt"),
-                                                 loaded.config.train.test_batch_size), 2)
-        entries[name] = entry
-        log[name] = {**entry, "same_trees_as_float32": 100 * same,
-                     "rows": {k: 100 * m.sentence_f1 for k, m in report.rows.items()},
-                     "float32_rows": {k: 100 * m.sentence_f1 for k, m in reference.rows.items()}}
-    for direction in files:
-        log[f"run_{direction}"] = _run_summary(args.run_dir / direction)
-    pretrained.INDEX.write_text(to_toml(entries))
+    log: dict = {"gold": args.gold, "language": language.code}
+    entries = {name: _as_entry(m) for name, m in pretrained.catalogue().items()}
+    if args.student:
+        entries |= pack_student(language, args.student, args.gold, log)
+    if args.pair:
+        entries |= pack_pair(language, args.pair, args.gold, (args.valid, args.test), log)
+    ordered = dict(sorted(entries.items(), key=lambda item: (item[0] != pretrained.DEFAULT_MODEL,
+                                                            item[1]["language"] != "en")))  # stable: packing order
+    pretrained.INDEX.write_text(to_toml(ordered))
     log["seconds"] = round(time.time() - began, 1)
-    (args.run_dir / "pack.json").write_text(json.dumps(log, indent=2))
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    args.log.write_text(json.dumps(log, indent=2))
     print(json.dumps(log, indent=2))
     print(pretrained.table())
+
+
+def _as_entry(model: pretrained.Pretrained) -> dict:
+    """A catalogue entry as models.toml writes it (None values left out)."""
+    from dataclasses import asdict
+
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items() if k != "name" and v is not None}
 
 
 def _run_summary(run_dir: Path) -> dict:
@@ -123,7 +195,7 @@ def to_toml(entries: dict[str, dict]) -> str:
     lines = ["# Written by scripts/pack_pretrained.py: the shipped models and what they measured (see its docstring)."]
     for name, entry in entries.items():
         lines.append(f"\n[{json.dumps(name)}]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in entry.items()]
+        lines += [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in entry.items()]
     return "\n".join(lines) + "\n"
 
 

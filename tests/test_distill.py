@@ -64,7 +64,7 @@ def test_the_student_parses_evaluates_and_votes_like_any_model(student, tiny_run
     pair = cli("parse", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--format", "jsonl", "a b c")
     assert pair.exit_code == 0 and len(json.loads(pair.stdout)["members"]) == 2
     mean = cli("parse", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--combine", "mean", "a b c")
-    assert mean.exit_code == 1 and "combine it with --combine mbr" in mean.output
+    assert mean.exit_code == 1 and "--combine mean needs gap scores" in mean.output
     assert cli("parse", "--model", student / "best.pt", "--format", "html", "a b c").exit_code == 0
     rows = cli("evaluate", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--quiet")
     assert rows.exit_code == 0 and "mbr of 2 *" in rows.stdout and "mean of 2" not in rows.stdout  # no gaps to average

@@ -184,7 +184,7 @@ def test_one_layer_for_all_models_or_one_per_model(tiny_model):
     assert resolve_layers(ParseOptions(), [tiny_model] * 2) == [2, 2]
     assert resolve_layers(ParseOptions(layers=(1,)), [tiny_model] * 2) == [1, 1]
     assert resolve_layers(ParseOptions(layers=(3, 1)), [tiny_model] * 2) == [3, 1]
-    with pytest.raises(InputError, match="--layer is given 2 times for 3 models"):
+    with pytest.raises(InputError, match="layer is given 2 times for 3 models"):
         resolve_layers(ParseOptions(layers=(3, 1)), [tiny_model] * 3)
     per_model = parse_sentences([tiny_model, tiny_model], SENTENCES, ParseOptions(layers=(3, 1), decoder="gap"))
     assert [r.members[1].tree for r in per_model if r.tree] == [

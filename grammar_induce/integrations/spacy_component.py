@@ -1,0 +1,154 @@
+"""grammar-induce as a spaCy pipeline component (`pip install "grammar-induce[spacy]"`):
+
+    import spacy
+    nlp = spacy.blank("en"); nlp.add_pipe("sentencizer")
+    nlp.add_pipe("grammar_induce", config={"model": "en"})
+    doc = nlp("The old man's dog didn't bark. The cat sat on the mat.")
+    sent = list(doc.sents)[0]
+    sent._.parse_string, [c.text for c in sent._.constituents], sent._.children, sent._.tree
+
+The component parses spaCy's own tokens (every token of a sentence is a leaf; punctuation is set aside
+for the model and put back, as `grammar-induce parse` does), one tree per sentence of whatever sentence
+boundaries the pipeline has (the whole doc when there are none). `nlp.pipe` parses the sentences of many
+documents in one batch. The attribute names are benepar's where the meaning is the same: `parse_string`,
+`constituents`, `children`, `parent` (of a sentence or a constituent span); `labels` is always () and
+every node of `parse_string` is X, since induced trees have no labels. `tree` is the sentence's nltk.Tree.
+
+Registered through the `spacy_factories` entry point; nothing else in grammar_induce imports this module.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.util import minibatch
+
+from .. import api, pretrained, trees
+
+NAME = "grammar_induce"
+DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",
+                                  "decoder": None, "combine": None, "right_voter": None, "batch_size": 64,
+                                  "precision": "fp32", "device": None}
+COPIED = "models"  # the folder of a local checkpoint's copy, inside the component's folder of nlp.to_disk
+
+
+def _constituents(span: Span) -> Iterator[Span]:
+    """The sentence, then every constituent below it, top down, left to right (single tokens included)."""
+    todo = [span]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(reversed(_children(node)))
+
+
+def _children(span: Span) -> list[Span]:
+    found = span.doc.user_data.get((NAME, "spans", span.start, span.end), [])
+    return [span.doc[start:end] for start, end in found]
+
+
+def _parent(span: Span) -> Span | None:
+    found = span.doc.user_data.get((NAME, "parent", span.start, span.end))
+    return None if found is None else span.doc[found[0] : found[1]]
+
+
+def _parse_string(span: Span) -> str | None:
+    tree = _tree(span)
+    return None if tree is None else tree.pformat(margin=1 << 30)
+
+
+def _tree(span: Span):
+    tree = span.doc.user_data.get((NAME, "tree", span.start, span.end))
+    return None if tree is None else api.to_nltk(tree)
+
+
+def _register_extensions() -> None:
+    getters = {"parse_string": _parse_string, "constituents": _constituents, "children": _children,
+               "parent": _parent, "tree": _tree, "labels": lambda span: ()}
+    for name, getter in getters.items():
+        if not Span.has_extension(name):
+            Span.set_extension(name, getter=getter)
+
+
+class GrammarInduce:
+    """The pipeline component: a grammar-induce Parser over each sentence's tokens."""
+
+    def __init__(self, nlp: Language, name: str, model: str | list[str], **options: Any):
+        self.name = name
+        self.models = [model] if isinstance(model, str) else list(model)
+        self.options = options
+        self.parser = api.load(*self.models, **options)
+        _register_extensions()
+
+    def __call__(self, doc: Doc) -> Doc:
+        return next(self.pipe([doc]))
+
+    def pipe(self, docs: Iterable[Doc], batch_size: int = 128) -> Iterator[Doc]:
+        """Parse every sentence of a batch of documents together (batches of sentences of similar length
+        fill the models better than one call per document)."""
+        for batch in minibatch(docs, size=batch_size):
+            sentences = [sent for doc in batch for sent in _sentences(doc)]
+            tokens = [[token.text for token in sent] for sent in sentences]
+            for sent, tree in zip(sentences, self.parser.analyse_many(tokens)):
+                _store(sent, tree.tree)
+            yield from batch
+
+    def to_disk(self, path: str | Path, exclude: Iterable[str] = ()) -> None:
+        """The config names the model; a local checkpoint (not a shipped name) is copied beside it."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for k, model in enumerate(self.models):
+            if pretrained.find(model) is None:
+                (path / COPIED).mkdir(exist_ok=True)
+                shutil.copyfile(model, path / COPIED / f"{k}-{Path(model).name}")
+
+    def from_disk(self, path: str | Path, exclude: Iterable[str] = ()) -> GrammarInduce:
+        copied = Path(path) / COPIED
+        if copied.is_dir():
+            by_position = {int(f.name.split("-", 1)[0]): f for f in copied.iterdir()}
+            self.models = [str(by_position.get(k, model)) for k, model in enumerate(self.models)]
+            self.parser = api.load(*self.models, **self.options)
+        return self
+
+
+def _sentences(doc: Doc) -> list[Span]:
+    """The doc's sentences, or the whole doc when nothing set sentence boundaries."""
+    if doc.has_annotation("SENT_START"):
+        return list(doc.sents)
+    return [doc[:]] if len(doc) else []
+
+
+def _store(sent: Span, tree: trees.Tree | None) -> None:
+    """The tree's constituents as token offsets in the doc's user data (spaCy keeps it with the doc)."""
+    data = sent.doc.user_data
+    if tree is None:
+        return
+    data[NAME, "tree", sent.start, sent.end] = tree
+    todo = [(tree, sent.start)]
+    while todo:
+        node, start = todo.pop()
+        if isinstance(node, str):
+            continue
+        end = start + len(trees.leaves(node))
+        children, offset = [], start
+        for child in node:
+            width = 1 if isinstance(child, str) else len(trees.leaves(child))
+            children.append((offset, offset + width))
+            data[NAME, "parent", offset, offset + width] = (start, end)
+            todo.append((child, offset))
+            offset += width
+        data[NAME, "spans", start, end] = children
+
+
+@Language.factory(NAME, default_config=DEFAULT_CONFIG)
+def make_grammar_induce(nlp: Language, name: str, model: str | list[str], layer: Any, distance: str,
+                        decoder: str | None, combine: str | None, right_voter: float | None, batch_size: int,
+                        precision: str, device: str | None) -> GrammarInduce:
+    """The factory spaCy calls for nlp.add_pipe("grammar_induce", config={...}): the model (a shipped name or a
+    checkpoint path, or a list of them for an ensemble) and every option of `grammar_induce.load`."""
+    return GrammarInduce(nlp, name, model, layer=layer, distance=distance, decoder=decoder, combine=combine,
+                         right_voter=right_voter, batch_size=batch_size, precision=precision, device=device)

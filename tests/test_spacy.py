@@ -1,0 +1,112 @@
+"""The spaCy pipeline component (grammar_induce/integrations/spacy_component.py), reached the way users reach
+it: by its factory name through the `spacy_factories` entry point. Skipped where spaCy is not installed."""
+
+import pytest
+
+from grammar_induce import pretrained, trees
+from grammar_induce.files import InputError
+
+spacy = pytest.importorskip("spacy")
+
+TEXT = "The old man's dog didn't bark. The cat sat on the \"mat\" (a rug), didn't it?"
+
+
+def english(model, **config):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("grammar_induce", config={"model": model, **config})
+    return nlp
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return english(pretrained.DEFAULT_MODEL)
+
+
+def test_the_readme_example(nlp):
+    doc = nlp("The old man's dog didn't bark. The cat sat on the mat.")
+    sent = list(doc.sents)[0]
+    assert sent._.parse_string.startswith("(X ") and sent._.parse_string.count("(X") == len(sent) - 1  # binary
+    constituents = list(sent._.constituents)
+    assert constituents[0] == sent and {c.text for c in constituents} >= {t.text for t in sent}
+    assert len(sent._.children) == 2 and all(child._.parent == sent for child in sent._.children)
+    assert sent._.parent is None and sent._.labels == ()
+    assert sent._.tree.leaves() == [t.text for t in sent]
+
+
+def test_every_token_of_the_sentence_is_a_leaf_in_order(nlp):
+    doc = nlp(TEXT)
+    for sent in doc.sents:
+        assert sent._.tree.leaves() == [t.text for t in sent]
+        spans = [c for c in sent._.constituents]
+        for span in spans:  # children tile their parent
+            if len(span) > 1:
+                assert [t.i for child in span._.children for t in child] == [t.i for t in span]
+
+
+def test_no_sentence_boundaries_parse_the_whole_doc():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("grammar_induce", config={"model": pretrained.DEFAULT_MODEL})
+    doc = nlp("the dog barked . the cat sat")
+    assert doc[:]._.tree.leaves() == [t.text for t in doc]
+
+
+def test_pipe_over_many_documents_gives_the_trees_of_one_at_a_time(nlp):
+    texts = [TEXT, "Profits rose.", "A b c d e f g. H i.", ""] * 3
+    piped = [[s._.parse_string for s in doc.sents] if len(doc) else [] for doc in nlp.pipe(texts, batch_size=5)]
+    alone = [[s._.parse_string for s in nlp(text).sents] if text else [] for text in texts]
+    assert piped == alone and piped[0]
+
+
+def test_the_same_trees_as_the_api_on_the_same_tokens(nlp):
+    import grammar_induce as gi
+
+    doc = nlp(TEXT)
+    parser = gi.load(pretrained.DEFAULT_MODEL)
+    for sent in doc.sents:
+        expected = next(parser.parse_many([[t.text for t in sent]]))
+        assert sent._.tree == expected
+
+
+def test_an_ensemble_and_parse_options_through_the_config(tiny_run, tiny_backward_run):
+    pair = english([str(tiny_run / "best.pt"), str(tiny_backward_run / "best.pt")], layer="auto", decoder="gap")
+    component = pair.get_pipe("grammar_induce")
+    assert len(component.parser.models) == 2 and component.parser.options.decoder == "gap"
+    doc = pair("the dog saw a cat . a cat saw the dog")
+    assert [t for s in doc.sents for t in trees.leaves(trees.parse_brackets(
+        s._.parse_string.replace("(X ", "(")))] == [t.text for t in doc]
+
+
+def test_to_disk_and_load_round_trip(nlp, tiny_run, tmp_path):
+    nlp.to_disk(tmp_path / "shipped")
+    assert not (tmp_path / "shipped" / "grammar_induce" / "models").exists()  # a name: no weights copied
+    again = spacy.load(tmp_path / "shipped")
+    assert [s._.parse_string for s in again(TEXT).sents] == [s._.parse_string for s in nlp(TEXT).sents]
+
+    local = tmp_path / "local.pt"
+    local.write_bytes((tiny_run / "best.pt").read_bytes())
+    mine = english(str(local))
+    mine.to_disk(tmp_path / "mine")
+    local.unlink()  # the copy beside the pipeline is what loads
+    loaded = spacy.load(tmp_path / "mine")
+    assert [s._.parse_string for s in loaded("a b c . d e").sents] == [s._.parse_string for s in mine("a b c . d e").sents]
+
+
+def test_a_bad_model_name_or_setting_is_one_line_at_add_pipe():
+    with pytest.raises(InputError, match="^nope: no such checkpoint file, nor a model name") as e:
+        english("nope")
+    assert "\n" not in str(e.value)
+    with pytest.raises(InputError, match="^decoder must be one of paper, gap, not 'bogus'$"):
+        english(pretrained.DEFAULT_MODEL, decoder="bogus")
+
+
+@pytest.mark.skipif("zh" not in pretrained.catalogue(), reason="no Chinese model in this installation")
+def test_chinese_with_the_jieba_segmenter():
+    pytest.importorskip("jieba")
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"segmenter": "jieba"}}})
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("grammar_induce", config={"model": "zh"})
+    doc = nlp("新华社北京二月十二日电，中国十四个边境开放城市经济建设成就显著。")
+    for sent in doc.sents:
+        assert sent._.tree.leaves() == [t.text for t in sent]
+        assert "".join(sent._.tree.leaves()) == sent.text.replace(" ", "")
