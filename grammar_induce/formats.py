@@ -34,14 +34,16 @@ class SentenceResult:
     members: list[MemberResult] = field(default_factory=list)  # their trees are over `words`
     tokens: list[str] | None = None  # every token as written, when punctuation was set aside
     is_word: list[bool] | None = None  # per token: one of `words` (else punctuation)
+    read: list[str] | None = None  # `words` as the models read them (lowercased, numbers as N, ...)
 
     def to_dict(self) -> dict:
-        """A line of `--format jsonl`: tokens, every layer's distances and the tree; with several models,
-        each member's too. Where the tokenizer set punctuation aside, `tokens` has every token, `words`
-        those the models read (the distances and members' trees are per word), and the tree every token."""
-        record: dict = {"tokens": self.tokens or self.words}
-        if self.tokens is not None:
-            record["words"] = self.words
+        """A line of `--format jsonl`, one schema for every line: `tokens` (every token as written),
+        `words` (what the models read, normalised: the distances and members' trees are per word), `tree`
+        (over every token; null for a blank line), and every layer's `forget` and `input` distances of one
+        model, or per member of an ensemble its `direction`, `layer`, distances and tree."""
+        record: dict = {"tokens": self.tokens or self.words, "words": self.read or self.words}
+        if self.tree is None:
+            return record | {"tree": None}
         if len(self.members) == 1:
             member = self.members[0]
             return record | {"forget": member.forget, "input": member.input, "tree": self.tree}
@@ -86,5 +88,5 @@ ALL_LAYERS = frozenset({"jsonl"})  # formats that print every layer's distances,
 
 
 def render(result: SentenceResult, fmt: str) -> str:
-    """One sentence in an output format; an empty sentence is an empty line."""
-    return RENDERERS[fmt](result) if result.tree is not None else ""
+    """One sentence in an output format; an empty sentence is an empty line (in jsonl, a record with no tree)."""
+    return RENDERERS[fmt](result) if result.tree is not None or fmt == "jsonl" else ""

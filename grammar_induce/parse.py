@@ -174,7 +174,8 @@ def parse_chunk(models: list[LoadedModel], chunk: list[tuple[list[str], list[boo
                 all_layers: bool) -> list[SentenceResult]:
     """One chunk of tokenized lines parsed, with its punctuation put back."""
     results = parse_sentences(models, _words(chunk), options, all_layers)
-    return [_with_punctuation(r, *t) for r, t in zip(results, chunk)]
+    normalize = models[0].tokenizer.normalize
+    return [replace(_with_punctuation(r, *t), read=[normalize(w) for w in r.words]) for r, t in zip(results, chunk)]
 
 
 def _tokens(model: LoadedModel, line: str | Sequence[str], pretokenized: bool) -> tuple[list[str], list[bool]]:

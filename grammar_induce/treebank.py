@@ -123,18 +123,31 @@ def _tree_strings(spec: str, skip_bad: bool) -> Iterator[tuple[str, str]]:
 
 
 def split_trees(path: Path, skip_bad: bool = False) -> Iterator[tuple[str, str | None]]:
-    """Cut a file into top-level bracketed trees (one per line or spread over lines).
+    """Cut a file into top-level bracketed trees (one per line or spread over lines, continuation lines
+    indented or not).
 
-    A tree starts with "(" at depth 0; a line starting with "(" in column 0 while a tree is
-    still open means that tree is unbalanced (PTB files indent continuation lines).
+    A file whose brackets do not balance is read again taking a "(" in column 0 as the start of a new
+    tree (PTB files indent continuation lines), which puts the error at the tree that is not closed.
     With `skip_bad`, each malformed piece is yielded as (file:line, None) instead of raising.
     """
+    pieces = list(_split(path, skip_bad=True, column_zero_starts=False))
+    if pieces and pieces[-1][1] is None and pieces[-1][2] == "never closed":
+        pieces = list(_split(path, skip_bad, column_zero_starts=True))
+    for source, text, why in pieces:
+        if text is None and not skip_bad:
+            raise InputError(f"{source}: {why}")
+        yield source, text
+
+
+def _split(path: Path, skip_bad: bool, column_zero_starts: bool) -> Iterator[tuple[str, str | None, str]]:
+    """(file:line, tree text or None, why None)."""
     depth, start_line, buffer = 0, 0, []
     for lineno, line in read_lines(path):
-        if depth and line.startswith("("):
+        if depth and column_zero_starts and line.startswith("("):
+            why = f"unbalanced brackets (the tree is not closed before line {lineno})"
             if not skip_bad:
-                raise InputError(f"{path}:{start_line}: unbalanced brackets (the tree is not closed before line {lineno})")
-            yield f"{path}:{start_line}", None
+                raise InputError(f"{path}:{start_line}: {why}")
+            yield f"{path}:{start_line}", None, why
             depth = 0
         stray = False
         for ch in line:
@@ -150,15 +163,15 @@ def split_trees(path: Path, skip_bad: bool = False) -> Iterator[tuple[str, str |
             buffer.append(ch)
             depth += (ch == "(") - (ch == ")")
             if depth == 0:
-                yield f"{path}:{start_line}", "".join(buffer)
+                yield f"{path}:{start_line}", "".join(buffer), ""
         if stray:
-            yield f"{path}:{lineno}", None
+            yield f"{path}:{lineno}", None, "text outside a tree (expected '(')"
         if depth:
             buffer.append(" ")
     if depth:
         if not skip_bad:
             raise InputError(f"{path}:{start_line}: unbalanced brackets (a tree is never closed)")
-        yield f"{path}:{start_line}", None
+        yield f"{path}:{start_line}", None, "never closed"
 
 
 def _nltk_tree_strings(spec: str) -> Iterator[tuple[str, str]]:

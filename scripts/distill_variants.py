@@ -54,10 +54,10 @@ def main() -> None:
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    done = {json.loads(line)["variant"] for line in open(args.out / "variants.jsonl")} \
-        if (args.out / "variants.jsonl").exists() else set()
-    train = [line.split() for line in open(args.train) if line.strip()][: args.sentences]
-    valid = [line.split() for line in open(args.valid) if line.strip()][:1000]
+    results = args.out / "variants.jsonl"
+    done = {json.loads(line)["variant"] for line in results.read_text().splitlines()} if results.exists() else set()
+    train = sentences_of(args.train)[: args.sentences]
+    valid = sentences_of(args.valid)[:1000]
     gold, _ = read_gold(args.gold, TagFilter())
     groups = sorted({g for name in args.variants for g in VARIANTS[name][0]})
     models = {g: [checkpoint.load(p) for p in TEACHERS[g]] for g in groups}
@@ -75,11 +75,8 @@ def main() -> None:
         options = ParseOptions(decoder="gap", combine="mbr", right_voter=right)
         layers = list(layers_by_agreement([parsed[g, k, "train"][:4096] for g, k in members], options))
 
-        def targets(part: str) -> Targets:
-            columns = [list(c) for c in zip(*(parsed[g, k, part] for g, k in members))]
-            found = combine(columns, layers, options)
-            return Targets([c[0].words for c in columns], found,
-                           [_majority([p.tree(layer, "forget", "gap") for p, layer in zip(c, layers)]) for c in columns])
+        def targets(part: str, members=members, layers=layers, options=options) -> Targets:
+            return targets_of([parsed[g, k, part] for g, k in members], layers, options)
 
         teacher_f1 = f1(targets("gold").trees, gold_spans)
         began = time.time()
@@ -94,8 +91,22 @@ def main() -> None:
                   "settings": settings, "sentences": len(train), "teachers_nltk_f1": round(100 * teacher_f1, 1),
                   "student_nltk_f1": round(100 * student_f1, 1), "student_minutes": round((time.time() - began) / 60, 1)}
         print(json.dumps(record), flush=True)
-        with open(args.out / "variants.jsonl", "a") as f:
+        with open(results, "a") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def sentences_of(path: str) -> list[list[str]]:
+    with open(path) as f:
+        return [line.split() for line in f if line.strip()]
+
+
+def targets_of(members: list[list], layers: list[int], options: ParseOptions) -> Targets:
+    """The ensemble's trees and the spans most members hold, from the members' distances."""
+    columns = [list(c) for c in zip(*members)]
+    found = combine(columns, layers, options)
+    return Targets([c[0].words for c in columns], found,
+                   [_majority([p.tree(layer, options.distance, options.decoder) for p, layer in zip(c, layers)])
+                    for c in columns])
 
 
 def f1(predicted: list, gold_spans: list[set]) -> float:

@@ -37,5 +37,15 @@ def test_bracket_words_get_their_penn_treebank_names():
     assert trees.spans(["(", [")", "x"]]) == {(1, 3)}
 
 
-def test_an_empty_line_is_an_empty_output_in_every_format():
-    assert all(render(SentenceResult([], None), fmt) == "" for fmt in RENDERERS)
+def test_an_empty_line_is_an_empty_output_in_every_format_but_jsonl_where_it_is_a_record():
+    assert all(render(SentenceResult([], None), fmt) == "" for fmt in RENDERERS if fmt != "jsonl")
+    assert json.loads(render(SentenceResult([], None), "jsonl")) == {"tokens": [], "words": [], "tree": None}
+
+
+def test_every_jsonl_line_has_one_schema_with_the_words_the_model_read():
+    member = MemberResult("forward", [[0.1, 0.2]], [[0.3, 0.4]], ["the", "n"])
+    plain = json.loads(render(SentenceResult(["the", "3.5"], ["the", "3.5"], [member], read=["the", "N"]), "jsonl"))
+    punct = json.loads(render(SentenceResult(["The", "3.5"], [["The", "3.5"], "."], [member], ["The", "3.5", "."],
+                                             [True, True, False], read=["the", "N"]), "jsonl"))
+    assert plain.keys() == punct.keys() == {"tokens", "words", "forget", "input", "tree"}
+    assert plain["words"] == punct["words"] == ["the", "N"] and punct["tokens"] == ["The", "3.5", "."]

@@ -25,7 +25,7 @@ def nlp():
 
 def test_the_readme_example(nlp):
     doc = nlp("The old man's dog didn't bark. The cat sat on the mat.")
-    sent = list(doc.sents)[0]
+    sent = next(iter(doc.sents))
     assert sent._.parse_string.startswith("(X ") and sent._.parse_string.count("(X") == len(sent) - 1  # binary
     constituents = list(sent._.constituents)
     assert constituents[0] == sent and {c.text for c in constituents} >= {t.text for t in sent}

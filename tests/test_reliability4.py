@@ -1,0 +1,152 @@
+"""Reliability round 4 (issue 30): a test per case, each failing on the code before it (0046959)."""
+
+import json
+
+import pytest
+
+import grammar_induce as gi
+from grammar_induce import trees
+from grammar_induce.data import Tokenizer
+from grammar_induce.files import InputError, SettingError
+
+from .test_reliability import GOLD, cli, one_line_error
+
+TREEBANK = Tokenizer("treebank", lowercase=True, replace_digits=True)
+
+
+@pytest.fixture(scope="module")
+def ptb():
+    return gi.load("ptb")
+
+
+# --- 4. typed quotes come back as typed --------------------------------------------------------------
+
+def test_quotes_come_back_as_they_were_typed(ptb):
+    for text in ('He said "hello there" to me.', "a '' b c", "“Curly” quotes stay"):
+        tree = ptb.parse(text)
+        assert "".join(tree.leaves()) == text.replace(" ", "")
+    assert ptb.parse('"the old man" saw "a dog"').leaves()[0] == '"'
+
+
+# --- 5. the treebank tokenizer keeps what the PTB text writes whole ------------------------------------
+
+def test_vocabulary_words_special_tokens_and_numbers_stay_whole():
+    tokens, is_word = TREEBANK.read("the s&l said <unk> rose N % to $ N", {"s&l", "<unk>", "N"})
+    assert tokens == ["the", "s&l", "said", "<unk>", "rose", "N", "%", "to", "$", "N"] and all(is_word)
+    assert TREEBANK("the s&l said <unk> rose N") == ["the", "s&l", "said", "<unk>", "rose", "N"]
+    assert TREEBANK.read("at&t and S&L")[0] == ["at&t", "and", "S&L"]
+
+
+def test_the_ptb_lm_text_parses_the_same_as_the_whitespace_split(ptb):
+    line = "the s&l industry 's <unk> rose N N in the third quarter"
+    tree = ptb.parse(line)
+    assert tree.leaves() == line.split()
+
+
+# --- 6. several sentences on one line ----------------------------------------------------------------
+
+def test_a_sentence_final_period_inside_a_line_is_split_off():
+    assert TREEBANK.split("profits rose. Analysts were surprised.") == \
+        ["profits", "rose", ".", "Analysts", "were", "surprised", "."]
+    assert TREEBANK.split("sales fell 5%. Mr. Smith left in 1990. He said so.") == \
+        ["sales", "fell", "5", "%", ".", "Mr.", "Smith", "left", "in", "1990", ".", "He", "said", "so", "."]
+    assert TREEBANK.split("It cost 5 vs. 6 etc. Then it ended.") == \
+        ["It", "cost", "5", "vs.", "6", "etc.", "Then", "it", "ended", "."]  # abbreviations stay
+
+
+# --- 8. distilling from nothing is refused -------------------------------------------------------------
+
+def test_distill_with_no_sentence_short_enough_is_refused_with_the_count(tiny_run, tmp_path):
+    text = tmp_path / "long.txt"
+    text.write_text("a b c d e\nf g h i j k\n")
+    result = cli("distill", "--model", tiny_run / "best.pt", "--train", text, "--valid", text, "--out",
+                 tmp_path / "student", "--max-length", "2")
+    one_line_error(result, "none of the 2 training sentences has 2 to 2 words")
+
+
+# --- 10. the API checks what the CLI checks, at load, in the same words -------------------------------
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("layer", 7, "layer 7 is out of range: the model has layers 1 to 3"),
+    ("distance", "bogus", "distance must be one of forget, input"),
+    ("decoder", "bogus", "decoder must be one of paper, gap"),
+    ("combine", "bogus", "combine must be one of mbr, mean"),
+    ("batch_size", 0, "batch_size must be a whole number of at least 1"),
+    ("precision", "fp64", "precision must be one of fp32, bf16, auto"),
+])
+def test_load_refuses_bad_settings_at_once(setting, value, message):
+    with pytest.raises(SettingError, match=message):
+        gi.load("ptb", **{setting: value})
+
+
+def test_the_command_line_says_the_same_with_its_flag():
+    one_line_error(cli("parse", "--model", "ptb", "--layer", "7", "a b"), "--layer 7 is out of range")
+
+
+# --- 11. parse and parse_many take text, and say so -----------------------------------------------------
+
+def test_parse_and_parse_many_refuse_what_is_not_text(ptb):
+    for bad in (None, b"a b", ["a", "b"]):
+        with pytest.raises(TypeError, match="parse takes a sentence as a str"):
+            ptb.parse(bad)
+    with pytest.raises(TypeError, match="parse_many takes an iterable of sentences, not one str"):
+        list(ptb.parse_many("a string"))
+    with pytest.raises(ValueError, match="batch_size must be a whole number of at least 1"):
+        list(ptb.parse_many(["a b"], batch_size=-1))
+    with pytest.raises(ValueError, match="sentence 2: control character U\\+0000"):
+        list(ptb.parse_many(["a b", "c\x00d"]))
+    with pytest.raises(TypeError, match="sentence 1: a str, or a list of str tokens, not int"):
+        list(ptb.parse_many([3]))
+    assert next(ptb.parse_many([["The", "dog", "barked", "."]])).leaves() == ["The", "dog", "barked", "."]
+
+
+# --- 12. evaluate takes paths as str or Path, and explains None -----------------------------------------
+
+def test_evaluate_takes_str_and_path_and_explains_none(tmp_path):
+    gold_trees = [line for line in GOLD.read_text().splitlines() if line.strip()]
+    pred = tmp_path / "pred.txt"
+    pred.write_text("\n".join(gold_trees) + "\n")
+    for predicted, gold in ((str(pred), str(GOLD)), (pred, GOLD)):
+        report = gi.evaluate(predicted, gold=gold)
+        assert report.rows[report.main_row].sentence_f1 == 1.0
+    with pytest.raises(TypeError, match="tree 2 is None"):
+        gi.evaluate([gold_trees[0], None] + gold_trees[2:], gold=GOLD)
+
+
+# --- 13. distill checks its settings before the teachers parse ------------------------------------------
+
+@pytest.mark.parametrize("settings, message", [
+    ({"epochs": 0}, "epochs must be a whole number of at least 1"),
+    ({"lr": float("nan")}, "lr must be a positive number"),
+    ({"student_batch_size": 0}, "student_batch_size must be a whole number"),
+    ({"bogus": 3}, "unexpected keyword argument 'bogus'"),
+])
+def test_distill_refuses_bad_settings_before_any_work(settings, message, tmp_path):
+    with pytest.raises(InputError, match=message):  # the texts do not exist: they were never read
+        gi.distill("ptb", train=tmp_path / "none.txt", valid=tmp_path / "none.txt", out=tmp_path / "s", **settings)
+    assert not (tmp_path / "s").exists()
+
+
+# --- 14. continuation lines in column 0 ------------------------------------------------------------------
+
+def test_gold_trees_whose_continuation_lines_start_in_column_0_are_read(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (DT the) (NN dog))\n(VP (VBD barked)))\n(S (NP (DT a) (NN cat)) (VP (VBD sat)))\n")
+    report = gi.evaluate(["((the dog) barked)", "((a cat) sat)"], gold=gold)
+    assert report.sentences == 2 and report.rows[report.main_row].sentence_f1 == 1.0
+    bad = tmp_path / "bad.mrg"
+    bad.write_text("(S (NP (DT the) (NN dog))\n(S (NP (DT a) (NN cat)) (VP (VBD sat)))\n")
+    with pytest.raises(InputError, match="bad.mrg:1: unbalanced brackets"):
+        gi.evaluate(["((a cat) sat)"], gold=bad)
+
+
+# --- 19. one jsonl schema; blank lines are JSON ----------------------------------------------------------
+
+def test_every_jsonl_line_is_json_with_the_words_the_model_read():
+    result = cli("parse", "--model", "ptb", "--format", "jsonl", "The 3.5 dogs", "", "the dogs barked .")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["words"] for line in lines] == [["the", "N", "dogs"], [], ["the", "dogs", "barked"]]
+    assert lines[1] == {"tokens": [], "words": [], "tree": None}
+    assert lines[0].keys() == lines[2].keys() and trees.leaves(lines[2]["tree"]) == ["the", "dogs", "barked", "."]
+
