@@ -51,6 +51,14 @@ def user_errors(command):
             raise
         except RecursionError:
             raise click.ClickException("the input is nested too deeply to process") from None
+        except BrokenPipeError:  # `grammar-induce parse ... | head`: the reader has what it wanted
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+            sys.exit(0)
+        except OSError as e:  # writing to standard output failed: a full disk, a closed terminal
+            where = e.filename or "standard output"
+            raise click.ClickException(f"{where}: cannot write ({e.strerror or e})") from None
 
     return wrapper
 
@@ -331,7 +339,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
              batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api, scoring
-    from .files import check_output, files_under, refuse_overwriting
+    from .files import check_output, files_under, refuse_overwriting, write_all
     from .trees import to_brackets
 
     if model_names and pred_path is not None:
@@ -355,12 +363,11 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
         _ignored(["layers", "distance", "decoder", "combine", "right_voter", "batch_size", "precision", "device"],
                  "with --pred (they choose how a model parses)")
         report = api.evaluate(pred_path, gold, labeled=pred_format == "ptb", **settings)
-    if json_path:  # the files first: the table is printed only when all of them were written
-        scoring.write_json(report, json_path)
-    if save_trees:
-        _write_lines((to_brackets(t) for t in report.predicted), save_trees)
-    if report_path:
-        scoring.write_report(report, report_path, report_sentences)
+    texts = {json_path: lambda: scoring.report_json(report) + "\n",
+             save_trees: lambda: "".join(to_brackets(t) + "\n" for t in report.predicted),
+             report_path: lambda: scoring.report_html(report, report_sentences)}
+    # the files first, all of them or none: the table is printed only when every one was written
+    write_all([(path, lambda f, text=text: f.write(text().encode("utf-8"))) for path, text in texts.items() if path])
     click.echo(report.table())
 
 

@@ -153,11 +153,38 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write an output whole or not at all: call write(file_object) on a temporary file beside it,
     then rename that into place, keeping an existing file's permission bits. A symbolic link's
     target is replaced (the link stays); a device or FIFO (/dev/null, /dev/stdout) is written through."""
-    if _is_special(path):
+    write_all([(path, write)])
+
+
+def write_all(outputs: list[tuple[Path, Callable[[BinaryIO], object]]]) -> None:
+    """Several outputs all whole or none of them: each written to a temporary file beside it, devices
+    and FIFOs written through, and only then every temporary renamed into place."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, write in sorted(outputs, key=lambda item: _is_special(item[0])):  # files first, devices last
+            if _is_special(path):
+                _write_through(path, write)
+            else:
+                staged.append(_staged(Path(path), write))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_through(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    try:
         with open(path, "wb") as f:
             write(f)
-        return
-    path = _target(Path(path))
+    except OSError as e:
+        raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
+def _staged(path: Path, write: Callable[[BinaryIO], object]) -> tuple[str, Path]:
+    """The output written to a temporary file beside it: (temporary, where it goes)."""
+    path = _target(path)
     if not path.parent.is_dir():
         raise InputError(f"{path}: the folder {path.parent} does not exist")
     remove_stale(path.parent, f".{path.name}.", TEMPORARY + r"\.tmp")
@@ -171,7 +198,8 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if path.is_dir():
+            raise IsADirectoryError
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, IsADirectoryError):
@@ -179,6 +207,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
         if isinstance(e, OSError):  # a full disk, a quota, a file-size limit: the old file is intact
             raise InputError(f"{path}: cannot write ({e.strerror or e}); the file is unchanged") from None
         raise
+    return tmp, path
 
 
 def remove_stale(folder: Path, prefix: str, tail: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import trees
 from .data import Tokenizer
-from .files import InputError, plural, progress_bar, read_lines, write_text
+from .files import InputError, plural, progress_bar, read_lines
 from .metrics import SpanMetric
 from .treebank import GoldTree, TagFilter, read_gold
 
@@ -310,7 +310,7 @@ def _progress(total: int, quiet: bool):
     return progress_bar(total, "parsing", "sent", quiet=quiet or total < 500)
 
 
-def write_report(report: Report, path: Path, limit: int = 1000) -> None:
+def report_html(report: Report, limit: int = 1000) -> str:
     """The evaluation as one self-contained HTML page (see draw.report_page); at most `limit` sentences drawn."""
     from . import draw
 
@@ -318,9 +318,9 @@ def write_report(report: Report, path: Path, limit: int = 1000) -> None:
                  for g, p in zip(report.gold[:limit], report.predicted[:limit])]
     by_length = {row: {bucket: m.sentence_f1 for bucket, m in buckets.items()} for row, buckets in report.by_length.items()}
     title = f"grammar-induce evaluation: {report.main_row}, {report.sentences} sentences"
-    write_text(path, draw.report_page(title, [(name, m.to_dict()) for name, m in report.rows.items()], report.main_row,
-                                      by_length, sentences, report.sentences))
+    return draw.report_page(title, [(name, m.to_dict()) for name, m in report.rows.items()], report.main_row,
+                            by_length, sentences, report.sentences)
 
 
-def write_json(report: Report, path: Path) -> None:
-    write_text(path, json.dumps(report.to_dict(), indent=2))
+def report_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2)

@@ -6,7 +6,7 @@ from grammar_induce import trees
 from grammar_induce.ensemble import ParseOptions
 from grammar_induce.files import InputError
 from grammar_induce.metrics import SpanMetric
-from grammar_induce.scoring import EvalOptions, evaluate_file, evaluate_models, write_json
+from grammar_induce.scoring import EvalOptions, evaluate_file, evaluate_models, report_json
 from grammar_induce.treebank import TagFilter, read_gold
 from grammar_induce.voting import most_voted_tree
 
@@ -27,8 +27,7 @@ def test_model_report_rows_and_baselines(tiny_model, tmp_path):
     assert report.rows["right-branching"] == right
     assert report.sentences == len(gold) == 500
     assert sum(m.sentences for m in report.by_length["right-branching"].values()) == 500
-    write_json(report, tmp_path / "r.json")
-    data = json.loads((tmp_path / "r.json").read_text())
+    data = json.loads(report_json(report))
     assert data["rows"]["right-branching"]["sentence_f1"] == pytest.approx(right.sentence_f1)
 
 
