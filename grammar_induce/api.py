@@ -210,11 +210,12 @@ def _tree_text(tree: nltk.Tree | str | None, k: int) -> str:
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
             distance: str = "forget", decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
             precision: str = "fp32", device: str | None = None, right_voter: float | None = None,
-            log: Callable[[str], None] = print, force: bool = False, **settings) -> Parser:
+            log: Callable[[str], None] = print, force: bool = False, resume: bool = False, **settings) -> Parser:
     """Train a student parser on the trees an ensemble of `teachers` (paths or shipped names, parsing
     as `load` would) makes of the text `train`; the epoch kept is chosen by agreement with the ensemble
     on `valid` (no gold trees). `settings`: those of distillation.DistillSettings (epochs, rounds,
-    confident, student_batch_size, ...). A folder holding a student already is refused unless `force`.
+    confident, student_batch_size, keep, ...). A folder holding a student already is refused unless
+    `force`; `resume` goes on with an interrupted run (kept in `out`.partial).
     Returns the student as a Parser; its checkpoint is `out`/best.pt."""
     from .distillation import DistillSettings
     from .distillation import distill as run
@@ -225,7 +226,7 @@ def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: st
         raise InputError(f"distill: {str(e).split('__init__() ')[-1]}") from None
     teacher = load(*teachers, layer=layer, distance=distance, decoder=decoder, combine=combine,
                    batch_size=batch_size, precision=precision, device=device, right_voter=right_voter)
-    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, checked, log, force)
+    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, checked, log, force, resume)
     return load(best, batch_size=batch_size, device=device)
 
 

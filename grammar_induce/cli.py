@@ -387,17 +387,19 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--force", is_flag=True, help="write over a folder that holds a student already")
 @click.option("--keep", type=click.Choice(["agreement", "last"]), default="agreement", show_default=True,
               help="the epoch a round keeps: the one agreeing best with the teachers on --valid, or the last")
+@click.option("--resume", is_flag=True, help="go on with an interrupted run (its work is in OUT.partial)")
 @model_options
 @user_errors
 def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, max_length, seed, force, keep,
-            layers, distance, decoder, combine, right_voter, batch_size, precision, device) -> None:
+            resume, layers, distance, decoder, combine, right_voter, batch_size, precision, device) -> None:
     """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
     from . import api
 
     student = api.distill(*model_names, train=train_file, valid=valid_file, out=out_dir, layer=_layer(layers),
                           distance=distance, decoder=decoder, combine=combine, right_voter=right_voter,
                           batch_size=batch_size, precision=precision, device=device, log=click.echo, epochs=epochs,
-                          rounds=rounds, confident=confident, max_length=max_length, seed=seed, keep=keep, force=force)
+                          rounds=rounds, confident=confident, max_length=max_length, seed=seed, keep=keep, force=force,
+                          resume=resume)
     click.echo(f"student in {Path(student.models[0].source).resolve()}")
 
 

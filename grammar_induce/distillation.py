@@ -9,8 +9,11 @@ and `distill.jsonl` (a line per epoch) into the output folder.
 from __future__ import annotations
 
 import copy
+import io
 import math
+import os
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
@@ -23,7 +26,7 @@ from .checkpoint import LoadedModel
 from .config import Config, ModelConfig
 from .distances import check_members, is_student, parse_words, token_rows
 from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
-from .files import InputError, plural, read_lines, refuse_overwriting
+from .files import InputError, atomic_write, plural, read_lines, refuse_overwriting
 from .metrics import SpanMetric
 from .rundir import append_metrics
 from .student import SpanParser
@@ -75,42 +78,129 @@ class Targets:
 
 
 def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_dir: Path, options: ParseOptions,
-            settings: DistillSettings, log: Callable[[str], None] = print, force: bool = False) -> Path:
+            settings: DistillSettings, log: Callable[[str], None] = print, force: bool = False,
+            resume: bool = False) -> Path:
     """Train a student on the teachers' trees of `train_path` (rounds of self-training after the first);
-    returns the path of its best.pt. A folder that holds a student already is refused unless `force`."""
+    returns the path of its best.pt.
+
+    The run works in OUT.partial beside the output folder and moves its files (best.pt, round-K.pt,
+    distill.jsonl) into OUT only when it finishes, so a previous student (replaced only with `force`) is
+    whole until then; a folder holding anything else as best.pt is never written over. After every epoch
+    the work folder holds what `resume` needs to go on from there; a run that fails before its first epoch
+    leaves no folder behind."""
     check_members(teachers)
     if any(is_student(t) for t in teachers):
         raise InputError("the teachers must be language models (a student learns from their trees)")
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir}: is a file, not a folder")
-    if (out_dir / "best.pt").exists() and not force:
-        raise InputError(f"{out_dir}: holds a student (best.pt); use --force or another --out")
-    written = [out_dir / "best.pt", out_dir / "distill.jsonl"] + [out_dir / f"round-{k}.pt" for k in
-                                                                 range(1, settings.rounds + 1)]
+    work = out_dir.with_name(out_dir.name + ".partial")
+    written = [out_dir / name for name in _student_files(settings.rounds)]
     refuse_overwriting({f"the student's {path.name}": path for path in written},
                        [t.source for t in teachers] + [train_path, valid_path])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "distill.jsonl").unlink(missing_ok=True)  # this run's epochs only
+    _check_output_folder(out_dir, work, force, resume)
+    state = _read_state(work) if resume else None
+    if state is not None and state["settings"] != asdict(settings):
+        raise InputError(f"{work}: the interrupted run's settings differ ({state['settings']}); resume it with them")
     train_words, valid_words = sentences_of(train_path, teachers[0]), sentences_of(valid_path, teachers[0])
+    created = not work.exists()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        _rounds(teachers, train_words, valid_words, options, settings, work, log, state, (train_path, valid_path))
+    except BaseException:
+        if created and not (work / STATE).exists():  # nothing to resume: leave no folder behind
+            shutil.rmtree(work, ignore_errors=True)
+        elif (work / STATE).exists():
+            log(f"stopped: the run so far is in {work}; the same command with --resume goes on from there")
+        raise
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in _student_files(settings.rounds):
+        os.replace(work / name, out_dir / name)
+    shutil.rmtree(work, ignore_errors=True)
+    return out_dir / "best.pt"
+
+
+STATE = "resume.pt"  # in the work folder: the round and epoch reached, the student and optimizer, the targets
+
+
+def _student_files(rounds: int) -> list[str]:
+    return ["best.pt", "distill.jsonl", *(f"round-{k}.pt" for k in range(1, rounds + 1))]
+
+
+def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -> None:
+    """Refuse an output that is not a folder, a folder whose best.pt is not a student (whatever `force`
+    says), a student without `force`, and an interrupted run's folder without `resume` (or `resume`
+    without one)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: is a file, not a folder")
+    best = out_dir / "best.pt"
+    if best.exists():
+        kind = _kind_of(best)
+        if kind != "student":
+            raise InputError(f"{out_dir}: its best.pt is {kind}, not a distilled student: it is never written "
+                             "over; choose another --out")
+        if not force:
+            raise InputError(f"{out_dir}: holds a student (best.pt); use --force to replace it or another --out")
+    if resume and not (work / STATE).exists():
+        raise InputError(f"{work}: no interrupted distillation to resume")
+    if not resume and work.exists():
+        raise InputError(f"{work}: holds an interrupted distillation: add --resume to go on with it, or remove it")
+
+
+def _kind_of(path: Path) -> str:
+    try:
+        kind = checkpoint.read(path)["config"]["model"]["kind"]
+    except (InputError, KeyError, TypeError):
+        return "not a grammar-induce checkpoint"
+    return "student" if kind == "student" else f"a language model ({kind})"
+
+
+def _read_state(work: Path) -> dict:
+    return torch.load(work / STATE, map_location="cpu", weights_only=True)
+
+
+def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_words: list[list[str]],
+            options: ParseOptions, settings: DistillSettings, work: Path, log: Callable[[str], None],
+            state: dict | None, texts: tuple[str, str]) -> None:
+    """Every round in the work folder, from where `state` stopped; the last round's student is best.pt."""
     members = list(teachers)
+    first = state["round"] if state else 1
     for round_number in range(1, settings.rounds + 1):
-        began = time.time()
-        train_targets, fixed = ensemble_targets(members, train_words, options)
-        valid_targets, _ = ensemble_targets(members, valid_words, fixed)
-        log(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
-            f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out sentences "
-            f"in {time.time() - began:.0f} s")
-        student = train_student(teachers[0], train_targets, valid_targets, settings, round_number, out_dir, log)
-        path = out_dir / f"round-{round_number}.pt"
-        made = provenance(teachers, train_path, valid_path, len(train_words), fixed, settings, round_number)
-        checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
+        path = work / f"round-{round_number}.pt"
+        if round_number < first:  # finished before the interruption
+            fixed = _saved_options(options, state)
+        else:
+            began = time.time()
+            if state and round_number == first:
+                fixed = _saved_options(options, state)
+                train_targets = _targets_from(train_words, state["train_targets"])
+                valid_targets = _targets_from(valid_words, state["valid_targets"])
+            else:
+                train_targets, fixed = ensemble_targets(members, train_words, options)
+                valid_targets, _ = ensemble_targets(members, valid_words, fixed)
+                log(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
+                    f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out "
+                    f"sentences in {time.time() - began:.0f} s")
+            student = train_student(teachers[0], train_targets, valid_targets, settings, round_number, work, log,
+                                    state if round_number == first else None, fixed)
+            made = provenance(teachers, *texts, len(train_words), fixed, settings, round_number)
+            checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
         # the next round's ensemble: the teachers with their layers, and the student, voting on spans
         members = [*teachers, checkpoint.load(path, teachers[0].model.device)]
         options = replace(fixed, layers=(*fixed.layers[: len(teachers)], 1), combine="mbr")
-    best = out_dir / "best.pt"
-    checkpoint.save(best, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
-    return best
+    student = members[-1]
+    checkpoint.save(work / "best.pt", student.model, student.vocab, student.tokenizer, student.config,
+                    provenance=student.provenance)
+
+
+def _saved_options(options: ParseOptions, state: dict) -> ParseOptions:
+    return replace(options, **{**state["options"], "layers": tuple(state["options"]["layers"])})
+
+
+def _targets_from(words: list[list[str]], saved: dict) -> Targets:
+    return Targets(words, saved["trees"], [set(map(tuple, spans)) for spans in saved["confident"]])
+
+
+def _saved_targets(targets: Targets) -> dict:
+    return {"trees": targets.trees, "confident": [sorted(spans) for spans in targets.confident]}
 
 
 def provenance(teachers: list[LoadedModel], train_path: str, valid_path: str, sentences: int, options: ParseOptions,
@@ -165,9 +255,11 @@ def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:
 
 
 def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings: DistillSettings,
-                  round_number: int, out_dir: Path, log: Callable[[str], None]) -> LoadedModel:
+                  round_number: int, out_dir: Path, log: Callable[[str], None], state: dict | None = None,
+                  options: ParseOptions | None = None) -> LoadedModel:
     """A new student trained on `train`'s trees (or confident spans); the epoch kept is the one whose
-    trees agree best with `valid`'s."""
+    trees agree best with `valid`'s (or the last, settings.keep). After each epoch, with `options`, what
+    resuming needs is saved in out_dir; `state` is such a save to go on from."""
     torch.manual_seed(settings.seed + round_number)
     rng = random.Random(settings.seed + round_number)
     model_config = ModelConfig(kind="student", emb_size=settings.emb_size, hidden_size=settings.hidden_size,
@@ -181,8 +273,14 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     if not usable:
         raise InputError(f"none of the {plural(len(train.words), 'training sentence')} has 2 to {settings.max_length} "
                          "words: nothing to learn from (raise the maximum length)")
-    best_f1, best_state = -1.0, None
-    for epoch in range(1, settings.epochs + 1):
+    best_f1, best_state, start = -1.0, None, 1
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        best_f1, best_state, start = state["best_f1"], state["best_state"], state["epoch"] + 1
+        rng.setstate(_python_state(state["python_rng"]))
+        torch.set_rng_state(state["torch_rng"])
+    for epoch in range(start, settings.epochs + 1):
         began, total, steps = time.time(), 0.0, 0
         model.train()
         for batch in _batches(usable, train.words, settings.student_batch_size, rng):
@@ -203,9 +301,37 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
             f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
         if agreement > best_f1 or settings.keep == "last":
             best_f1, best_state = agreement, copy.deepcopy(model.state_dict())
+        if options is not None:
+            _save_state(out_dir, {"round": round_number, "epoch": epoch, "model": model.state_dict(),
+                                  "optimizer": optimizer.state_dict(), "best_f1": best_f1, "best_state": best_state,
+                                  "python_rng": _plain(rng.getstate()), "torch_rng": torch.get_rng_state(),
+                                  "settings": asdict(settings), "options": _options_state(options),
+                                  "train_targets": _saved_targets(train), "valid_targets": _saved_targets(valid)})
     model.load_state_dict(best_state)
     model.eval()
     return student
+
+
+def _save_state(work: Path, state: dict) -> None:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write(work / STATE, lambda f: f.write(buffer.getbuffer()))
+
+
+def _options_state(options: ParseOptions) -> dict:
+    return {"layers": list(options.layers), "auto_layers": False, "combine": options.combine,
+            "decoder": options.decoder, "distance": options.distance, "right_voter": options.right_voter}
+
+
+def _plain(rng_state: tuple) -> list:
+    """random.Random's state as lists (what a weights-only torch file holds)."""
+    version, internal, gauss = rng_state
+    return [version, list(internal), gauss]
+
+
+def _python_state(saved: list) -> tuple:
+    version, internal, gauss = saved
+    return version, tuple(internal), gauss
 
 
 def _batches(indices: list[int], words: list[list[str]], size: int, rng: random.Random) -> Iterator[list[int]]:

@@ -150,3 +150,73 @@ def test_every_jsonl_line_is_json_with_the_words_the_model_read():
     assert lines[1] == {"tokens": [], "words": [], "tree": None}
     assert lines[0].keys() == lines[2].keys() and trees.leaves(lines[2]["tree"]) == ["the", "dogs", "barked", "."]
 
+
+
+# --- 1, 2. distill never overwrites what is not a student, replaces a student only at the end, resumes --
+
+SMALL = {"emb_size": 16, "hidden_size": 16, "n_layers": 1, "max_length": 12, "epochs": 2}
+
+
+def small_text(tmp_path, count=60):
+    from .test_distill import SYNTHETIC
+
+    path = tmp_path / "train.txt"
+    path.write_text("".join(SYNTHETIC.joinpath("train.txt").read_text().splitlines(keepends=True)[:count]))
+    return path
+
+
+def test_distill_never_writes_over_a_language_model(tiny_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = (run / "best.pt").read_bytes()
+    text = small_text(tmp_path)
+    result = cli("distill", "--model", tiny_run / "best.pt", "--train", text, "--valid", text, "--out", run, "--force")
+    one_line_error(result, "its best.pt is a language model (onlstm), not a distilled student")
+    assert (run / "best.pt").read_bytes() == before and not (tmp_path / "run.partial").exists()
+
+
+def test_a_failed_start_leaves_no_folder(tiny_run, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    with pytest.raises(InputError):
+        gi.distill(tiny_run / "best.pt", train=empty, valid=empty, out=tmp_path / "s", **SMALL)
+    assert not (tmp_path / "s").exists() and not (tmp_path / "s.partial").exists()
+
+
+def test_an_interrupted_distillation_keeps_the_old_student_and_resumes_to_the_same_student(tiny_run, tmp_path,
+                                                                                          monkeypatch):
+    from grammar_induce import checkpoint, distillation
+
+    text = small_text(tmp_path)
+    whole = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "whole", log=lambda s: None,
+                       **SMALL)
+    out = tmp_path / "out"
+    gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, log=lambda s: None, **{**SMALL, "seed": 7})
+    old = {name: (out / name).read_bytes() for name in ("best.pt", "distill.jsonl")}
+
+    calls = []
+    agreement = distillation.agreement_with
+
+    def interrupted_in_epoch_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return agreement(*args, **kwargs)
+
+    monkeypatch.setattr(distillation, "agreement_with", interrupted_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, force=True, log=lambda s: None, **SMALL)
+    monkeypatch.undo()
+    assert {name: (out / name).read_bytes() for name in old} == old  # the old student is whole
+    assert (tmp_path / "out.partial" / "resume.pt").exists()
+    with pytest.raises(InputError, match="holds an interrupted distillation: add --resume"):
+        gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, force=True, **SMALL)
+    resumed = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, force=True, resume=True,
+                         log=lambda s: None, **SMALL)
+    assert not (tmp_path / "out.partial").exists()
+    a, b = checkpoint.read(whole.models[0].source), checkpoint.read(resumed.models[0].source)
+    assert all((a["state_dict"][k] == b["state_dict"][k]).all() for k in a["state_dict"])
+    epochs = [json.loads(line)["epoch"] for line in (out / "distill.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]
