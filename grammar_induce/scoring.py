@@ -196,18 +196,29 @@ def evaluate_lines(source: str | Path, lines: list[tuple[int, str]], options: Ev
     short = within_length(gold, options.max_length)
     if len(lines) not in (len(gold), len(short)):
         within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
-        raise InputError(f"{source}: {plural(len(lines), 'predicted tree')} for {plural(len(gold), 'gold tree')}{within}")
+        raise InputError("; ".join([f"{source}: {plural(len(lines), 'predicted tree')} for "
+                                    f"{plural(len(gold), 'gold tree')}{within}", *notes]))
     aligned = gold if len(lines) == len(gold) else short
-    predicted = [_read_predicted(Path(source), n, text, g, labeled, options.tags) for (n, text), g in zip(lines, aligned)]
+    dropped: list[tuple[str, str]] = []  # (file:line, token) of every predicted token the gold trees lack
+    try:
+        predicted = [_read_predicted(Path(source), n, text, g, labeled, options.tags, dropped)
+                     for (n, text), g in zip(lines, aligned)]
+    except InputError as e:
+        raise InputError("; ".join([str(e), *notes])) from None  # a tag-filter hint explains most word mismatches
+    if dropped:
+        notes.append(f"{plural(len(dropped), 'predicted token')} the gold trees do not have (punctuation, traces) "
+                     f"left out, the first {dropped[0][1]!r} at {dropped[0][0]}")
     keep = [k for k, g in enumerate(aligned) if not options.max_length or len(g.words) <= options.max_length]
     return _report([aligned[k] for k in keep], skipped, {"predicted": [predicted[k] for k in keep]},
                    "predicted", options, notes=notes)
 
 
-def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled: bool, tags: TagFilter) -> trees.Tree:
+def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled: bool, tags: TagFilter,
+                    dropped: list[tuple[str, str]]) -> trees.Tree:
     """One predicted tree over the gold tree's words. A labelled tree (`(S (NP (DT the) ...`, recognised
     without --pred-format ptb) is filtered with the gold trees' tag filter, and from any tree the tokens the
-    gold trees do not have (punctuation, traces, as `parse` prints them) are dropped: both sides alike."""
+    gold trees do not have (punctuation, traces, as `parse` prints them) are dropped: both sides alike,
+    each listed in `dropped`; a dropped token that is a word is refused."""
     source = f"{path}:{lineno}"
     readings = [(True, tags), (True, TagFilter(keep=None))] if labeled else [(False, None), (True, tags),
                                                                              (True, TagFilter(keep=None))]
@@ -221,11 +232,31 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
             continue
         first = tree if first is None else first
         if (onto := _onto_gold_words(tree, gold)) is not None:
+            extra = _extra_tokens(tree, onto)
+            if words := [t for t in extra if WORDS.is_word(t) and t not in ("-NONE-",) and not t.startswith("*")]:
+                raise InputError(f"{source}: {plural(len(words), 'word')} the gold tree at {gold.source} does not "
+                                 f"have: {' '.join(words[:5])} (only punctuation and traces may differ)")
+            dropped += [(source, t) for t in extra]
             return onto
     words = trees.leaves(first) if first is not None else []
     hint = "" if labeled else " (for labelled trees, add --pred-format ptb)"
     raise InputError(f"{source}: the words ({len(words)}) differ from the gold tree at {gold.source} "
                      f"({len(gold.words)}): {' '.join(words[:8])} ... vs {' '.join(gold.words[:8])} ...{hint}")
+
+
+WORDS = Tokenizer("treebank")  # which tokens are words (not punctuation) when predicted tokens differ from gold
+
+
+def _extra_tokens(tree: trees.Tree, onto: trees.Tree) -> list[str]:
+    """The leaves of `tree` left out of `onto` (its leaves on the gold words), in order."""
+    kept, extra = iter(trees.leaves(onto)), []
+    following = next(kept, None)
+    for leaf in trees.leaves(tree):
+        if leaf == following:
+            following = next(kept, None)
+        else:
+            extra.append(leaf)
+    return extra
 
 
 def _read_tree(text: str, source: str, labeled: bool, tags: TagFilter | None) -> trees.Tree | None:

@@ -220,3 +220,50 @@ def test_an_interrupted_distillation_keeps_the_old_student_and_resumes_to_the_sa
     assert all((a["state_dict"][k] == b["state_dict"][k]).all() for k in a["state_dict"])
     epochs = [json.loads(line)["epoch"] for line in (out / "distill.jsonl").read_text().splitlines()]
     assert epochs == [1, 2]
+
+
+# --- 3, 9. all outputs or none; a full device is one line --------------------------------------------------
+
+def test_evaluate_writes_all_its_files_or_none(tiny_run, tmp_path):
+    result = cli("evaluate", "--model", tiny_run / "best.pt", "--quiet", "--json", tmp_path / "a.json",
+                 "--report", "/dev/full")
+    one_line_error(result, "/dev/full: cannot write (No space left on device)")
+    assert list(tmp_path.iterdir()) == []  # a.json was not written, and no temporary is left
+
+
+def test_a_full_device_or_standard_output_is_one_line(tiny_run):
+    one_line_error(cli("parse", "--model", tiny_run / "best.pt", "--output", "/dev/full", "a b c"),
+                   "/dev/full: cannot write (No space left on device)")
+    one_line_error(cli("evaluate", "--model", tiny_run / "best.pt", "--quiet", "--json", "/dev/full"),
+                   "/dev/full: cannot write")
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "grammar_induce", "parse", "--model", str(tiny_run / "best.pt"),
+                               "a b c"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "Error: standard output: cannot write (No space left on device)" in done.stderr
+
+
+# --- 7, 15. rescoring: extra tokens said, extra words refused, the tag-set hint kept --------------------
+
+def test_rescoring_reports_dropped_punctuation_and_refuses_extra_words(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))\n")
+    punct = tmp_path / "punct.txt"
+    punct.write_text("((The dog) (barked .))\n")
+    result = cli("evaluate", "--pred", punct, "--gold", gold)
+    assert result.exit_code == 0 and "note: 1 predicted token the gold trees do not have" in result.stdout
+    assert "the first '.' at " in result.stdout
+    extra = tmp_path / "extra.txt"
+    extra.write_text("((The dog) (barked loudly))\n")
+    one_line_error(cli("evaluate", "--pred", extra, "--gold", gold), "1 word the gold tree at", "loudly")
+
+
+def test_rescoring_chinese_trees_as_english_keeps_the_hint(tmp_path):
+    gold = tmp_path / "ctb.trees"
+    gold.write_text("(TOP (IP (NP (NR 中国)) (VP (VV 发展)) (PU 。)))\n(TOP (IP (NP (PN 他)) (VP (VV 说)) (PU ，)))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("(中国 (发展 。))\n")
+    one_line_error(cli("evaluate", "--pred", pred, "--gold", gold), "for Chinese Treebank trees use --treebank ctb")
