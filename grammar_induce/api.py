@@ -39,6 +39,7 @@ class ModelSpec:
     decoder: str | None = None
     combine: str | None = None
     right_voter: float = 0.0
+    notes: tuple[str, ...] = ()  # what the user should know of how the names were read
 
     @classmethod
     def resolve(cls, specs: Sequence[str | Path]) -> ModelSpec:
@@ -53,18 +54,23 @@ class ModelSpec:
         if len(found) == 1 and found[0][1] is not None:
             entry = found[0][1]
             return cls(paths, entry.layers, entry.decoder, entry.combine, entry.right_voter)
-        return cls(paths)
+        named = [spec for spec, entry in found if entry is not None and (entry.layers or entry.decoder != "paper")]
+        note = (f"{', '.join(named)}: {'its' if len(named) == 1 else 'their'} own parse settings (layers, decoder, "
+                "combiner) apply to a name alone; in this ensemble every member parses with the defaults or the "
+                "options given")
+        return cls(paths, notes=(note,) if named else ())
 
 
 class Parser:
     """One model or an ensemble, with the settings it parses with. Make one with `load`."""
 
-    def __init__(self, models: list[LoadedModel], options: ParseOptions):
+    def __init__(self, models: list[LoadedModel], options: ParseOptions, notes: Sequence[str] = ()):
         from .distances import check_members
 
         check_members(models)
         self.models = models
         self.options = options
+        self.notes = list(notes)  # how the models were read, for the user (the command line prints them)
 
     def parse(self, sentence: str) -> nltk.Tree | None:
         """The sentence's unlabeled binary tree (every node labelled X); None for a blank sentence."""
@@ -141,7 +147,7 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized)
     where = resolve_device(device or "auto")
-    parser = Parser([checkpoint.load(path, where) for path in spec.paths], options)
+    parser = Parser([checkpoint.load(path, where) for path in spec.paths], options, spec.notes)
     if not options.auto_layers:
         resolve_layers(options, parser.models)  # a layer the models do not have is refused here, not later
     return parser

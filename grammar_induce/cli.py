@@ -229,10 +229,16 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
             pretokenized: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
+    from .distances import is_student
 
-    return api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
-                    batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
-                    pretokenized=pretokenized)
+    parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
+                      batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
+                      pretokenized=pretokenized)
+    for text in parser.notes:
+        _note(text)
+    if all(is_student(m) for m in parser.models):
+        _ignored(["layers", "distance", "decoder"], "with a distilled student (its trees come from CKY over span scores)")
+    return parser
 
 
 def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:

@@ -98,7 +98,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     if world.size == 1 and workers > 1:
         ahead = list(itertools.islice(chunks, workers))  # as many chunks as workers, to see if there is work for each
         chunks = itertools.chain(ahead, chunks)
-        summary.workers = worker_count(workers, len(ahead), models, summary.notes)
+        summary.workers = worker_count(workers, ahead, options.batch_size, models, summary.notes)
     if world.size > 1:
         parts = _parts_distributed(models, chunks, options, all_layers, world)
     elif summary.workers > 1:
@@ -113,12 +113,17 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
 WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself), measured
 
 
-def worker_count(requested: int, chunks: int, models: list[LoadedModel], notes: list[str]) -> int:
+def worker_count(requested: int, chunks: list[list], batch_size: int, models: list[LoadedModel],
+                 notes: list[str]) -> int:
     """How many worker processes to parse in: those asked for, but no more than there are chunks of
     input, cores, or copies of the models that fit in half the memory available; a cap is noted."""
     model_bytes = sum(sum(t.numel() * t.element_size() for t in m.model.state_dict().values()) for m in models)
     fits = max(1, available_memory() // 2 // (WORKER_BYTES + model_bytes))
-    caps = [(chunks, f"the input is {plural(chunks, 'chunk')} of {CHUNK_BATCHES} batches"),
+    lines = sum(len(chunk) for chunk in chunks)
+    shown = f"{plural(lines, 'line')}" if len(chunks) < requested else f"at least {plural(lines, 'line')}"
+    chunked = (f"the input is {shown}, {plural(len(chunks), 'chunk')} of up to {CHUNK_BATCHES * batch_size:,} lines "
+               "(a process parses a chunk at a time)")
+    caps = [(len(chunks), chunked),
             (os.cpu_count() or 1, f"this machine has {os.cpu_count()} cores"),
             (fits, f"{fits} cop{'ies' if fits != 1 else 'y'} of the models fit in half the free memory")]
     count, why = min(caps, key=lambda cap: cap[0])

@@ -196,8 +196,8 @@ def evaluate_lines(source: str | Path, lines: list[tuple[int, str]], options: Ev
     short = within_length(gold, options.max_length)
     if len(lines) not in (len(gold), len(short)):
         within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
-        raise InputError("; ".join([f"{source}: {plural(len(lines), 'predicted tree')} for "
-                                    f"{plural(len(gold), 'gold tree')}{within}", *notes]))
+        counts = f"{source}: {plural(len(lines), 'predicted tree')} for {plural(len(gold), 'gold tree')}{within}"
+        raise InputError("; ".join([counts, *notes]))
     aligned = gold if len(lines) == len(gold) else short
     dropped: list[tuple[str, str]] = []  # (file:line, token) of every predicted token the gold trees lack
     try:

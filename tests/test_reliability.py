@@ -354,7 +354,7 @@ def test_workers_are_capped_by_the_input_and_say_so(tiny_run):
     one = cli("parse", "--model", tiny_run / "best.pt", "a b c", "d e")
     four = cli("parse", "--model", tiny_run / "best.pt", "--workers", "4", "a b c", "d e")
     assert four.stdout == one.stdout
-    assert "--workers 4 capped at 1: the input is 1 chunk" in four.stderr
+    assert "--workers 4 capped at 1: the input is 2 lines, 1 chunk of up to 4,096 lines" in four.stderr
 
 
 # --- 17. SIGTERM and stale files --------------------------------------------------------------------

@@ -267,3 +267,18 @@ def test_rescoring_chinese_trees_as_english_keeps_the_hint(tmp_path):
     pred = tmp_path / "pred.txt"
     pred.write_text("(中国 (发展 。))\n")
     one_line_error(cli("evaluate", "--pred", pred, "--gold", gold), "for Chinese Treebank trees use --treebank ctb")
+
+
+# --- 18. options without effect and settings left out are said -----------------------------------------
+
+def test_a_students_layer_and_decoder_have_no_effect_and_say_so(tiny_run, tmp_path):
+    text = small_text(tmp_path)
+    gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "s", log=lambda s: None, **SMALL)
+    result = cli("parse", "--model", tmp_path / "s" / "best.pt", "--layer", "2", "--decoder", "gap", "a b c")
+    assert result.exit_code == 0 and "note: --layer, --decoder have no effect with a distilled student" in result.stderr
+
+
+def test_a_shipped_pair_in_an_ensemble_says_its_settings_are_not_used():
+    result = cli("parse", "--model", "ptb-pair", "--model", "ptb", "a b c")
+    assert result.exit_code == 0 and "note: ptb-pair: its own parse settings" in result.stderr
+    assert "own parse settings" not in cli("parse", "--model", "ptb-pair", "a b c").stderr
