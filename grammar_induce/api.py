@@ -93,14 +93,20 @@ class Parser:
         return self.run(lines, batch_size=batch_size)[0]
 
     @staticmethod
-    def _checked(lines: Iterable[str | Sequence[str]]) -> Iterator[str | list[str]]:
-        """Each line a str (or a list of str tokens) of text: else a TypeError or ValueError saying which."""
+    def _checked(lines: Iterable[str | Sequence[str]], pause: object) -> Iterator[str | list[str]]:
+        """Each line a str (or a list of str tokens) of text: else a TypeError or ValueError saying which
+        (`pause`, which the command line's reader of a pipe sends, passes through)."""
         from .files import check_text
 
         if isinstance(lines, (str, bytes)):
             raise TypeError("parse_many takes an iterable of sentences, not one " + type(lines).__name__ +
                             " (a str would be parsed character by character): use parse, or wrap it in a list")
-        for k, line in enumerate(lines, start=1):
+        k = 0
+        for line in lines:
+            if line is pause:
+                yield line
+                continue
+            k += 1
             tokens = [line] if isinstance(line, str) else line
             if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
                 raise TypeError(f"sentence {k}: a str, or a list of str tokens, not {type(line).__name__}")
@@ -112,20 +118,23 @@ class Parser:
             yield line if isinstance(line, str) else list(line)
 
     def run(self, lines: Iterable[str], *, batch_size: int | None = None, workers: int = 1, all_layers: bool = True,
-            agreement: bool = False, progress: Callable[[int], object] | None = None
+            agreement: bool = False, progress: Callable[[int], object] | None = None, stream: bool | None = None
             ) -> tuple[Iterator[SentenceResult], ParseSummary]:
         """The parse path itself: results in input order, and a summary (the layers used, each member's
         agreement with the others when asked) complete once the results are read. `workers` > 1 parses
-        in that many processes; under torchrun the processes share the input (see parse.parse)."""
+        in that many processes; under torchrun the processes share the input (see parse.parse). `stream`
+        (default: `lines` is an iterator rather than a list) parses a batch at a time, so the first trees
+        come as soon as their lines do."""
         from dataclasses import replace
 
-        from .parse import parse
+        from .parse import PAUSE, parse
 
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
         options = self.options if batch_size is None else replace(self.options, batch_size=batch_size)
-        return parse(self.models, self._checked(lines), options, workers=workers, all_layers=all_layers, agreement=agreement,
-                     progress=progress)
+        stream = not isinstance(lines, Sequence) if stream is None else stream
+        return parse(self.models, self._checked(lines, PAUSE), options, workers=workers, all_layers=all_layers,
+                     agreement=agreement, progress=progress, stream=stream)
 
     def __repr__(self) -> str:
         return f"Parser({', '.join(m.source for m in self.models)})"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import click
@@ -290,6 +290,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
         _ignored(["combine", "agreement"] + ["layers"] * (layers == ("auto",)), "with one model")
     with progress_bar(None, "parsing", "sent") as bar:
         results, summary = parser.run(lines, workers=workers, all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
+                                      stream=not isinstance(lines, list) and not Path(input_path or "-").is_file(),
                                       agreement=agreement, progress=bar.update)
         if fmt in PICTURES:
             for text in parse_workflow.draw_pictures(results, fmt, output_path, summary.distance):
@@ -450,7 +451,42 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Itera
         raise InputError(f"{input_path}: cannot read (no such file)")
     if Path(input_path).is_dir():
         raise InputError(f"{input_path}: is a folder, not a file of sentences")
+    if input_path == "-" and not Path("/dev/stdin").is_file():  # a pipe or a terminal: lines come over time
+        return _live_lines(sys.stdin.buffer)
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path))
+
+
+def _live_lines(stream) -> Iterator[object]:
+    """The stream's lines as they come, read in a thread; parse.PAUSE whenever none has come for a moment."""
+    import queue
+    import threading
+
+    from .files import read_lines
+    from .parse import PAUSE
+
+    lines: queue.Queue = queue.Queue(maxsize=4096)
+    end = object()
+
+    def read() -> None:
+        try:
+            for _, text in read_lines(stream):
+                lines.put(text)
+        except BaseException as e:  # noqa: BLE001 - handed to the reading side, which raises it
+            lines.put(e)
+        lines.put(end)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        try:
+            item = lines.get(timeout=0.2)
+        except queue.Empty:
+            yield PAUSE
+            item = lines.get()
+        if item is end:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def _stdin_is_terminal() -> bool:

@@ -72,8 +72,8 @@ class ParseSummary:
 
 
 def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, *, workers: int = 1,
-          all_layers: bool = False, agreement: bool = False, progress: Callable[[int], object] | None = None
-          ) -> tuple[Iterator[SentenceResult], ParseSummary]:
+          all_layers: bool = False, agreement: bool = False, progress: Callable[[int], object] | None = None,
+          stream: bool = False) -> tuple[Iterator[SentenceResult], ParseSummary]:
     """The one parse path: lines of text in, each line's SentenceResult out, in input order, a chunk of
     lines at a time; and a summary to read after the results.
 
@@ -81,7 +81,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     every result (the others yield none); with `workers` > 1, in that many processes, each with its own
     copy of the models; else in this process. Layers `auto` chooses are chosen once, on the first chunk,
     for every process. `all_layers` runs every layer (else up to the one read); `progress` is called with
-    the number of sentences each chunk parsed.
+    the number of sentences each chunk parsed; `stream`: the lines arrive over time (see _chunks).
     """
     check_members(models)
     options = replace(options, precision=precision.resolve(options.precision, models[0].model.device))  # once
@@ -90,7 +90,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
                            writes_output=world.is_main, distance=options.distance,
                            auto_layers=options.auto_layers and len(models) > 1)
     chunks = ([_tokens(models[0], line, options.pretokenized) for line in chunk]
-              for chunk in _chunks(lines, options.batch_size))
+              for chunk in _chunks(lines, options.batch_size, stream))
     first = next(chunks, [])
     options = _fixed_layers(models, first, options, world)
     summary.layers = options.layers
@@ -248,10 +248,26 @@ def _parts_distributed(models: list[LoadedModel], chunks: Iterator, options: Par
 CHUNK_BATCHES = 64
 
 
-def _chunks(lines: Iterable[str], batch_size: int) -> Iterator[list[str]]:
-    """Lines in chunks of 64 batches: sorting by length inside a chunk keeps batches full."""
-    lines = iter(lines)
-    while chunk := list(itertools.islice(lines, CHUNK_BATCHES * batch_size)):
+PAUSE = object()  # in the lines to parse: nothing more has come for a moment (parse what has)
+
+
+def _chunks(lines: Iterable[str], batch_size: int, stream: bool) -> Iterator[list[str]]:
+    """Lines in chunks of 64 batches: sorting by length inside a chunk keeps batches full. A stream (a
+    pipe, a terminal, a generator) goes a batch at a time, and a PAUSE in it parses what has come, so
+    trees appear as the lines do."""
+    size = batch_size if stream else CHUNK_BATCHES * batch_size
+    chunk: list[str] = []
+    for line in lines:
+        if line is PAUSE:
+            if chunk:
+                yield chunk
+                chunk = []
+            continue
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
         yield chunk
 
 

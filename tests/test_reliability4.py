@@ -282,3 +282,40 @@ def test_a_shipped_pair_in_an_ensemble_says_its_settings_are_not_used():
     result = cli("parse", "--model", "ptb-pair", "--model", "ptb", "a b c")
     assert result.exit_code == 0 and "note: ptb-pair: its own parse settings" in result.stderr
     assert "own parse settings" not in cli("parse", "--model", "ptb-pair", "a b c").stderr
+
+
+# --- 17. trees come as their lines do -------------------------------------------------------------------
+
+def test_parse_many_of_a_generator_reads_a_batch_before_its_first_tree(ptb):
+    read = []
+
+    def lines():
+        for k in range(200):
+            read.append(k)
+            yield "the dog barked"
+
+    assert next(ptb.parse_many(lines(), batch_size=8)).leaves() == ["the", "dog", "barked"]
+    assert len(read) <= 9  # a batch, and the one line that shows it is full
+
+
+@pytest.mark.slow
+def test_a_tree_is_printed_before_the_pipe_closes(tiny_run):
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "grammar_induce", "parse", "--model", str(tiny_run / "best.pt")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        process.stdin.write("a b c\n")
+        process.stdin.flush()
+        import select
+
+        assert select.select([process.stdout], [], [], 60)[0], "no tree while the pipe is open"
+        first = process.stdout.readline()  # the pipe is still open: the tree came because the line did
+        assert trees.leaves(trees.parse_brackets(first.strip())) == ["a", "b", "c"]
+        process.stdin.write("d e\n")
+        process.stdin.close()
+        assert trees.leaves(trees.parse_brackets(process.stdout.readline().strip())) == ["d", "e"]
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
