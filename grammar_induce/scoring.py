@@ -231,8 +231,8 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
                 raise
             continue
         first = tree if first is None else first
-        if (onto := _onto_gold_words(tree, gold)) is not None:
-            extra = _extra_tokens(tree, onto)
+        if (found := _onto_gold_words(tree, gold)) is not None:
+            onto, extra = found
             if words := [t for t in extra if WORDS.is_word(t) and t not in ("-NONE-",) and not t.startswith("*")]:
                 raise InputError(f"{source}: {plural(len(words), 'word')} the gold tree at {gold.source} does not "
                                  f"have: {' '.join(words[:5])} (only punctuation and traces may differ)")
@@ -247,18 +247,6 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
 WORDS = Tokenizer("treebank")  # which tokens are words (not punctuation) when predicted tokens differ from gold
 
 
-def _extra_tokens(tree: trees.Tree, onto: trees.Tree) -> list[str]:
-    """The leaves of `tree` left out of `onto` (its leaves on the gold words), in order."""
-    kept, extra = iter(trees.leaves(onto)), []
-    following = next(kept, None)
-    for leaf in trees.leaves(tree):
-        if leaf == following:
-            following = next(kept, None)
-        else:
-            extra.append(leaf)
-    return extra
-
-
 def _read_tree(text: str, source: str, labeled: bool, tags: TagFilter | None) -> trees.Tree | None:
     from .treebank import parse_bracketed, preprocess
 
@@ -270,33 +258,56 @@ def _read_tree(text: str, source: str, labeled: bool, tags: TagFilter | None) ->
         raise InputError(f"{source}: malformed tree ({e})") from None
 
 
-def _onto_gold_words(tree: trees.Tree | None, gold: GoldTree) -> trees.Tree | None:
-    """The tree with the leaves that are not the gold words dropped (the gold words must be its leaves
-    in order, up to case, digits and bracket names; matched left to right), emptied nodes dropped and
-    unary nodes collapsed; None if the gold words are not among its leaves."""
+def _onto_gold_words(tree: trees.Tree | None, gold: GoldTree) -> tuple[trees.Tree, list[str]] | None:
+    """The tree over the gold words, and the tokens it left out: leaves that are not gold words are dropped
+    (the gold words must be its leaves in order, up to case, digits and bracket names; matched left to
+    right); leaves that together spell one gold word (`U.S` `.`, `Got` `ta`: another tokenization of it)
+    become that word; emptied nodes are dropped and unary nodes collapsed. None if the gold words are not
+    among its leaves."""
     if tree is None:
         return None
     normalize = Tokenizer(lowercase=True, replace_digits=True).normalize
     wanted = [normalize(trees.unescape(w)) for w in gold.words]
     leaves = trees.leaves(tree)
-    keep, j = [], 0
-    for word in leaves:
-        match = j < len(wanted) and normalize(trees.unescape(word)) == wanted[j]
-        keep.append(match)
-        j += match
+    read = [normalize(trees.unescape(w)) for w in leaves]
+    kept: list[str | None] = []  # per leaf: what it becomes, or None (left out)
+    extra: list[str] = []
+    j = k = 0
+    while k < len(leaves):
+        if j < len(wanted) and read[k] == wanted[j]:
+            kept.append(leaves[k])
+        elif j < len(wanted) and (pieces := _pieces(read, k, wanted[j])):
+            kept += [gold.words[j]] + [None] * (pieces - 1)
+            k, j = k + pieces, j + 1
+            continue
+        else:
+            kept.append(None)
+            extra.append(leaves[k])
+            k += 1
+            continue
+        k, j = k + 1, j + 1
     if j < len(wanted):
         return None
-    if all(keep):
-        return tree
-    kept = iter(keep)
+    if all(word == leaf for word, leaf in zip(kept, leaves)):
+        return tree, extra
+    replaced = iter(kept)
 
     def prune(node: trees.Tree) -> trees.Tree | None:
         if isinstance(node, str):
-            return node if next(kept) else None
+            return next(replaced)
         children = [c for c in (prune(child) for child in node) if c is not None]
         return None if not children else children[0] if len(children) == 1 else children
 
-    return prune(tree)
+    return prune(tree), extra
+
+
+def _pieces(read: list[str], k: int, word: str) -> int:
+    """How many leaves from k on spell `word` together (0 if they do not)."""
+    joined, m = "", k
+    while m < len(read) and len(joined) < len(word) and word.startswith(joined + read[m]):
+        joined += read[m]
+        m += 1
+    return m - k if joined == word and m - k > 1 else 0
 
 
 def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main_row: str,

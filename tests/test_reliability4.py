@@ -319,3 +319,17 @@ def test_a_tree_is_printed_before_the_pipe_closes(tiny_run):
         assert process.wait(timeout=60) == 0
     finally:
         process.kill()
+
+
+# --- 16. the tool's own output rescored: another tokenization of a gold word is aligned --------------------
+
+def test_the_tools_own_tokenization_of_gold_words_is_rescored(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (NNP Gotta) (NNP U.S.)) (VP (VBD fell)))\n(S (NP (NNP S&L)) (VP (VBD rose)) (. .))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("(((Got ta) (U.S .)) fell)\n((S&L rose) .)\n")  # how parse splits `Gotta U.S. fell`
+    result = cli("evaluate", "--pred", pred, "--gold", gold)
+    assert result.exit_code == 0, result.output
+    report = gi.evaluate(pred, gold=gold)
+    assert report.rows["predicted"].sentence_f1 == 1.0
+    assert "1 predicted token the gold trees do not have" in result.stdout  # the final "." only
