@@ -222,7 +222,7 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
     source = f"{path}:{lineno}"
     readings = [(True, tags), (True, TagFilter(keep=None))] if labeled else [(False, None), (True, tags),
                                                                              (True, TagFilter(keep=None))]
-    first = None
+    first, extra_words = None, None
     for as_labeled, tag_filter in readings:
         try:
             tree = _read_tree(text, source, as_labeled, tag_filter)
@@ -234,10 +234,13 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
         if (found := _onto_gold_words(tree, gold)) is not None:
             onto, extra = found
             if words := [t for t in extra if WORDS.is_word(t) and t not in ("-NONE-",) and not t.startswith("*")]:
-                raise InputError(f"{source}: {plural(len(words), 'word')} the gold tree at {gold.source} does not "
-                                 f"have: {' '.join(words[:5])} (only punctuation and traces may differ)")
+                extra_words = extra_words or words  # perhaps labels read as words: try the next reading
+                continue
             dropped += [(source, t) for t in extra]
             return onto
+    if extra_words:
+        raise InputError(f"{source}: {plural(len(extra_words), 'word')} the gold tree at {gold.source} does not "
+                         f"have: {' '.join(extra_words[:5])} (only punctuation and traces may differ)")
     words = trees.leaves(first) if first is not None else []
     hint = "" if labeled else " (for labelled trees, add --pred-format ptb)"
     raise InputError(f"{source}: the words ({len(words)}) differ from the gold tree at {gold.source} "
