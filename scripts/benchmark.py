@@ -314,6 +314,38 @@ def bench_ensemble_long_line(name: str, device_name: str, words: int) -> dict:
     return {"seconds": seconds, "tokens_per_s": words / seconds, "one_model_seconds": alone}
 
 
+def bench_student(name: str, device_name: str, count: int, words: int) -> dict:
+    """A distilled student of the default size (random weights) through the parse workflow, beside the pair of
+    language models it would learn from (span voting), at batch 64; and one line of `words` words."""
+    import dataclasses
+
+    import torch
+
+    from grammar_induce.checkpoint import LoadedModel
+    from grammar_induce.config import Config, ModelConfig
+    from grammar_induce.distillation import DistillSettings
+    from grammar_induce.ensemble import ParseOptions
+    from grammar_induce.parse import parse
+    from grammar_induce.student import SpanParser
+
+    device = torch.device(device_name)
+    forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
+    size = DistillSettings()
+    config = ModelConfig(kind="student", emb_size=size.emb_size, hidden_size=size.hidden_size, chunk_size=1,
+                         n_layers=size.n_layers, dropout=size.dropout)
+    torch.manual_seed(0)
+    student = LoadedModel(SpanParser(VOCAB, config).to(device).eval(), forward.vocab, forward.tokenizer,
+                          dataclasses.replace(Config(), model=config))
+    lines = [" ".join(sentence) for sentence in parse_sentences(count)]
+    options = ParseOptions(batch_size=64)
+    seconds, pair = timed_pair(lambda: list(parse([student], lines, options)[0]),
+                               lambda: list(parse([forward, backward], lines, options)[0]), device, repeats=3, warmup=1)
+    line = " ".join((parse_sentences(-(-words // PARSE_WORDS))[0] * (-(-words // PARSE_WORDS)))[:words])
+    long = timed(lambda: list(parse([student], [line], options)[0]), device, repeats=1, warmup=0)
+    return {"sentences_per_s": count / seconds, "pair_sentences_per_s": count / pair, "ratio": pair / seconds,
+            f"one_{words}_word_line_seconds": long}
+
+
 def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
     """Child process: run one case, report its figures and peak memory."""
     import resource
@@ -407,6 +439,7 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
                                                                                 ENSEMBLE_LINE)
     for words in LONG_LINES[: 1 if args.quick else None]:
         results[f"{name} parse one {words}-word line"] = case("bench_long_line", words)
+    results[f"{name} parse student vs the pair"] = case("bench_student", sentences, ENSEMBLE_LINE)
     return results
 
 

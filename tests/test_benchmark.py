@@ -24,7 +24,7 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
     precisions = ["fp32", "bf16"] if bf16_hardware(torch.device("cpu")) else ["fp32"]
     expected = {"tiny products", "tiny train per-step as the paper's code", "tiny parse per-step paper",
                 "tiny parse per-step scaled once", "tiny parse 2-model ensemble", "tiny parse one 500-word line",
-                "tiny parse 2-model ensemble, one 800-word line"}
+                "tiny parse 2-model ensemble, one 800-word line", "tiny parse student vs the pair"}
     for p in precisions:
         expected |= {f"tiny train {p}", f"tiny parse batch 1 {p}", f"tiny parse batch 64 {p}",
                      f"tiny parse batch 256 {p}", f"tiny parse batch 256, layers 1-2 {p}"}
@@ -38,6 +38,9 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
             floor = figures.get("floor_tokens_per_s", figures.get("floor_sentences_per_s"))
             rate = figures.get("tokens_per_s", figures.get("sentences_per_s"))
             assert abs(figures["ratio"] - rate / floor) < 1e-9, case
+    student = results["tiny parse student vs the pair"]
+    assert abs(student["ratio"] - student["sentences_per_s"] / student["pair_sentences_per_s"]) < 1e-9
+    assert student["one_800_word_line_seconds"] > 0
     ensemble = results["tiny parse 2-model ensemble"]
     assert abs(ensemble["ratio"] - ensemble["sentences_per_s"] / ensemble["one_model_sentences_per_s"]) < 1e-9
     batched = results["tiny parse batch 256 fp32"]["sentences_per_s"]
