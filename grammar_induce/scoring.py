@@ -66,8 +66,11 @@ class Report:
         lines = [f"{'':{width}s} {'sent F1':>8s} {'corpus F1':>10s} {'prec':>6s} {'recall':>7s}"]
         for name, m in self.rows.items():
             mark = " *" if name == self.main_row else ""
-            lines.append(f"{name + mark:{width}s} {100 * m.sentence_f1:8.1f} {100 * m.corpus_f1:10.1f} "
-                         f"{100 * m.precision:6.1f} {100 * m.recall:7.1f}")
+            if m.predicted or m.gold:
+                corpus = f"{100 * m.corpus_f1:10.1f} {100 * m.precision:6.1f} {100 * m.recall:7.1f}"
+            else:  # no span of two or more words on either side (every sentence too short): nothing to score
+                corpus = f"{'n/a':>10s} {'n/a':>6s} {'n/a':>7s}"
+            lines.append(f"{name + mark:{width}s} {100 * m.sentence_f1:8.1f} {corpus}")
         if self.agreement:
             lines.append("\n" + agreement_table(self.agreement))
         lines += [f"\ngold words unknown to {name}: {100 * count / max(total, 1):.1f}% ({count:,} of {total:,})"
@@ -335,10 +338,12 @@ def _score(predicted: list, gold_spans: list[set]) -> SpanMetric:
 
 
 def _random_baseline(gold: list[GoldTree], gold_spans: list[set], options: EvalOptions) -> SpanMetric:
-    """Seeded random trees, pooled over several draws (sentence F1 is then the mean over draws)."""
+    """Seeded random trees: the mean of several draws."""
     rng = random.Random(options.seed)
     draws = [_score([trees.random_tree(g.words, rng) for g in gold], gold_spans) for _ in range(options.random_draws)]
-    return sum(draws, SpanMetric())
+    total = sum(draws, SpanMetric())
+    n = len(draws)  # the mean draw: as many sentences as the other rows, its counts averaged
+    return SpanMetric(total.sentences // n, total.sum_f1 / n, total.matched / n, total.predicted / n, total.gold / n)
 
 
 def _by_length(predicted: list, gold_spans: list[set], lengths: list[int]) -> dict[str, SpanMetric]:

@@ -333,3 +333,21 @@ def test_the_tools_own_tokenization_of_gold_words_is_rescored(tmp_path):
     report = gi.evaluate(pred, gold=gold)
     assert report.rows["predicted"].sentence_f1 == 1.0
     assert "1 predicted token the gold trees do not have" in result.stdout  # the final "." only
+
+
+def test_rows_without_spans_say_n_a_and_the_random_row_counts_the_sentences(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NN a) (VB b))\n(S (NN c) (VB d))\n(S (NP (NN e) (NN f)) (VB g))\n")
+    result = cli("evaluate", "--pred", gold, "--gold", gold, "--max-length", "2", "--json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output
+    assert "n/a" in next(line for line in result.stdout.splitlines() if line.startswith("predicted"))
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert rows["random"]["sentences"] == rows["predicted"]["sentences"] == 2
+
+
+def test_the_quick_start_config_says_its_vocabulary_size():
+    from .conftest import ROOT
+
+    text = (ROOT / "grammar_induce" / "resources" / "quickstart.toml").read_text()
+    words = {w for line in (ROOT / "grammar_induce" / "resources" / "synthetic" / "train.txt").open() for w in line.split()}
+    assert f"a vocabulary of {len(words)} words" in text
