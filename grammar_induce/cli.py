@@ -395,10 +395,14 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--keep", type=click.Choice(["agreement", "last"]), default="agreement", show_default=True,
               help="the epoch a round keeps: the one agreeing best with the teachers on --valid, or the last")
 @click.option("--resume", is_flag=True, help="go on with an interrupted run (its work is in OUT.partial)")
+@click.option("--emb-size", type=click.IntRange(min=1), default=200, show_default=True,
+              help="the student's word embedding size (most of its weights)")
+@click.option("--hidden-size", type=click.IntRange(min=1), default=200, show_default=True,
+              help="the student's BiLSTM size per direction, and its span MLP's")
 @model_options
 @user_errors
 def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, max_length, seed, force, keep,
-            resume, layers, distance, decoder, combine, right_voter, batch_size, precision, device) -> None:
+            resume, emb_size, hidden_size, layers, distance, decoder, combine, right_voter, batch_size, precision, device) -> None:
     """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
     from . import api
 
@@ -406,7 +410,7 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
                           distance=distance, decoder=decoder, combine=combine, right_voter=right_voter,
                           batch_size=batch_size, precision=precision, device=device, log=click.echo, epochs=epochs,
                           rounds=rounds, confident=confident, max_length=max_length, seed=seed, keep=keep, force=force,
-                          resume=resume)
+                          resume=resume, emb_size=emb_size, hidden_size=hidden_size)
     click.echo(f"student in {Path(student.models[0].source).resolve()}")
 
 
