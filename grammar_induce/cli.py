@@ -13,7 +13,6 @@ from pathlib import Path
 import click
 
 from . import config as config_module
-from .config import ConfigError
 from .ensemble import COMBINERS, DECODERS
 from .formats import ALL_LAYERS, FORMATS, PICTURES
 from .pretrained import DEFAULT_MODEL
@@ -41,12 +40,12 @@ def user_errors(command):
             sys.exit(130)  # the shell's convention for Ctrl-C
         except SettingError as e:
             raise click.ClickException(e.as_flag()) from None
-        except (UserError, ConfigError) as e:
+        except UserError as e:
             raise click.ClickException(str(e)) from None
         except MemoryError:
             raise click.ClickException(OUT_OF_MEMORY) from None
-        except RuntimeError as e:  # torch reports a failed allocation as a RuntimeError
-            if "alloc" in str(e).lower() or "out of memory" in str(e).lower():
+        except RuntimeError as e:  # torch.OutOfMemoryError on a GPU; its CPU allocator's RuntimeError on a CPU
+            if type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(e):
                 raise click.ClickException(f"{OUT_OF_MEMORY} ({str(e).strip().splitlines()[0][:160]})") from None
             raise
         except RecursionError:

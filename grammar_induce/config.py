@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .files import UserError
+
 MODEL_KINDS = ("onlstm", "lstm", "student")
 DIRECTIONS = ("forward", "backward")
 PRECISIONS = ("fp32", "bf16", "auto")  # see precision.py
 TOKENIZERS = ("whitespace", "jieba", "char", "treebank")  # see data.Tokenizer
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration the user wrote that cannot be used."""
 
 

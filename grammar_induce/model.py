@@ -122,8 +122,7 @@ class ONLSTMLayer(nn.Module):
             return recurrence(xproj, h0, c0, self.recurrent_weight(), self.n_levels)
         # Products in `dtype`, everything else in float32. In evaluation (validation, parsing) the master
         # gates' logits (the first 2n rows of the input map, 5% of its work) stay float32: their rounding
-        # was the main cause of trees that differ from float32's. Training rounds them too, as in the
-        # runs that measured bf16's perplexity against float32's (see README, bf16).
+        # decides near-ties between splits, so it changes trees. Training rounds them like every product.
         full_rows = 0 if self.training else 2 * self.n_levels
         xproj = linear(x, self.ih.weight, bias, dtype, full_rows)
         return recurrence(xproj, h0, c0, self.recurrent_weight().to(dtype), self.n_levels)

@@ -110,7 +110,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     return _collect(parts, summary, progress, cubic), summary
 
 
-WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself), measured
+WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself)
 
 
 def worker_count(requested: int, chunks: list[list], batch_size: int, models: list[LoadedModel],

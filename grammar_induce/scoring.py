@@ -138,7 +138,7 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     return replace(_report(gold, skipped, predicted, main_row, options, agreement, notes), unknown=unknown)
 
 
-UNKNOWN_WARNING = 0.2  # of the gold words unknown to a model: a note above it (the ptb model on the NLTK sample: 5.8%)
+UNKNOWN_WARNING = 0.2  # of the gold words unknown to a model: a note above it
 
 
 def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:

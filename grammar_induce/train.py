@@ -20,12 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Large CPU tensors on transparent huge pages (read by torch at its first large allocation): a training
-# batch allocates hundreds of MB of fresh activations and gradients; faulting them in 4 KiB pages costs
-# about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-
-import torch  # after the allocator setting above
+import torch
 from torch import Tensor
 
 from . import checkpoint, corpus, distributed, draw, native, precision, rundir
@@ -279,6 +274,10 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
 
     Every input is checked before the run directory is touched; see `rundir` for its lock.
     """
+    # Large CPU tensors on transparent huge pages (torch reads this at its first large allocation): a training
+    # batch allocates hundreds of MB of fresh activations and gradients, and faulting them in 4 KiB pages costs
+    # about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     world = distributed.World.from_env()
     device = world.device_for(distributed.resolve_device(config.train.device))
     requested = config.train.precision

@@ -11,7 +11,7 @@ from .conftest import ROOT
 PACKAGE = ROOT / "grammar_induce"
 API = {"api"}  # the Python API: over the workflows, under the command line
 WORKFLOWS = {"train", "parse", "scoring", "distillation"}
-STANDALONE = {"trees", "metrics", "config", "files"}  # import nothing else from the package
+STANDALONE = {"trees", "metrics", "config", "files"}  # import nothing else from the package but files' errors
 CORE = {"model", "data", "trees", "metrics", "config", "files", "formats", "treebank", "checkpoint", "native",
         "reference", "recurrence", "distributed", "precision", "rundir", "ensemble", "distances", "pretrained", "corpus",
         "voting", "structs", "student"}
@@ -42,9 +42,18 @@ def test_imports_point_from_cli_to_the_api_to_workflows_to_core(module):
     elif module not in API | {"cli"}:
         assert not imported & WORKFLOWS, f"core module {module} imports a workflow"
     if module in STANDALONE:
-        assert not imported, f"{module} imports {imported}"
+        assert imported <= {"files"} - {module}, f"{module} imports {imported}"
+    assert "integrations" not in imported, f"{module} imports the glue for other libraries"
     if module in CORE:
         assert "draw" not in imported, f"core module {module} imports draw"
+
+
+def test_the_integrations_use_the_api_and_nothing_imports_them():
+    for path in (PACKAGE / "integrations").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 2
+                    for alias in node.names}
+        assert imported <= {"api", "pretrained", "trees"}, f"{path.name} imports {imported}"
 
 
 def test_the_lists_above_name_real_modules():
