@@ -75,7 +75,7 @@ class Tokenizer:
         if self.kind == "treebank":
             return _treebank_split(line, lambda chunk: chunk in SPECIAL_WORDS or _AMPERSAND.fullmatch(chunk)
                                    or self.normalize(chunk) in known)
-        return [word for word in _jieba().lcut(line) if word.strip()]
+        return _jieba_split(line, self.fold_width)
 
     def is_word(self, token: str) -> bool:
         """False for punctuation when it is set aside: a token with no letter, digit or CJK character,
@@ -134,6 +134,17 @@ def _split_period(token: str, after: list[str]) -> list[str]:
     if after and after[0][:1].isupper() and _SENTENCE_END.fullmatch(token) and token[:-1] not in _ABBREVIATIONS:
         return [token[:-1], "."]
     return [token]
+
+
+def _jieba_split(line: str, fold_width: bool) -> list[str]:
+    """Chinese words by jieba, each as typed. With `fold_width`, jieba reads full-width digits and letters as
+    their ASCII twins (it splits `１２日` digit by digit otherwise); the tokens keep the typed characters."""
+    seen = "".join(f if len(f := unicodedata.normalize("NFKC", c)) == 1 else c for c in line) if fold_width else line
+    tokens, at = [], 0
+    for piece in _jieba().lcut(seen):  # the pieces spell the line, character for character
+        tokens += line[at : at + len(piece)].split()
+        at += len(piece)
+    return tokens
 
 
 @functools.cache
