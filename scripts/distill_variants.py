@@ -34,13 +34,12 @@ TEACHERS = {
 VARIANTS = {
     "A": ("A", 0.0, {}),
     "A+right": ("A", 1.0, {}),
-    "A+right/emb100": ("A", 1.0, {"emb_size": 100}),
-    "AB+right": ("AB", 1.0, {}),
     "AB": ("AB", 0.0, {}),
     "A+right0.5": ("A", 0.5, {}),
-    "A+right/last": ("A", 1.0, {"keep": "last"}),
-    "A+right/1epoch": ("A", 1.0, {"epochs": 1}),
-    "A+right/3epochs-last": ("A", 1.0, {"epochs": 3, "keep": "last"}),
+    "AB+right": ("AB", 1.0, {}),
+    "A/last": ("A", 0.0, {"keep": "last"}),
+    "A/3epochs-last": ("A", 0.0, {"epochs": 3, "keep": "last"}),
+    "A/1epoch": ("A", 0.0, {"epochs": 1}),
 }
 
 

@@ -12,7 +12,10 @@ from grammar_induce.data import Tokenizer
 
 from .conftest import SHARED_DATA
 
-NAMES = ("ptb", "ptb-backward", "ptb-pair")
+NAMES = ("en", "ptb", "ptb-backward", "ptb-pair", "zh")
+ENGLISH = NAMES[:4]
+SINGLE_FILES = ("en", "ptb", "ptb-backward", "zh")
+CTB_DEV = SHARED_DATA / "ctb51" / "dev.trees"
 TEXT = "The old man's dog didn't bark, and the cat sat."
 TOKENS = ["The", "old", "man", "'s", "dog", "did", "n't", "bark", ",", "and", "the", "cat", "sat", "."]
 NLTK = SHARED_DATA / "nltk" / "corpora" / "treebank" / "combined"
@@ -24,15 +27,15 @@ def run(*args):
     return result.output
 
 
-def test_the_catalogue_names_the_three_models_and_their_files():
+def test_the_catalogue_names_the_models_the_default_first_and_their_files():
     models = pretrained.catalogue()
-    assert tuple(models) == NAMES
+    assert tuple(models) == NAMES and NAMES[0] == pretrained.DEFAULT_MODEL
     assert models["ptb-pair"].files == models["ptb"].files + models["ptb-backward"].files
     for entry in models.values():
         assert all(path.is_file() for path in entry.paths)
 
 
-@pytest.mark.parametrize("name", NAMES[:2])
+@pytest.mark.parametrize("name", SINGLE_FILES)
 def test_weights_are_float16_on_disk_and_float32_when_loaded(name):
     entry = pretrained.catalogue()[name]
     raw = checkpoint.read(entry.paths[0])
@@ -41,12 +44,17 @@ def test_weights_are_float16_on_disk_and_float32_when_loaded(name):
     loaded = checkpoint.load(entry.paths[0])
     assert {p.dtype for p in loaded.model.parameters()} == {torch.float32}
     assert sum(p.numel() for p in loaded.model.parameters()) == entry.parameters
-    assert loaded.config.model.direction == entry.direction
-    assert loaded.tokenizer == Tokenizer("treebank", lowercase=True, replace_digits=True)
+    if entry.direction == "student":
+        assert loaded.config.model.kind == "student" and loaded.provenance["kind"] == "distilled"
+    else:
+        assert loaded.config.model.direction == entry.direction
+    english = Tokenizer("treebank", lowercase=True, replace_digits=True)
+    chinese = Tokenizer("jieba", lowercase=True, replace_digits=True, punctuation_aside=True, fold_width=True)
+    assert loaded.tokenizer == (chinese if entry.language == "zh" else english)
     assert entry.megabytes < 2.2 * entry.parameters / 1e6  # two bytes a weight, and a little more
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ENGLISH)
 def test_english_with_capitals_and_punctuation_parses_by_name(name):
     for fmt in ("brackets", "ptb"):
         printed = run("parse", "--model", name, "--format", fmt, TEXT).strip()
@@ -70,14 +78,16 @@ def test_the_models_command_prints_every_number_of_the_catalogue():
     printed = run("models")
     for entry in pretrained.catalogue().values():
         row = next(line for line in printed.splitlines() if line.startswith(entry.name + " "))
-        assert f"{entry.f1:.1f}" in row and f"{entry.parameters:,}" in row
+        assert f"{entry.f1:.1f}*" in row and f"{entry.parameters:,}" in row and entry.language in row
         if entry.valid_ppl is not None:
             assert f"{entry.valid_ppl:.2f}" in row and f"{entry.test_ppl:.2f}" in row
-    assert "licence" in printed and "Penn Treebank" in printed
+    assert "licence" in printed and "Penn Treebank" in printed and "Chinese Treebank 5.1" in printed
+    assert printed.splitlines()[1].startswith(pretrained.DEFAULT_MODEL + " ")  # the default model first
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not NLTK.is_dir(), reason="needs ../shared/data (the NLTK treebank sample and the PTB LM text)")
+@pytest.mark.skipif(not NLTK.is_dir() or not CTB_DEV.is_file(),
+                    reason="needs ../shared/data (the NLTK treebank sample, the PTB LM text, the CTB dev trees)")
 @pytest.mark.parametrize("name", NAMES)
 def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
     import json
@@ -85,9 +95,10 @@ def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
     from grammar_induce.train import perplexity
 
     entry = pretrained.catalogue()[name]
-    run("evaluate", "--model", name, "--gold", NLTK, "--quiet", "--json", tmp_path / "e.json")
+    gold = ["--gold", CTB_DEV, "--treebank", "ctb"] if entry.language == "zh" else ["--gold", NLTK]
+    run("evaluate", "--model", name, *gold, "--quiet", "--json", tmp_path / "e.json")
     report = json.loads((tmp_path / "e.json").read_text())
-    assert report["sentences"] == 3914
+    assert report["sentences"] == (352 if entry.language == "zh" else 3914)
     assert round(100 * report["rows"][report["main"]]["sentence_f1"], 1) == pytest.approx(entry.f1, abs=0.2)  # a near-tie may break the other way on another CPU
     if entry.valid_ppl is not None:
         loaded = checkpoint.load(entry.paths[0])
