@@ -127,11 +127,13 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
             inside.append(line[spans[k][0] : spans[k][1]])
             k += 1
         tokens += [chunk.group()] if len(inside) > 1 and keep_whole(chunk.group()) else inside
-    return [piece for k, token in enumerate(tokens) for piece in _split_period(token, tokens[k + 1 : k + 2])]
+    return [piece for k, token in enumerate(tokens) for piece in _split_period(token, tokens[k + 1 : k + 3])]
 
 
 def _split_period(token: str, after: list[str]) -> list[str]:
-    if after and after[0][:1].isupper() and _SENTENCE_END.fullmatch(token) and token[:-1] not in _ABBREVIATIONS:
+    """`rose.` -> `rose` `.` when the next word (after a closing quote or bracket) is capitalised."""
+    following = next((t for t in after if any(ch.isalnum() for ch in t)), "")
+    if following[:1].isupper() and _SENTENCE_END.fullmatch(token) and token[:-1] not in _ABBREVIATIONS:
         return [token[:-1], "."]
     return [token]
 

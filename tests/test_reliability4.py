@@ -50,6 +50,7 @@ def test_a_sentence_final_period_inside_a_line_is_split_off():
         ["profits", "rose", ".", "Analysts", "were", "surprised", "."]
     assert TREEBANK.split("sales fell 5%. Mr. Smith left in 1990. He said so.") == \
         ["sales", "fell", "5", "%", ".", "Mr.", "Smith", "left", "in", "1990", ".", "He", "said", "so", "."]
+    assert TREEBANK.split('He said "Profits rose." Analysts were surprised.')[4:8] == ["rose", ".", '"', "Analysts"]
     assert TREEBANK.split("It cost 5 vs. 6 etc. Then it ended.") == \
         ["It", "cost", "5", "vs.", "6", "etc.", "Then", "it", "ended", "."]  # abbreviations stay
 
