@@ -1,0 +1,49 @@
+"""A shipped student against the pair it learned from, in one run (a ratio): sentences per second of PTB
+validation text at batch 64, and one 800-word line through the student.
+
+    python scripts/student_speed.py [--student en] [--pair ptb-pair] [--text ../shared/data/ptb_lm/valid.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import grammar_induce as gi
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def rate(parser: gi.Parser, lines: list[str]) -> float:
+    began = time.perf_counter()
+    count = sum(1 for _ in parser.parse_many(lines, batch_size=64))
+    return count / (time.perf_counter() - began)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--student", default="en")
+    ap.add_argument("--pair", default="ptb-pair")
+    ap.add_argument("--text", default=str(SHARED / "ptb_lm" / "valid.txt"))
+    ap.add_argument("--sentences", type=int, default=1000)
+    args = ap.parse_args()
+    with open(args.text, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()][: args.sentences]
+    student, pair = gi.load(args.student), gi.load(args.pair)
+    rate(student, lines[:64]), rate(pair, lines[:64])  # warm up
+    rates = {"student": [], "pair": []}
+    for _ in range(2):  # alternating, so both see the same machine
+        rates["student"].append(rate(student, lines))
+        rates["pair"].append(rate(pair, lines))
+    s, p = max(rates["student"]), max(rates["pair"])
+    print(f"{args.student}: {s:.1f} sentences/s, {args.pair}: {p:.1f} sentences/s ({len(lines)} sentences, batch 64): "
+          f"the student {s / p:.2f}x")
+    words = " ".join(" ".join(lines).split()[:800])
+    began = time.perf_counter()
+    student.parse(words)
+    print(f"one 800-word line through {args.student}: {time.perf_counter() - began:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
