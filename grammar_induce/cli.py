@@ -280,7 +280,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
         check_folder_output(output_path, parse_workflow.PICTURE_FILE)
     else:
         check_output(output_path)
-    lines = _read_sentences(sentences, input_path)
+    lines, stream = _read_sentences(sentences, input_path)
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, batch_size,
                      precision, device, pretokenized)
     models = parser.models
@@ -289,7 +289,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
         _ignored(["combine", "agreement"] + ["layers"] * (layers == ("auto",)), "with one model")
     with progress_bar(None, "parsing", "sent") as bar:
         results, summary = parser.run(lines, workers=workers, all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
-                                      stream=not isinstance(lines, list) and not Path(input_path or "-").is_file(),
+                                      stream=stream,
                                       agreement=agreement, progress=bar.update)
         if fmt in PICTURES:
             for text in parse_workflow.draw_pictures(results, fmt, output_path, summary.distance):
@@ -437,8 +437,8 @@ def plot(run_dirs, output_path) -> None:
     click.echo(f"learning curves of {plural(len(run_dirs), 'run')} in {output_path.resolve()}")
 
 
-def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Iterable[str]:
-    """The sentences to parse, read as they are needed."""
+def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> tuple[Iterable[str], bool]:
+    """The sentences to parse, read as they are needed, and whether they come over time (a pipe, a terminal)."""
     from .files import InputError, check_text, read_lines
 
     if arguments and input_path:
@@ -446,7 +446,7 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Itera
     if arguments:
         for k, text in enumerate(arguments, start=1):
             check_text(text, f"sentence {k} of the arguments")
-        return list(arguments)
+        return list(arguments), False
     if input_path is None and _stdin_is_terminal():
         raise click.UsageError("no sentences: give them as arguments, with --input FILE, or on standard input")
     input_path = input_path or "-"
@@ -454,9 +454,19 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> Itera
         raise InputError(f"{input_path}: cannot read (no such file)")
     if Path(input_path).is_dir():
         raise InputError(f"{input_path}: is a folder, not a file of sentences")
-    if input_path == "-" and not Path("/dev/stdin").is_file():  # a pipe or a terminal: lines come over time
-        return _live_lines(sys.stdin.buffer)
-    return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path))
+    if input_path == "-" and not _stdin_is_a_file():  # a pipe or a terminal: lines come over time
+        return _live_lines(sys.stdin.buffer), True
+    return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)), False
+
+
+def _stdin_is_a_file() -> bool:
+    import os
+    import stat
+
+    try:
+        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):  # replaced by a stream without a descriptor (a test runner's)
+        return False
 
 
 def _live_lines(stream) -> Iterator[object]:

@@ -106,3 +106,18 @@ def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
         valid = perplexity(loaded, str(SHARED_DATA / "ptb_lm" / "valid.txt"), train.eval_batch_size)
         test = perplexity(loaded, str(SHARED_DATA / "ptb_lm" / "test.txt"), train.test_batch_size)
         assert math.isclose(valid, entry.valid_ppl, abs_tol=0.01) and math.isclose(test, entry.test_ppl, abs_tol=0.01)
+
+
+def test_the_default_model_parses_an_argument_and_standard_input():
+    import grammar_induce as gi
+
+    by_argument = CliRunner().invoke(main, ["parse", TEXT])
+    by_pipe = CliRunner().invoke(main, ["parse"], input=TEXT + "\nProfits rose. Analysts were surprised.\n")
+    assert by_argument.exit_code == 0 and by_pipe.exit_code == 0, by_argument.output + by_pipe.output
+    first = by_pipe.stdout.splitlines()[0]
+    assert first == by_argument.stdout.strip() and trees.leaves(trees.parse_brackets(first)) == TOKENS
+    assert trees.leaves(trees.parse_brackets(by_pipe.stdout.splitlines()[1])) == \
+        ["Profits", "rose", ".", "Analysts", "were", "surprised", "."]
+    assert gi.load().models[0].source == str(pretrained.catalogue()[pretrained.DEFAULT_MODEL].paths[0])
+    table = CliRunner().invoke(main, ["evaluate", "--quiet", "--max-length", "10"])  # en on the quick start's trees
+    assert table.exit_code == 0 and "student (CKY) *" in table.stdout
