@@ -352,3 +352,17 @@ def test_the_quick_start_config_says_its_vocabulary_size():
     text = (ROOT / "grammar_induce" / "resources" / "quickstart.toml").read_text()
     words = {w for line in (ROOT / "grammar_induce" / "resources" / "synthetic" / "train.txt").open() for w in line.split()}
     assert f"a vocabulary of {len(words)} words" in text
+
+
+def test_a_students_long_line_is_split_greedily_and_says_so(tiny_run, tmp_path, monkeypatch):
+    from grammar_induce import structs
+
+    text = small_text(tmp_path)
+    gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "s", log=lambda s: None, **SMALL)
+    words = " ".join(f"w{k % 7}" for k in range(30))
+    exact = cli("parse", "--model", tmp_path / "s" / "best.pt", words)
+    monkeypatch.setattr(structs, "EXACT_LIMIT", 10)
+    greedy = cli("parse", "--model", tmp_path / "s" / "best.pt", words, "a b")
+    assert greedy.exit_code == 0 and "1 line of more than 10 words: the student's CKY split them greedily" in greedy.stderr
+    assert trees.leaves(trees.parse_brackets(greedy.stdout.splitlines()[0])) == words.split()
+    assert "greedily" not in exact.stderr
