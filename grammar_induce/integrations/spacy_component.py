@@ -81,8 +81,16 @@ class GrammarInduce:
         self.name = name
         self.models = [model] if isinstance(model, str) else list(model)
         self.options = options
-        self.parser = api.load(*self.models, **options)
+        # a checkpoint path that is not there may be the copy nlp.to_disk keeps beside the pipeline, which
+        # from_disk loads next; anything else (a bad name, a bad setting) is refused here, at add_pipe
+        self._parser = None if any(_copied_later(m) for m in self.models) else api.load(*self.models, **options)
         _register_extensions()
+
+    @property
+    def parser(self) -> api.Parser:
+        if self._parser is None:
+            self._parser = api.load(*self.models, **self.options)  # says which checkpoint is missing
+        return self._parser
 
     def __call__(self, doc: Doc) -> Doc:
         return next(self.pipe([doc]))
@@ -111,8 +119,13 @@ class GrammarInduce:
         if copied.is_dir():
             by_position = {int(f.name.split("-", 1)[0]): f for f in copied.iterdir()}
             self.models = [str(by_position.get(k, model)) for k, model in enumerate(self.models)]
-            self.parser = api.load(*self.models, **self.options)
+            self._parser = api.load(*self.models, **self.options)
         return self
+
+
+def _copied_later(model: str) -> bool:
+    """A checkpoint's path (not a shipped name) whose file is not there."""
+    return pretrained.find(model) is None and not Path(model).exists() and ("/" in model or model.endswith(".pt"))
 
 
 def _sentences(doc: Doc) -> list[Span]:
