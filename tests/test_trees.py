@@ -177,6 +177,13 @@ def test_standardize():
     assert trees.standardize([]) == []
 
 
+def assert_most_voted(voted, voters: list, weights: list[float], words: list[str]) -> None:
+    """`voted` holds as many weighted votes as the best of every binary tree over `words`."""
+    candidates = list(all_binary_trees(words))
+    score = [sum(w * len(trees.spans(c) & trees.spans(v)) for v, w in zip(voters, weights)) for c in candidates]
+    assert score[candidates.index(voted)] == max(score)
+
+
 def test_weighted_span_voting_equals_brute_force():
     rng = random.Random(3)
     for n in range(2, 8):
@@ -185,8 +192,7 @@ def test_weighted_span_voting_equals_brute_force():
         for _ in range(20):
             members = [rng.choice(candidates) for _ in range(rng.randint(1, 4))]
             weights = [rng.choice([0.25, 0.5, 1.0, 2.0]) for _ in members]
-            score = [sum(w * len(trees.spans(c) & trees.spans(m)) for m, w in zip(members, weights)) for c in candidates]
-            assert score[candidates.index(most_voted_tree(members, weights))] == max(score)
+            assert_most_voted(most_voted_tree(members, weights), members, weights, words)
 
 
 def test_a_right_branching_voter_is_one_more_weighted_voter():
@@ -195,13 +201,10 @@ def test_a_right_branching_voter_is_one_more_weighted_voter():
     rng = random.Random(4)
     for n in range(3, 8):
         words = [f"w{k}" for k in range(n)]
-        candidates = list(all_binary_trees(words))
         for _ in range(10):
             members = [Parsed(words, [[rng.random() for _ in words]], [[0.0] * n]) for _ in range(2)]
             voters = [m.tree(1) for m in members] + [trees.right_branching(words)]
             for weight in (0.5, 1.0):
-                score = [sum(w * len(trees.spans(c) & trees.spans(v)) for v, w in zip(voters, [1, 1, weight]))
-                         for c in candidates]
                 voted = combine([members], [1, 1], ParseOptions(layers=(1, 1), right_voter=weight))[0]
-                assert score[candidates.index(voted)] == max(score)
+                assert_most_voted(voted, voters, [1, 1, weight], words)
             assert combine([members], [1, 1], ParseOptions(layers=(1, 1), right_voter=5.0))[0] == voters[-1]
