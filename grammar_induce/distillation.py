@@ -25,7 +25,7 @@ from . import checkpoint, precision, structs, trees
 from .checkpoint import LoadedModel
 from .config import Config, ModelConfig
 from .distances import check_members, is_student, parse_words, token_rows
-from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
+from .ensemble import Parsed, ParseOptions, combine, layers_by_agreement, resolve_layers
 from .files import InputError, atomic_write, plural, read_lines, refuse_overwriting
 from .metrics import SpanMetric
 from .rundir import append_metrics
@@ -118,7 +118,7 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     return out_dir / "best.pt"
 
 
-STATE = "resume.pt"  # in the work folder: the round and epoch reached, the student and optimizer, the targets
+STATE = "resume.pt"  # in the work folder: the round and epoch reached, the student and its optimizer
 
 
 def _student_files(rounds: int) -> list[str]:
@@ -171,11 +171,14 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
             began = time.time()
             if state and round_number == first:
                 fixed = _saved_options(options, state)
-                train_targets = _targets_from(train_words, state["train_targets"])
-                valid_targets = _targets_from(valid_words, state["valid_targets"])
+                saved = torch.load(work / _targets_file(round_number), map_location="cpu", weights_only=True)
+                train_targets = _targets_from(train_words, saved["train"])
+                valid_targets = _targets_from(valid_words, saved["valid"])
             else:
                 train_targets, fixed = ensemble_targets(members, train_words, options)
                 valid_targets, _ = ensemble_targets(members, valid_words, fixed)
+                _save(work / _targets_file(round_number), {"train": _saved_targets(train_targets),
+                                                           "valid": _saved_targets(valid_targets)})
                 log(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
                     f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out "
                     f"sentences in {time.time() - began:.0f} s")
@@ -189,6 +192,10 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
     student = members[-1]
     checkpoint.save(work / "best.pt", student.model, student.vocab, student.tokenizer, student.config,
                     provenance=student.provenance)
+
+
+def _targets_file(round_number: int) -> str:
+    return f"targets-{round_number}.pt"  # in the work folder: a round's targets, for resuming within it
 
 
 def _saved_options(options: ParseOptions, state: dict) -> ParseOptions:
@@ -236,11 +243,20 @@ def ensemble_targets(models: list[LoadedModel], sentences: list[list[str]], opti
         parsed = [parse_words(m, chunk, options.batch_size, products=products) for m in models]
         if start == 0:
             options = _fixed_layers(models, parsed, options)
-        members = [list(column) for column in zip(*parsed)]
-        found += combine(members, list(options.layers), options)
-        confident += [_majority([p.tree(layer, options.distance, options.decoder) for p, layer
-                                 in zip(column, options.layers)]) for column in members]
+        part = targets_of(parsed, options)
+        found += part.trees
+        confident += part.confident
     return Targets(sentences, found, confident), options
+
+
+def targets_of(parsed: list[list[Parsed]], options: ParseOptions) -> Targets:
+    """The targets of sentences the members have read (`parsed`: per member, per sentence), with the
+    members' layers fixed in `options`: the ensemble's trees and the spans most members hold."""
+    members = [list(column) for column in zip(*parsed)]
+    found = combine(members, list(options.layers), options)
+    confident = [_majority([p.tree(layer, options.distance, options.decoder) for p, layer in zip(column, options.layers)])
+                 for column in members]
+    return Targets([column[0].words for column in members], found, confident)
 
 
 def _fixed_layers(models: list[LoadedModel], parsed: list, options: ParseOptions) -> ParseOptions:
@@ -302,20 +318,19 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
         if agreement > best_f1 or settings.keep == "last":
             best_f1, best_state = agreement, copy.deepcopy(model.state_dict())
         if options is not None:
-            _save_state(out_dir, {"round": round_number, "epoch": epoch, "model": model.state_dict(),
-                                  "optimizer": optimizer.state_dict(), "best_f1": best_f1, "best_state": best_state,
-                                  "python_rng": _plain(rng.getstate()), "torch_rng": torch.get_rng_state(),
-                                  "settings": asdict(settings), "options": _options_state(options),
-                                  "train_targets": _saved_targets(train), "valid_targets": _saved_targets(valid)})
+            _save(out_dir / STATE, {"round": round_number, "epoch": epoch, "model": model.state_dict(),
+                                    "optimizer": optimizer.state_dict(), "best_f1": best_f1, "best_state": best_state,
+                                    "python_rng": _plain(rng.getstate()), "torch_rng": torch.get_rng_state(),
+                                    "settings": asdict(settings), "options": _options_state(options)})
     model.load_state_dict(best_state)
     model.eval()
     return student
 
 
-def _save_state(work: Path, state: dict) -> None:
+def _save(path: Path, state: dict) -> None:
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    atomic_write(work / STATE, lambda f: f.write(buffer.getbuffer()))
+    atomic_write(path, lambda f: f.write(buffer.getbuffer()))
 
 
 def _options_state(options: ParseOptions) -> dict:

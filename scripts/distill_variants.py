@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -20,8 +21,8 @@ import torch
 import grammar_induce as gi
 from grammar_induce import checkpoint, trees
 from grammar_induce.distances import parse_words
-from grammar_induce.distillation import DistillSettings, Targets, _majority, train_student
-from grammar_induce.ensemble import ParseOptions, combine, layers_by_agreement
+from grammar_induce.distillation import DistillSettings, Targets, targets_of, train_student
+from grammar_induce.ensemble import ParseOptions, layers_by_agreement
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.treebank import TagFilter, read_gold
 
@@ -73,9 +74,10 @@ def main() -> None:
         members = [(g, k) for g in group_names for k in range(len(models[g]))]
         options = ParseOptions(decoder="gap", combine="mbr", right_voter=right)
         layers = list(layers_by_agreement([parsed[g, k, "train"][:4096] for g, k in members], options))
+        options = replace(options, layers=tuple(layers))
 
-        def targets(part: str, members=members, layers=layers, options=options) -> Targets:
-            return targets_of([parsed[g, k, part] for g, k in members], layers, options)
+        def targets(part: str, members=members, options=options) -> Targets:
+            return targets_of([parsed[g, k, part] for g, k in members], options)
 
         teacher_f1 = f1(targets("gold").trees, gold_spans)
         began = time.time()
@@ -97,15 +99,6 @@ def main() -> None:
 def sentences_of(path: str) -> list[list[str]]:
     with open(path) as f:
         return [line.split() for line in f if line.strip()]
-
-
-def targets_of(members: list[list], layers: list[int], options: ParseOptions) -> Targets:
-    """The ensemble's trees and the spans most members hold, from the members' distances."""
-    columns = [list(c) for c in zip(*members)]
-    found = combine(columns, layers, options)
-    return Targets([c[0].words for c in columns], found,
-                   [_majority([p.tree(layer, options.distance, options.decoder) for p, layer in zip(c, layers)])
-                    for c in columns])
 
 
 def f1(predicted: list, gold_spans: list[set]) -> float:
