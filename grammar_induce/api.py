@@ -15,17 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import pretrained, trees
+from . import trees
 from .files import InputError, SettingError
+from .models import pretrained
 
 if TYPE_CHECKING:
     import nltk
 
-    from .checkpoint import LoadedModel
-    from .ensemble import ParseOptions
-    from .formats import SentenceResult
-    from .parse import ParseSummary
-    from .scoring import Report
+    from .inference.ensemble import ParseOptions
+    from .models.checkpoint import LoadedModel
+    from .output.formats import SentenceResult
+    from .workflows.parse import ParseSummary
+    from .workflows.scoring import Report
 
 LABEL = "X"  # the one label of every constituent: the trees are unlabeled
 
@@ -65,7 +66,7 @@ class Parser:
     """One model or an ensemble, with the settings it parses with. Make one with `load`."""
 
     def __init__(self, models: list[LoadedModel], options: ParseOptions, notes: Sequence[str] = ()):
-        from .distances import check_members
+        from .inference.members import check_members
 
         check_members(models)
         self.models = models
@@ -127,7 +128,7 @@ class Parser:
         come as soon as their lines do."""
         from dataclasses import replace
 
-        from .parse import PAUSE, parse
+        from .workflows.parse import PAUSE, parse
 
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
@@ -149,9 +150,9 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     mbr (span voting) or mean (mean gap scores); `right_voter`: the weight of a right-branching tree as one
     more voter in span voting (0: none). `pretokenized`: sentences are tokens separated by spaces (already
     segmented Chinese, say), not split again. `parse_many` also takes lists of tokens."""
-    from . import checkpoint
-    from .distributed import resolve_device
-    from .ensemble import resolve_layers
+    from .inference.ensemble import resolve_layers
+    from .models import checkpoint
+    from .runtime.distributed import resolve_device
 
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized)
@@ -167,7 +168,7 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
                   pretokenized: bool = False) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
     from .config import PRECISIONS
-    from .ensemble import COMBINERS, DECODERS, ParseOptions
+    from .inference.ensemble import COMBINERS, DECODERS, ParseOptions
 
     for setting, value, allowed in (("distance", distance, ("forget", "input")), ("decoder", decoder, DECODERS),
                                     ("combine", combine, COMBINERS), ("precision", precision, PRECISIONS)):
@@ -199,8 +200,8 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
     trees (a Path, one per line; `labeled` for PTB-style trees) against gold trees with the paper's
     protocol: the numbers `grammar-induce evaluate` prints, as a Report (`.rows[name].sentence_f1`,
     `.table()`, `.to_dict()`). `treebank`: ptb or ctb, which leaves count as words (or `punct_tags`)."""
-    from . import scoring
-    from .treebank import TagFilter
+    from .text.treebank import TagFilter
+    from .workflows import scoring
 
     if isinstance(predicted, str):
         predicted = Path(predicted)  # a path as a str: the file of trees it names
@@ -232,8 +233,8 @@ def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: st
     confident, student_batch_size, keep, ...). A folder holding a student already is refused unless
     `force`; `resume` goes on with an interrupted run (kept in `out`.partial).
     Returns the student as a Parser; its checkpoint is `out`/best.pt."""
-    from .distillation import DistillSettings
-    from .distillation import distill as run
+    from .workflows.distillation import DistillSettings
+    from .workflows.distillation import distill as run
 
     try:
         checked = DistillSettings(**settings)

@@ -13,9 +13,9 @@ from pathlib import Path
 import click
 
 from . import config as config_module
-from .ensemble import COMBINERS, DECODERS
-from .formats import ALL_LAYERS, FORMATS, PICTURES
-from .pretrained import DEFAULT_MODEL
+from .inference.ensemble import COMBINERS, DECODERS
+from .models.pretrained import DEFAULT_MODEL
+from .output.formats import ALL_LAYERS, FORMATS, PICTURES
 
 RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
 QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
@@ -136,7 +136,7 @@ def main() -> None:
 def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
           max_minutes, seed, direction, precision, keep_epochs, workers, overrides, resume, force, quiet) -> None:
     """Train an ON-LSTM language model (the paper's AWD-LSTM recipe)."""
-    from . import train as train_workflow
+    from .workflows import train as train_workflow
 
     config_path = config_path or QUICKSTART_CONFIG
     out_dir = out_dir or Path("runs") / config_path.stem
@@ -169,7 +169,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
 @user_errors
 def prepare(text_file, config_path, tokenizer, direction, workers, overrides) -> None:
     """Tokenize a training file into the token cache ahead of training, and say what it holds."""
-    from . import corpus
+    from .text import corpus
 
     raw = config_module.load(config_path or QUICKSTART_CONFIG)
     flags = {"data.tokenizer": tokenizer, "model.direction": direction, "data.workers": workers}
@@ -228,7 +228,7 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
             pretokenized: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
-    from .distances import is_student
+    from .inference.members import is_student
 
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
@@ -273,8 +273,8 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, layers, distance,
           decoder, combine, right_voter, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees."""
-    from . import parse as parse_workflow
     from .files import check_folder_output, check_output, progress_bar, refuse_overwriting
+    from .workflows import parse as parse_workflow
 
     if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
         check_folder_output(output_path, parse_workflow.PICTURE_FILE)
@@ -306,7 +306,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     for text in summary.notes:
         _note(text)
     if summary.agreement and len(models) > 1:
-        from .scoring import agreement_table
+        from .workflows.scoring import agreement_table
 
         click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score)
                                     in enumerate(zip(models, summary.agreement))}), err=True)
@@ -344,9 +344,10 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
              save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, right_voter,
              batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
-    from . import api, scoring
+    from . import api
     from .files import check_output, files_under, refuse_overwriting, write_all
     from .trees import to_brackets
+    from .workflows import scoring
 
     if model_names and pred_path is not None:
         raise click.UsageError("give one of --model and --pred, not both")
@@ -416,7 +417,7 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
 @main.command()
 def models() -> None:
     """List the models that ship with grammar-induce (use a name with --model, or gi.load(name))."""
-    from .pretrained import catalogue, table
+    from .models.pretrained import catalogue, table
 
     click.echo(table() if catalogue() else "no models ship with this installation")
 
@@ -428,8 +429,8 @@ def models() -> None:
 @user_errors
 def plot(run_dirs, output_path) -> None:
     """Draw the learning curves of one or more run directories in one chart."""
-    from .draw import write_curves
     from .files import check_output, files_under, plural, refuse_overwriting
+    from .output.draw import write_curves
 
     check_output(output_path)
     refuse_overwriting({"--output": output_path}, [f for run_dir in run_dirs for f in files_under(run_dir)])
@@ -475,7 +476,7 @@ def _live_lines(stream) -> Iterator[object]:
     import threading
 
     from .files import read_lines
-    from .parse import PAUSE
+    from .workflows.parse import PAUSE
 
     lines: queue.Queue = queue.Queue(maxsize=4096)
     end = object()

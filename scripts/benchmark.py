@@ -4,17 +4,17 @@
                                 [--precisions fp32,bf16]
 
 For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in each precision
-(fp32, and bf16 where the hardware has bfloat16 units; see grammar_induce/precision.py):
+(fp32, and bf16 where the hardware has bfloat16 units; see grammar_induce/runtime/precision.py):
 - each kind of matrix product of a training batch, alone (milliseconds);
 - training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step;
   fixed sequence length), the median over batches after warm-up, and the "floor": the time of
   only the matrix products one such batch must do (forward and backward of every input map,
   of the hidden map at every step, and of the decoder, at their real shapes), in the same
   precision; and training as the paper's code trains (per-step layers through autograd,
-  `grammar_induce.reference`), the baseline of the speed-ups;
+  `grammar_induce.models.reference`), the baseline of the speed-ups;
 - parsing sentences/s of 20-word sentences, one at a time and in batches of 64 and 256, with
   the forward floor in the same precision, and one at a time with the plain per-step implementation
-  (`grammar_induce.reference`): as the paper's code runs it (the DropConnect weight scaled
+  (`grammar_induce.models.reference`): as the paper's code runs it (the DropConnect weight scaled
   at every step) and with the weight scaled once per sentence;
 - parsing with a two-model ensemble (one forward and one backward model, span voting) against
   one model, both through the whole `parse` workflow (tokenizing, distances, trees, rendering),
@@ -135,8 +135,8 @@ def bench_training(name: str, device_name: str, batches: int, precision: str) ->
 
     import torch
 
-    from grammar_induce.model import ONLSTMLanguageModel
-    from grammar_induce.train import make_optimizer, train_step
+    from grammar_induce.models.onlstm import ONLSTMLanguageModel
+    from grammar_induce.workflows.train import make_optimizer, train_step
 
     device = torch.device(device_name)
     cfg = model_config(name)
@@ -179,9 +179,9 @@ def bench_reference_training(name: str, device_name: str, batches: int) -> dict:
     """Training as the paper's code trains: per-step layers through autograd, then clipping and an SGD step."""
     import torch
 
-    from grammar_induce.model import ONLSTMLanguageModel
-    from grammar_induce.reference import reference_training_loss
-    from grammar_induce.train import make_optimizer
+    from grammar_induce.models.onlstm import ONLSTMLanguageModel
+    from grammar_induce.models.reference import reference_training_loss
+    from grammar_induce.workflows.train import make_optimizer
 
     device = torch.device(device_name)
     cfg = model_config(name)
@@ -212,9 +212,9 @@ def loaded_model(name: str, device, direction: str = "forward", seed: int = 0):
 
     import torch
 
-    from grammar_induce.checkpoint import LoadedModel
-    from grammar_induce.data import Tokenizer, Vocab
-    from grammar_induce.model import build_model
+    from grammar_induce.models.checkpoint import LoadedModel
+    from grammar_induce.models.onlstm import build_model
+    from grammar_induce.text.tokenizer import Tokenizer, Vocab
 
     cfg = model_config(name)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, direction=direction))
@@ -227,7 +227,7 @@ def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_la
                   precision: str = "fp32") -> dict:
     import torch
 
-    from grammar_induce.distances import parse_words
+    from grammar_induce.inference.members import parse_words
 
     device = torch.device(device_name)
     loaded = loaded_model(name, device)
@@ -251,7 +251,7 @@ def bench_reference_parsing(name: str, device_name: str, count: int, scale_every
     """One sentence at a time through the plain per-step implementation."""
     import torch
 
-    from grammar_induce.reference import reference_distances
+    from grammar_induce.models.reference import reference_distances
     from grammar_induce.trees import tree_from_distances
 
     device = torch.device(device_name)
@@ -271,8 +271,8 @@ def bench_ensemble(name: str, device_name: str, count: int) -> dict:
     """The parse workflow with a forward and a backward model (span voting) against the forward one alone."""
     import torch
 
-    from grammar_induce.ensemble import ParseOptions
-    from grammar_induce.parse import parse
+    from grammar_induce.inference.ensemble import ParseOptions
+    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
@@ -287,8 +287,8 @@ def bench_long_line(name: str, device_name: str, words: int) -> dict:
     """One line of `words` words through the parse workflow: words per second."""
     import torch
 
-    from grammar_induce.ensemble import ParseOptions
-    from grammar_induce.parse import parse
+    from grammar_induce.inference.ensemble import ParseOptions
+    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     loaded = loaded_model(name, device)
@@ -303,8 +303,8 @@ def bench_ensemble_long_line(name: str, device_name: str, words: int) -> dict:
     voting over the whole line): seconds, beside the forward model alone."""
     import torch
 
-    from grammar_induce.ensemble import ParseOptions
-    from grammar_induce.parse import parse
+    from grammar_induce.inference.ensemble import ParseOptions
+    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
@@ -321,12 +321,12 @@ def bench_student(name: str, device_name: str, count: int, words: int) -> dict:
 
     import torch
 
-    from grammar_induce.checkpoint import LoadedModel
     from grammar_induce.config import Config, ModelConfig
-    from grammar_induce.distillation import DistillSettings
-    from grammar_induce.ensemble import ParseOptions
-    from grammar_induce.parse import parse
-    from grammar_induce.student import SpanParser
+    from grammar_induce.inference.ensemble import ParseOptions
+    from grammar_induce.models.checkpoint import LoadedModel
+    from grammar_induce.models.span_parser import SpanParser
+    from grammar_induce.workflows.distillation import DistillSettings
+    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
@@ -405,7 +405,7 @@ def main() -> None:
 def default_precisions(device: str) -> list[str]:
     import torch
 
-    from grammar_induce.precision import bf16_hardware
+    from grammar_induce.runtime.precision import bf16_hardware
 
     return ["fp32", "bf16"] if bf16_hardware(torch.device(device)) else ["fp32"]
 
@@ -468,10 +468,10 @@ def print_speedups(results: dict, names: list[str], precisions: list[str]) -> No
 
 
 def time_steps(device: str) -> str:
-    """How the layers' time steps ran: in C (CPU, see grammar_induce/native.py) or as tensor ops."""
+    """How the layers' time steps ran: in C (CPU, see grammar_induce/models/native.py) or as tensor ops."""
     import torch
 
-    from grammar_induce import native
+    from grammar_induce.models import native
 
     return "C" if native.usable(torch.empty(0, device=device)) else "tensor ops"
 

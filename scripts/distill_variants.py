@@ -19,12 +19,13 @@ from pathlib import Path
 import torch
 
 import grammar_induce as gi
-from grammar_induce import checkpoint, trees
-from grammar_induce.distances import parse_words
-from grammar_induce.distillation import DistillSettings, Targets, targets_of, train_student
-from grammar_induce.ensemble import ParseOptions, layers_by_agreement
+from grammar_induce import trees
+from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement
+from grammar_induce.inference.members import parse_words
 from grammar_induce.metrics import SpanMetric
-from grammar_induce.treebank import TagFilter, read_gold
+from grammar_induce.models import checkpoint
+from grammar_induce.text.treebank import TagFilter, read_gold
+from grammar_induce.workflows.distillation import DistillSettings, Targets, targets_of, train_student
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 TEACHERS = {

@@ -23,13 +23,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grammar_induce import checkpoint, pretrained
-from grammar_induce.data import Tokenizer
-from grammar_induce.distances import parse_words
-from grammar_induce.ensemble import ParseOptions, layers_by_agreement
-from grammar_induce.scoring import EvalOptions, evaluate_models
-from grammar_induce.train import perplexity
-from grammar_induce.treebank import TagFilter, read_gold
+from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement
+from grammar_induce.inference.members import parse_words
+from grammar_induce.models import checkpoint, pretrained
+from grammar_induce.text.tokenizer import Tokenizer
+from grammar_induce.text.treebank import TagFilter, read_gold
+from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
+from grammar_induce.workflows.train import perplexity
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"

@@ -34,7 +34,7 @@ def token_cache(tmp_path_factory) -> Path:
     """The token cache of this test session (and of the processes it starts), not the user's."""
     import os
 
-    from grammar_induce.corpus import CACHE_ENV
+    from grammar_induce.text.corpus import CACHE_ENV
 
     path = tmp_path_factory.mktemp("token_cache")
     os.environ[CACHE_ENV] = str(path)
@@ -53,7 +53,7 @@ def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """A trained tiny model's run directory (trained once per test session)."""
-    from grammar_induce.train import train
+    from grammar_induce.workflows.train import train
 
     out = tmp_path_factory.mktemp("tiny_run")
     train(tiny_config(), out, **QUIET)
@@ -62,7 +62,7 @@ def tiny_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_run):
-    from grammar_induce import checkpoint
+    from grammar_induce.models import checkpoint
 
     return checkpoint.load(tiny_run / "best.pt")
 
@@ -70,7 +70,7 @@ def tiny_model(tiny_run):
 @pytest.fixture(scope="session")
 def tiny_backward_run(tmp_path_factory) -> Path:
     """A tiny model trained to read sentences right to left."""
-    from grammar_induce.train import train
+    from grammar_induce.workflows.train import train
 
     out = tmp_path_factory.mktemp("tiny_backward_run")
     train(tiny_config(model={"direction": "backward"}), out, **QUIET)
@@ -79,6 +79,6 @@ def tiny_backward_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_backward_model(tiny_backward_run):
-    from grammar_induce import checkpoint
+    from grammar_induce.models import checkpoint
 
     return checkpoint.load(tiny_backward_run / "best.pt")

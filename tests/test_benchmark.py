@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from grammar_induce import native
-from grammar_induce.precision import bf16_hardware
+from grammar_induce.models import native
+from grammar_induce.runtime.precision import bf16_hardware
 
 from .conftest import ROOT
 

@@ -2,13 +2,13 @@ import json
 
 import torch
 
-from grammar_induce import checkpoint
 from grammar_induce.config import Config
-from grammar_induce.data import Tokenizer, Vocab
-from grammar_induce.ensemble import ParseOptions
-from grammar_induce.formats import render
-from grammar_induce.parse import parse_sentences
-from grammar_induce.train import train
+from grammar_induce.inference.ensemble import ParseOptions
+from grammar_induce.models import checkpoint
+from grammar_induce.output.formats import render
+from grammar_induce.text.tokenizer import Tokenizer, Vocab
+from grammar_induce.workflows.parse import parse_sentences
+from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, tiny_config
 from .test_model import tiny_model

@@ -3,9 +3,10 @@ punctuation round trip through the tokenizer and the tree, and the shipped `zh` 
 
 import pytest
 
-from grammar_induce import pretrained, trees
-from grammar_induce.data import Tokenizer
-from grammar_induce.treebank import TagFilter, read_gold
+from grammar_induce import trees
+from grammar_induce.models import pretrained
+from grammar_induce.text.tokenizer import Tokenizer
+from grammar_induce.text.treebank import TagFilter, read_gold
 
 from .conftest import SHARED_DATA
 

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from grammar_induce import corpus
-from grammar_induce.data import EOS, Tokenizer, build_vocab, encode_stream, read_corpus
 from grammar_induce.files import InputError
+from grammar_induce.text import corpus
+from grammar_induce.text.tokenizer import EOS, Tokenizer, build_vocab, encode_stream, read_corpus
 
 from .conftest import ROOT
 from .test_cli import CHINESE, run

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grammar_induce.data import (
+from grammar_induce.text.tokenizer import (
     EOS,
     UNK,
     InputError,

@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 import grammar_induce as gi
-from grammar_induce import checkpoint
 from grammar_induce.cli import main
-from grammar_induce.distances import is_student
+from grammar_induce.inference.members import is_student
+from grammar_induce.models import checkpoint
 
 from .conftest import ROOT
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from grammar_induce.distributed import World
-from grammar_induce.train import train
+from grammar_induce.runtime.distributed import World
+from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, tiny_config
 

@@ -4,8 +4,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from grammar_induce import draw, trees
+from grammar_induce import trees
 from grammar_induce.cli import main
+from grammar_induce.output import draw
 
 from .test_cli import run
 

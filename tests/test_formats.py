@@ -4,7 +4,7 @@ import nltk
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.formats import RENDERERS, MemberResult, SentenceResult, render
+from grammar_induce.output.formats import RENDERERS, MemberResult, SentenceResult, render
 
 BRACKETS = ["(", ")", "[", "]", "{", "}"]
 

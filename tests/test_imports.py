@@ -1,64 +1,96 @@
-"""The package's shape: imports point one way, and what needs no torch does not load it."""
+"""The package's shape: folders are layers, imports point down, and what needs no torch does not load it.
+
+From the top: the way in (cli, api), workflows, inference, models, text and output (side by side), runtime,
+and the core (trees, metrics, files, config). A module imports its own folder and the layers below it,
+never above or beside; no workflow imports another; the core imports only `files`; nothing imports the
+integrations.
+"""
 
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT
 
 PACKAGE = ROOT / "grammar_induce"
-API = {"api"}  # the Python API: over the workflows, under the command line
-WORKFLOWS = {"train", "parse", "scoring", "distillation"}
-STANDALONE = {"trees", "metrics", "config", "files"}  # import nothing else from the package but files' errors
-CORE = {"model", "data", "trees", "metrics", "config", "files", "formats", "treebank", "checkpoint", "native",
-        "reference", "recurrence", "distributed", "precision", "rundir", "ensemble", "distances", "pretrained", "corpus",
-        "voting", "structs", "student"}
-# none of the core draws pictures
+CORE = {"trees", "metrics", "files", "config"}
+RANKS = {"core": 0, "runtime": 1, "text": 2, "output": 2, "models": 3, "inference": 4, "workflows": 5, "way in": 6}
+WAY_IN = {"api", "cli", "__init__", "__main__"}
 
 
-def package_imports(module: str) -> set[str]:
-    """Every module of the package that `module` imports, at the top or inside a function."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+def place(module: str) -> str:
+    """The layer of a module given as its dotted path inside the package ("workflows.parse", "trees")."""
+    top = module.split(".")[0]
+    if top in WAY_IN:
+        return "way in"
+    if top in CORE:
+        return "core"
+    return top
+
+
+def package_imports(path: Path, text: str | None = None) -> set[str]:
+    """The package's modules (dotted, inside the package) that the file (or `text` as that file) imports, at
+    the top or in a function."""
+    here = path.relative_to(PACKAGE).with_suffix("").parts[:-1]
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module} if node.module else {alias.name for alias in node.names}
-    return {name.split(".")[0] for name in found}
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = [*here[: len(here) - node.level + 1], *([node.module] if node.module else [])]
+            for alias in node.names:  # a module imported by name (`from ..workflows import parse`), else its package
+                module = [*base, alias.name]
+                found.add(".".join(module if PACKAGE.joinpath(*module).with_suffix(".py").exists() else base))
+    return found
 
 
-MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_imports_point_from_cli_to_the_api_to_workflows_to_core(module):
-    imported = package_imports(module)
-    assert "cli" not in imported, f"{module} imports the command line"
-    if module not in API | {"cli"}:
-        assert not imported & API, f"{module} imports the API"
-    if module in WORKFLOWS:
-        assert not imported & WORKFLOWS, f"workflow {module} imports the workflow(s) {imported & WORKFLOWS}"
-    elif module not in API | {"cli"}:
-        assert not imported & WORKFLOWS, f"core module {module} imports a workflow"
-    if module in STANDALONE:
-        assert imported <= {"files"} - {module}, f"{module} imports {imported}"
-    assert "integrations" not in imported, f"{module} imports the glue for other libraries"
-    if module in CORE:
-        assert "draw" not in imported, f"core module {module} imports draw"
+def name_of(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=name_of)
+def test_imports_point_down_the_layers(path):
+    module = name_of(path)
+    if module.startswith("integrations"):
+        return  # the glue: its own test below
+    layer = place(module)
+    for imported in package_imports(path):
+        other = place(imported)
+        assert other != "integrations", f"{module} imports the glue for other libraries ({imported})"
+        if layer == "core":
+            assert imported == "files" and module != "files", f"core module {module} imports {imported}"
+        elif other == layer:
+            assert layer != "workflows", f"workflow {module} imports the workflow {imported}"
+        else:
+            assert RANKS[other] < RANKS[layer], f"{module} ({layer}) imports {imported} ({other}), a layer not below it"
+    if module not in ("cli", "__main__"):
+        assert "cli" not in package_imports(path), f"{module} imports the command line"
 
 
 def test_the_integrations_use_the_api_and_nothing_imports_them():
     for path in (PACKAGE / "integrations").glob("*.py"):
-        tree = ast.parse(path.read_text())
-        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 2
-                    for alias in node.names}
+        imported = {name.split(".")[-1] for name in package_imports(path)} - {"integrations"}
         assert imported <= {"api", "pretrained", "trees"}, f"{path.name} imports {imported}"
 
 
-def test_the_lists_above_name_real_modules():
-    assert API | WORKFLOWS | STANDALONE | CORE <= set(MODULES) and "cli" in MODULES
-    assert set(MODULES) - API - WORKFLOWS - CORE == {"cli", "draw"}  # every module has its place
+def test_every_folder_is_a_layer():
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(RANKS) - {"core", "way in"} | {"integrations"}
+    flat = {p.stem for p in PACKAGE.glob("*.py")}
+    assert flat == CORE | WAY_IN
+
+
+def test_the_rule_reads_imports_up_and_across():
+    """The test above would see a model importing a workflow, or one workflow importing another."""
+    assert place("workflows.parse") == "workflows" and place("trees") == "core" and place("api") == "way in"
+    assert RANKS[place("inference.ensemble")] > RANKS[place("models.onlstm")] > RANKS[place("text.tokenizer")]
+    fake = PACKAGE / "models" / "x.py"
+    assert package_imports(fake, "from ..workflows import parse\nfrom .registry import KINDS\n") == {
+        "workflows.parse", "models.registry"}
 
 
 def run_python(code: str) -> str:
@@ -82,6 +114,6 @@ def test_help_and_scoring_a_file_of_trees_load_no_torch(tmp_path):
         "        main(args)\n"
         "    except SystemExit as e:\n"
         "        assert not e.code, e.code\n"
-        "print('torch' in sys.modules, 'grammar_induce.model' in sys.modules)\n")
+        "print('torch' in sys.modules, 'grammar_induce.models.onlstm' in sys.modules)\n")
     assert "100.0" in out  # the predicted tree is the gold tree
     assert out.strip().splitlines()[-1] == "False False"

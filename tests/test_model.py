@@ -3,11 +3,18 @@ import math
 import pytest
 import torch
 
-from grammar_induce import native
 from grammar_induce.config import ModelConfig
-from grammar_induce.model import ONLSTMLanguageModel, count_parameters, cross_entropy, cumax, keep_mask, paper_layer
-from grammar_induce.recurrence import _Recurrence, recurrence
-from grammar_induce.reference import reference_distances
+from grammar_induce.models import native
+from grammar_induce.models.onlstm import (
+    ONLSTMLanguageModel,
+    count_parameters,
+    cross_entropy,
+    cumax,
+    keep_mask,
+    paper_layer,
+)
+from grammar_induce.models.recurrence import _Recurrence, recurrence
+from grammar_induce.models.reference import reference_distances
 
 torch.set_default_dtype(torch.float32)
 
@@ -176,8 +183,8 @@ def test_parameter_count_of_the_paper_model():
 
 def test_the_paper_style_training_loss_is_the_models_without_dropout():
     """The benchmark's baseline (reference_training_loss) computes what training computes."""
-    from grammar_induce.reference import reference_training_loss
-    from grammar_induce.train import lm_loss
+    from grammar_induce.models.reference import reference_training_loss
+    from grammar_induce.workflows.train import lm_loss
 
     from .conftest import tiny_config
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from grammar_induce import native
-from grammar_induce.recurrence import _Recurrence
+from grammar_induce.models import native
+from grammar_induce.models.recurrence import _Recurrence
 
 from .test_model import fast, needs_c_steps, random_layer
 

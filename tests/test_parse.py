@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from grammar_induce import trees
-from grammar_induce.distances import parse_words
-from grammar_induce.ensemble import ParseOptions, member_agreement, middle_layer
 from grammar_induce.files import InputError
-from grammar_induce.formats import render
-from grammar_induce.parse import parse, parse_sentences, render_lines
+from grammar_induce.inference.ensemble import ParseOptions, member_agreement, middle_layer
+from grammar_induce.inference.members import parse_words
+from grammar_induce.output.formats import render
 from grammar_induce.trees import leaves, tree_from_distances
+from grammar_induce.workflows.parse import parse, parse_sentences, render_lines
 
 SENTENCES = [
     "the dog saw a cat .".split(),
@@ -164,7 +164,7 @@ def test_parsing_in_worker_processes_gives_the_same_results_in_order(tiny_model,
 
 
 def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
-    from grammar_induce.ensemble import Parsed, layers_by_agreement
+    from grammar_induce.inference.ensemble import Parsed, layers_by_agreement
 
     words = list("abcdefgh")
     # gap scores of five trees: a balanced one, shared by member A's layer 3 and member B's layer 1, and four
@@ -179,7 +179,7 @@ def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
 
 
 def test_one_layer_for_all_models_or_one_per_model(tiny_model):
-    from grammar_induce.ensemble import resolve_layers
+    from grammar_induce.inference.ensemble import resolve_layers
 
     assert resolve_layers(ParseOptions(), [tiny_model] * 2) == [2, 2]
     assert resolve_layers(ParseOptions(layers=(1,)), [tiny_model] * 2) == [1, 1]

@@ -4,11 +4,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from grammar_induce import precision
 from grammar_induce.cli import main
-from grammar_induce.distances import parse_words
 from grammar_induce.files import UserError
-from grammar_induce.recurrence import linear, product, recurrence
+from grammar_induce.inference.members import parse_words
+from grammar_induce.models.recurrence import linear, product, recurrence
+from grammar_induce.runtime import precision
 
 from .conftest import ROOT, tiny_config
 from .test_model import needs_c_steps, random_layer
@@ -183,8 +183,8 @@ def test_train_config_rejects_unknown_precisions():
 
 
 def test_the_lstm_baseline_keeps_its_layers_and_state_in_float32_under_bf16(with_bf16_units):
-    from grammar_induce import train as train_module
-    from grammar_induce.model import build_model
+    from grammar_induce.models.onlstm import build_model
+    from grammar_induce.workflows import train as train_module
 
     config = tiny_config(model={"kind": "lstm"}, train={"precision": "bf16"})
     model = build_model(30, config.model).eval()  # no dropout: the same function twice

@@ -6,9 +6,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from grammar_induce import checkpoint, pretrained, trees
+from grammar_induce import trees
 from grammar_induce.cli import main
-from grammar_induce.data import Tokenizer
+from grammar_induce.models import checkpoint, pretrained
+from grammar_induce.text.tokenizer import Tokenizer
 
 from .conftest import SHARED_DATA
 
@@ -92,7 +93,7 @@ def test_the_models_command_prints_every_number_of_the_catalogue():
 def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
     import json
 
-    from grammar_induce.train import perplexity
+    from grammar_induce.workflows.train import perplexity
 
     entry = pretrained.catalogue()[name]
     gold = ["--gold", CTB_DEV, "--treebank", "ctb"] if entry.language == "zh" else ["--gold", NLTK]

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from grammar_induce import trees
 from grammar_induce.cli import main
-from grammar_induce.data import Tokenizer
-from grammar_induce.formats import FORMATS
+from grammar_induce.output.formats import FORMATS
+from grammar_induce.text.tokenizer import Tokenizer
 
 from .conftest import QUIET, tiny_config
 
@@ -64,7 +64,7 @@ def test_attachment_is_low():
 
 @pytest.fixture(scope="module")
 def treebank_model(tmp_path_factory):
-    from grammar_induce.train import train
+    from grammar_induce.workflows.train import train
 
     out = tmp_path_factory.mktemp("treebank_run")
     train(tiny_config(data={"tokenizer": "treebank", "lowercase": True, "replace_digits": True}), out, **QUIET)

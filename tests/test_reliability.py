@@ -19,12 +19,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from grammar_induce import corpus, draw, voting
-from grammar_induce import train as train_module
 from grammar_induce.cli import main
 from grammar_induce.config import Config
 from grammar_induce.files import InputError
-from grammar_induce.train import train
+from grammar_induce.inference import voting
+from grammar_induce.output import draw
+from grammar_induce.text import corpus
+from grammar_induce.workflows import train as train_module
+from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, tiny_config
 
@@ -142,7 +144,7 @@ def test_resume_refuses_a_change_to_the_model_tokenizer_or_data_naming_key_and_v
 
 @pytest.mark.slow
 def test_every_option_parses_the_same_in_worker_processes_as_in_one(tiny_run, tiny_backward_run, tmp_path):
-    from grammar_induce import checkpoint
+    from grammar_induce.models import checkpoint
 
     vocab = checkpoint.load(tiny_run / "best.pt").vocab.words[2:]
     rng = random.Random(0)

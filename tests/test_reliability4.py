@@ -6,8 +6,8 @@ import pytest
 
 import grammar_induce as gi
 from grammar_induce import trees
-from grammar_induce.data import Tokenizer
 from grammar_induce.files import InputError, SettingError
+from grammar_induce.text.tokenizer import Tokenizer
 
 from .test_reliability import GOLD, cli, one_line_error
 
@@ -188,7 +188,8 @@ def test_a_failed_start_leaves_no_folder(tiny_run, tmp_path):
 
 def test_an_interrupted_distillation_keeps_the_old_student_and_resumes_to_the_same_student(tiny_run, tmp_path,
                                                                                           monkeypatch):
-    from grammar_induce import checkpoint, distillation
+    from grammar_induce.models import checkpoint
+    from grammar_induce.workflows import distillation
 
     text = small_text(tmp_path)
     whole = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "whole", log=lambda s: None,
@@ -357,7 +358,7 @@ def test_the_quick_start_config_says_its_vocabulary_size():
 
 
 def test_a_students_long_line_is_split_greedily_and_says_so(tiny_run, tmp_path, monkeypatch):
-    from grammar_induce import structs
+    from grammar_induce.models import structs
 
     text = small_text(tmp_path)
     gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "s", log=lambda s: None, **SMALL)

@@ -14,14 +14,15 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grammar_induce import checkpoint, trees
-from grammar_induce import train as train_module
+from grammar_induce import trees
 from grammar_induce.cli import main
-from grammar_induce.data import Tokenizer, read_corpus
-from grammar_induce.distances import parse_words
 from grammar_induce.files import InputError
-from grammar_induce.train import train
-from grammar_induce.treebank import TagFilter, read_gold
+from grammar_induce.inference.members import parse_words
+from grammar_induce.models import checkpoint
+from grammar_induce.text.tokenizer import Tokenizer, read_corpus
+from grammar_induce.text.treebank import TagFilter, read_gold
+from grammar_induce.workflows import train as train_module
+from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, tiny_config
 

@@ -7,9 +7,9 @@ import time
 import pytest
 import torch
 
-from grammar_induce import rundir
 from grammar_induce.files import InputError
-from grammar_induce.train import train
+from grammar_induce.runtime import rundir
+from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, tiny_config
 

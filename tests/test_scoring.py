@@ -3,12 +3,12 @@ import json
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.ensemble import ParseOptions
 from grammar_induce.files import InputError
+from grammar_induce.inference.ensemble import ParseOptions
+from grammar_induce.inference.voting import most_voted_tree
 from grammar_induce.metrics import SpanMetric
-from grammar_induce.scoring import EvalOptions, evaluate_file, evaluate_models, report_json
-from grammar_induce.treebank import TagFilter, read_gold
-from grammar_induce.voting import most_voted_tree
+from grammar_induce.text.treebank import TagFilter, read_gold
+from grammar_induce.workflows.scoring import EvalOptions, evaluate_file, evaluate_models, report_json
 
 from .conftest import ROOT
 
@@ -63,7 +63,7 @@ def test_labeled_pred_file(tmp_path):
 
 
 def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backward_model):
-    from grammar_induce.distances import parse_words
+    from grammar_induce.inference.members import parse_words
 
     report = evaluate_models([tiny_model, tiny_backward_model], EvalOptions(GOLD, max_length=12, quiet=True),
                              ParseOptions(decoder="gap"))

@@ -3,9 +3,9 @@
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.data import Tokenizer, build_vocab, read_corpus
-from grammar_induce.scoring import EvalOptions, evaluate_file
-from grammar_induce.treebank import TagFilter, read_gold
+from grammar_induce.text.tokenizer import Tokenizer, build_vocab, read_corpus
+from grammar_induce.text.treebank import TagFilter, read_gold
+from grammar_induce.workflows.scoring import EvalOptions, evaluate_file
 
 from .conftest import SHARED_DATA
 

@@ -3,8 +3,9 @@ it: by its factory name through the `spacy_factories` entry point. Skipped where
 
 import pytest
 
-from grammar_induce import pretrained, trees
+from grammar_induce import trees
 from grammar_induce.files import InputError
+from grammar_induce.models import pretrained
 
 spacy = pytest.importorskip("spacy")
 

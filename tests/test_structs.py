@@ -6,9 +6,10 @@ import random
 
 import torch
 
-from grammar_induce import structs, trees
+from grammar_induce import trees
 from grammar_induce.config import ModelConfig
-from grammar_induce.student import SpanParser
+from grammar_induce.models import structs
+from grammar_induce.models.span_parser import SpanParser
 
 from .test_trees import all_binary_trees
 

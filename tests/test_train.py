@@ -7,9 +7,9 @@ import signal
 import pytest
 import torch
 
-from grammar_induce import checkpoint, native
-from grammar_induce import train as train_module
-from grammar_induce.train import averaged_weights, sample_seq_len, train
+from grammar_induce.models import checkpoint, native
+from grammar_induce.workflows import train as train_module
+from grammar_induce.workflows.train import averaged_weights, sample_seq_len, train
 
 from .conftest import QUIET, tiny_config
 
@@ -28,8 +28,8 @@ def test_run_directory_contents(tiny_run):
 
 
 def test_best_is_the_lowest_validation(tiny_run, tiny_model):
-    from grammar_induce.data import Tokenizer, batchify, encode_stream, read_corpus
-    from grammar_induce.train import evaluate_loss
+    from grammar_induce.text.tokenizer import Tokenizer, batchify, encode_stream, read_corpus
+    from grammar_induce.workflows.train import evaluate_loss
 
     lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     cfg = tiny_model.config
@@ -130,8 +130,8 @@ def test_the_log_says_whether_cpu_time_steps_run_in_c(monkeypatch):
 
 
 def test_a_backward_model_learns_each_sentence_right_to_left(tiny_backward_run):
-    from grammar_induce.data import EOS, Tokenizer, Vocab, read_corpus
-    from grammar_induce.distributed import World
+    from grammar_induce.runtime.distributed import World
+    from grammar_induce.text.tokenizer import EOS, Tokenizer, Vocab, read_corpus
 
     loaded = checkpoint.load(tiny_backward_run / "best.pt")
     assert loaded.config.model.direction == "backward"
@@ -149,7 +149,7 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
     train(tiny_config(train={"epochs": 4, "keep_epochs": 2}), out, **QUIET)
     assert sorted(p.name for p in out.glob("epoch-*.pt")) == ["epoch-3.pt", "epoch-4.pt"]
     last_valid = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["valid_ppl"]
-    from grammar_induce.data import Tokenizer, batchify, encode_stream, read_corpus
+    from grammar_induce.text.tokenizer import Tokenizer, batchify, encode_stream, read_corpus
 
     snapshot = checkpoint.load(out / "epoch-4.pt")
     cfg = snapshot.config
@@ -161,10 +161,10 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
 
 
 def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
-    from grammar_induce.ensemble import ParseOptions
     from grammar_induce.files import InputError
-    from grammar_induce.model import LSTMLanguageModel
-    from grammar_induce.parse import parse
+    from grammar_induce.inference.ensemble import ParseOptions
+    from grammar_induce.models.onlstm import LSTMLanguageModel
+    from grammar_induce.workflows.parse import parse
 
     out = tmp_path / "lstm"
     result = train(tiny_config(model={"kind": "lstm"}, train={"epochs": 2}), out, **QUIET)

@@ -1,7 +1,7 @@
 import pytest
 
 from grammar_induce.files import InputError
-from grammar_induce.treebank import TagFilter, parse_bracketed, preprocess, read_gold
+from grammar_induce.text.treebank import TagFilter, parse_bracketed, preprocess, read_gold
 
 WSJ = """( (S
     (NP-SBJ (NNP Pierre) (NNP Vinken) )

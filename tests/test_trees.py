@@ -5,7 +5,7 @@ import nltk
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.voting import most_voted_tree
+from grammar_induce.inference.voting import most_voted_tree
 
 
 def split_recursively(distances, words):
@@ -196,7 +196,7 @@ def test_weighted_span_voting_equals_brute_force():
 
 
 def test_a_right_branching_voter_is_one_more_weighted_voter():
-    from grammar_induce.ensemble import Parsed, ParseOptions, combine
+    from grammar_induce.inference.ensemble import Parsed, ParseOptions, combine
 
     rng = random.Random(4)
     for n in range(3, 8):

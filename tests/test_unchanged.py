@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from grammar_induce import checkpoint
-from grammar_induce.ensemble import ParseOptions
-from grammar_induce.formats import ALL_LAYERS
-from grammar_induce.parse import parse, render_lines
-from grammar_induce.scoring import EvalOptions, evaluate_models
+from grammar_induce.inference.ensemble import ParseOptions
+from grammar_induce.models import checkpoint
+from grammar_induce.output.formats import ALL_LAYERS
+from grammar_induce.workflows.parse import parse, render_lines
+from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
 
 from .conftest import CPU_FEATURES, ROOT
 

@@ -28,7 +28,8 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 from spacy.util import minibatch
 
-from .. import api, pretrained, trees
+from .. import api, trees
+from ..models import pretrained
 
 NAME = "grammar_induce"
 DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .data import EOS, UNK, Tokenizer, Vocab, tokenizer_of
-from .files import InputError, plural, read_lines, remove_stale
+from ..files import InputError, plural, read_lines, remove_stale
+from .tokenizer import EOS, UNK, Tokenizer, Vocab, tokenizer_of
 
 if TYPE_CHECKING:
-    from .config import Config, DataConfig
+    from ..config import Config, DataConfig
 
 FORMAT = 1
 CACHE_ENV = "GRAMMAR_INDUCE_CACHE"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .files import UserError
+from ..files import UserError
 
 REDUCED_PARTS = {"onlstm": "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the "
                            "input maps' master-gate rows in float32",

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .model import Distances, ONLSTMLanguageModel, embedding_dropout, locked_dropout, paper_layer
+from .onlstm import Distances, ONLSTMLanguageModel, embedding_dropout, locked_dropout, paper_layer
 
 
 @torch.no_grad()

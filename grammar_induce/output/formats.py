@@ -10,8 +10,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import trees
-from .trees import Tree
+from .. import trees
+from ..trees import Tree
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 import torch
 
-from . import structs, trees
-from .trees import Tree
+from .. import trees
+from ..models import structs
+from ..trees import Tree
 
 CHART_CELLS = 1 << 22  # of a batch's chart: sentences x (words + 1)^2
 

@@ -23,12 +23,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from . import checkpoint, corpus, distributed, draw, native, precision, rundir
-from . import config as config_module
-from .config import Config
-from .data import Tokenizer, Vocab, batchify, get_batch, tokenizer_of
-from .files import InputError, UserError, progress_bar, refuse_overwriting, write_text
-from .model import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
+from .. import config as config_module
+from ..config import Config
+from ..files import InputError, UserError, progress_bar, refuse_overwriting, write_text
+from ..models import checkpoint, native
+from ..models.onlstm import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
+from ..output import draw
+from ..runtime import distributed, precision, rundir
+from ..text import corpus
+from ..text.tokenizer import Tokenizer, Vocab, batchify, get_batch, tokenizer_of
 
 
 class TrainingStopped(UserError):

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import trees
-from .data import Tokenizer
-from .files import InputError, plural, progress_bar, read_lines
-from .metrics import SpanMetric
-from .treebank import GoldTree, TagFilter, read_gold
+from .. import trees
+from ..files import InputError, plural, progress_bar, read_lines
+from ..metrics import SpanMetric
+from ..text.tokenizer import Tokenizer
+from ..text.treebank import GoldTree, TagFilter, read_gold
 
 LENGTH_BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 40), (41, 10**9))
 BASELINES: dict[str, Callable] = {
@@ -105,9 +105,9 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     One model: every layer with both distance kinds and the mean of the layers. Several: each
     member (its chosen layer), both combinations, and how much each member agrees with the others.
     """
-    from . import precision
-    from .distances import check_members, is_student, parse_words
-    from .ensemble import layers_by_agreement, resolve_layers
+    from ..inference.ensemble import layers_by_agreement, resolve_layers
+    from ..inference.members import check_members, is_student, parse_words
+    from ..runtime import precision
 
     check_members(models)
     notes: list[str] = []
@@ -149,7 +149,7 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
 
 
 def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
-    from .ensemble import decode
+    from ..inference.ensemble import decode
 
     n_layers = len(parsed[0].forget)
     predicted: dict[str, list[trees.Tree]] = {}
@@ -164,13 +164,13 @@ def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
 
 def _ensemble_rows(models: list, parsed: list[list], layers: list[int], parse_options):
     """A row per member and per combination, and each member's agreement with the others."""
-    from .ensemble import COMBINERS, combine, member_agreement
+    from ..inference.ensemble import COMBINERS, combine, member_agreement
 
     kind, decoder = parse_options.distance, parse_options.decoder
     names = [f"{k + 1}: {_short_name(m.source)} L{layer}" for k, (m, layer) in enumerate(zip(models, layers))]
     predicted = {name: [p.tree(layer, kind, decoder) for p in member]
                  for name, member, layer in zip(names, parsed, layers)}
-    from .distances import is_student
+    from ..inference.members import is_student
 
     for how in COMBINERS:
         if how == "mean" and any(is_student(m) for m in models):
@@ -254,7 +254,7 @@ WORDS = Tokenizer("treebank")  # which tokens are words (not punctuation) when p
 
 
 def _read_tree(text: str, source: str, labeled: bool, tags: TagFilter | None) -> trees.Tree | None:
-    from .treebank import parse_bracketed, preprocess
+    from ..text.treebank import parse_bracketed, preprocess
 
     try:
         if labeled:
@@ -362,7 +362,7 @@ def _progress(total: int, quiet: bool):
 
 def report_html(report: Report, limit: int = 1000) -> str:
     """The evaluation as one self-contained HTML page (see draw.report_page); at most `limit` sentences drawn."""
-    from . import draw
+    from ..output import draw
 
     sentences = [draw.ReportSentence(g.source, g.words, p, g.tree)
                  for g, p in zip(report.gold[:limit], report.predicted[:limit])]

@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import trees
-from .files import SettingError, plural
-from .metrics import SpanMetric
-from .trees import Tree
+from .. import trees
+from ..files import SettingError, plural
+from ..metrics import SpanMetric
+from ..trees import Tree
 
 if TYPE_CHECKING:
-    from .checkpoint import LoadedModel
+    from ..models.checkpoint import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def layers_by_agreement(parsed: list[list[Parsed | None]], options: ParseOptions
 def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The binary tree with the most member spans (MBR span voting; see voting.py), the sentences' charts
     in batches."""
-    from .voting import most_voted_trees  # torch, for the charts
+    from .voting import most_voted_trees
 
     voters = [[p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
               for members in sentences]

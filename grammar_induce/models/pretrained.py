@@ -11,11 +11,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import InputError
+from ..files import InputError
 
 GOLD_NLTK = "NLTK Penn Treebank sample (3914 trees, the paper's protocol)"
 DEFAULT_MODEL = "en"  # what parse, evaluate and gi.load() use when no model is named
-MODELS_DIR = Path(__file__).resolve().parent / "resources" / "models"
+MODELS_DIR = Path(__file__).resolve().parents[1] / "resources" / "models"
 INDEX = MODELS_DIR / "models.toml"
 
 

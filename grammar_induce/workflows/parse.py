@@ -15,15 +15,16 @@ from typing import ClassVar
 
 import torch
 
-from . import precision, trees
-from .checkpoint import LoadedModel
-from .distances import check_members, is_student, parse_words
-from .distributed import World
-from .ensemble import ParseOptions, combine, layers_by_agreement, member_agreement, resolve_layers
-from .files import InputError, plural, replace_folder, write_text
-from .formats import MemberResult, SentenceResult, render
-from .metrics import SpanMetric
-from .trees import Tree
+from .. import trees
+from ..files import InputError, plural, replace_folder, write_text
+from ..inference.ensemble import ParseOptions, combine, layers_by_agreement, member_agreement, resolve_layers
+from ..inference.members import check_members, is_student, parse_words
+from ..metrics import SpanMetric
+from ..models.checkpoint import LoadedModel
+from ..output.formats import MemberResult, SentenceResult, render
+from ..runtime import precision
+from ..runtime.distributed import World
+from ..trees import Tree
 
 
 def choose_layers(models: list[LoadedModel], sentences: list[list[str]], options: ParseOptions) -> ParseOptions:
@@ -150,7 +151,7 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, progr
              cubic: str | None) -> Iterator[SentenceResult]:
     """The chunks' results in order, adding each chunk's member agreement to the summary (and, where the
     trees come from a cubic search, `cubic` naming it, a note of the lines too long for it to be exact)."""
-    from .structs import EXACT_LIMIT
+    from ..models.structs import EXACT_LIMIT
 
     long_lines = 0
     for results in parts:
@@ -213,7 +214,7 @@ class _Worker:
 
     @classmethod
     def start(cls, paths: list[str], device: str, threads: int) -> None:
-        from .checkpoint import load
+        from ..models.checkpoint import load
 
         torch.set_num_threads(threads)
         cls.models = [load(path, device) for path in paths]
@@ -297,7 +298,7 @@ def draw_pictures(results: Iterable[SentenceResult], fmt: str, output: Path | No
     or to a FILE.svg), or one per line, numbered, in the folder `output` (written whole, then put in
     place of the folder's earlier pictures). Each member's bars are its `distance` ones, its own layer
     marked. Yields what goes to stdout."""
-    from . import draw
+    from ..output import draw
 
     if fmt == "html":
         page = draw.parse_page(_drawn(r, distance) for r in results if r.tree is not None)
@@ -333,7 +334,7 @@ def _write_pictures(results: Iterable[SentenceResult], distance: str, folder: Pa
 
 
 def _sentence_svg(result: SentenceResult, distance: str) -> str:
-    from . import draw
+    from ..output import draw
 
     tokens, tree, members = _drawn(result, distance)
     if len(members) == 1:

@@ -18,9 +18,9 @@ from html import escape as _html_escape
 from pathlib import Path
 from xml.sax.saxutils import escape as _xml_escape
 
-from . import trees
-from .files import plural, write_text
-from .trees import Tree
+from .. import trees
+from ..files import plural, write_text
+from ..trees import Tree
 
 FONT = 14  # px
 WORD_GAP = 14
@@ -309,7 +309,7 @@ def _bucket_start(bucket: str) -> float:
 
 
 def _report_sentence(k: int, s: ReportSentence) -> str:
-    from .metrics import sentence_scores
+    from ..metrics import sentence_scores
 
     f1 = 100 * sentence_scores(trees.spans(s.predicted), trees.spans(s.gold))[2]
     predicted_colors, gold_colors = span_colors(s.predicted, s.gold)
@@ -322,7 +322,7 @@ def _report_sentence(k: int, s: ReportSentence) -> str:
 
 def write_curves(run_dirs: list[Path], path: Path) -> None:
     """Learning curves of one or more runs (from their metrics.jsonl) as one SVG."""
-    from .rundir import read_metrics
+    from ..runtime.rundir import read_metrics
 
     runs = {}
     for run_dir in run_dirs:

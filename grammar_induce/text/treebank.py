@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import InputError, read_lines
-from .trees import Tree, leaves
+from ..files import InputError, read_lines
+from ..trees import Tree, leaves
 
 # The 36 word tags of the paper's code; every other tag is dropped.
 PTB_WORD_TAGS = frozenset(

@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import torch
 
-from .checkpoint import LoadedModel
-from .data import EOS
+from ..files import InputError
+from ..models.checkpoint import LoadedModel
+from ..text.tokenizer import EOS
 from .ensemble import Parsed
-from .files import InputError
 
 
 def check_members(models: list[LoadedModel]) -> None:

@@ -21,17 +21,19 @@ from pathlib import Path
 
 import torch
 
-from . import checkpoint, precision, structs, trees
-from .checkpoint import LoadedModel
-from .config import Config, ModelConfig
-from .distances import check_members, is_student, parse_words, token_rows
-from .ensemble import Parsed, ParseOptions, combine, layers_by_agreement, resolve_layers
-from .files import InputError, atomic_write, plural, read_lines, refuse_overwriting
-from .metrics import SpanMetric
-from .rundir import append_metrics
-from .student import SpanParser
-from .trees import Tree
-from .voting import span_votes
+from .. import trees
+from ..config import Config, ModelConfig
+from ..files import InputError, atomic_write, plural, read_lines, refuse_overwriting
+from ..inference.ensemble import Parsed, ParseOptions, combine, layers_by_agreement, resolve_layers
+from ..inference.members import check_members, is_student, parse_words, token_rows
+from ..inference.voting import span_votes
+from ..metrics import SpanMetric
+from ..models import checkpoint, structs
+from ..models.checkpoint import LoadedModel
+from ..models.span_parser import SpanParser
+from ..runtime import precision
+from ..runtime.rundir import append_metrics
+from ..trees import Tree
 
 CHUNK = 4096  # sentences the teachers parse at a time (their distances are held per chunk)
 

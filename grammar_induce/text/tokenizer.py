@@ -14,12 +14,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .files import InputError, plural, read_lines
+from ..files import InputError, plural, read_lines
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from .config import DataConfig
+    from ..config import DataConfig
 
 UNK = "<unk>"
 EOS = "<eos>"

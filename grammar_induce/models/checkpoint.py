@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from . import config as config_module
-from .config import Config, ConfigError
-from .data import Tokenizer, Vocab
-from .files import InputError, atomic_write
-from .model import LanguageModel, build_model
+from .. import config as config_module
+from ..config import Config, ConfigError
+from ..files import InputError, atomic_write
+from ..text.tokenizer import Tokenizer, Vocab
+from .onlstm import LanguageModel, build_model
 
 FORMAT_VERSION = 1
 

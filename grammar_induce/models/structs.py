@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from . import trees
-from .trees import Tree
+from .. import trees
+from ..trees import Tree
 
 
 def inside(scores: Tensor, lengths: Sequence[int], semiring: str = "sum") -> Tensor:

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .config import ModelConfig
+from ..config import ModelConfig
 from .recurrence import linear, recurrence
-from .student import SpanParser
+from .span_parser import SpanParser
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
 

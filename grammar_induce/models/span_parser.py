@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from ..config import ModelConfig
+from ..trees import Tree
 from . import structs
-from .config import ModelConfig
-from .trees import Tree
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
 

@@ -1,0 +1,1 @@
+"""Results out: the output formats (one table) and pictures (SVG, HTML)."""

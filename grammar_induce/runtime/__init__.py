@@ -1,0 +1,1 @@
+"""Where and how things run: devices and torchrun processes, bf16 or fp32 products, run folders."""

@@ -1,0 +1,1 @@
+"""Text in: tokenizers and vocabularies, the corpus cache, gold treebanks and their presets."""
