@@ -66,9 +66,11 @@ class Parser:
     """One model or an ensemble, with the settings it parses with. Make one with `load`."""
 
     def __init__(self, models: list[LoadedModel], options: ParseOptions, notes: Sequence[str] = ()):
-        from .inference.members import check_members
+        from .inference.members import Members
 
-        check_members(models)
+        members = Members.of(models, options)  # checked: unfit members are refused here, not at the first parse
+        if not members.chooses_layers:
+            members.with_layers()  # so is a layer the models do not have
         self.models = models
         self.options = options
         self.notes = list(notes)  # how the models were read, for the user (the command line prints them)
@@ -150,17 +152,13 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     mbr (span voting) or mean (mean gap scores); `right_voter`: the weight of a right-branching tree as one
     more voter in span voting (0: none). `pretokenized`: sentences are tokens separated by spaces (already
     segmented Chinese, say), not split again. `parse_many` also takes lists of tokens."""
-    from .inference.ensemble import resolve_layers
     from .models import checkpoint
     from .runtime.distributed import resolve_device
 
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized)
     where = resolve_device(device or "auto")
-    parser = Parser([checkpoint.load(path, where) for path in spec.paths], options, spec.notes)
-    if not options.auto_layers:
-        resolve_layers(options, parser.models)  # a layer the models do not have is refused here, not later
-    return parser
+    return Parser([checkpoint.load(path, where) for path in spec.paths], options, spec.notes)
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
@@ -168,7 +166,8 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
                   pretokenized: bool = False) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
     from .config import PRECISIONS
-    from .inference.ensemble import COMBINERS, DECODERS, ParseOptions
+    from .inference.ensemble import COMBINERS, ParseOptions
+    from .trees import DECODERS
 
     for setting, value, allowed in (("distance", distance, ("forget", "input")), ("decoder", decoder, DECODERS),
                                     ("combine", combine, COMBINERS), ("precision", precision, PRECISIONS)):
@@ -213,14 +212,14 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
         return scoring.evaluate_models(predicted.models, options, predicted.options)
     if isinstance(predicted, Path):
         return scoring.evaluate_file(predicted, options, labeled=labeled)
-    lines = [(k, _tree_text(tree, k)) for k, tree in enumerate(predicted, 1)]
-    return scoring.evaluate_lines("trees", lines, options, labeled=labeled)
+    return scoring.evaluate_trees("trees", [(k, _checked_tree(tree, k)) for k, tree in enumerate(predicted, 1)],
+                                  options, labeled=labeled)
 
 
-def _tree_text(tree: nltk.Tree | str | None, k: int) -> str:
+def _checked_tree(tree: nltk.Tree | str | None, k: int) -> nltk.Tree | str:
     if tree is None:
         raise TypeError(f"tree {k} is None: a blank sentence has no tree to score (leave its gold tree out)")
-    return tree if isinstance(tree, str) else from_nltk_text(tree)
+    return tree
 
 
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
@@ -252,39 +251,5 @@ def to_nltk(tree: trees.Tree) -> nltk.Tree:
 
     if isinstance(tree, str):
         return nltk.Tree(LABEL, [tree])
-    stack: list[list] = [[]]
-    for event in trees.walk(tree):
-        if event is trees.OPEN:
-            stack.append([])
-        elif event is trees.CLOSE:
-            children = stack.pop()
-            stack[-1].append(nltk.Tree(LABEL, children))
-        else:
-            stack[-1].append(event)
-    return stack[0][0]
+    return trees.rebuild(tree, lambda children: nltk.Tree(LABEL, children))
 
-
-def from_nltk_text(tree: nltk.Tree) -> str:
-    """An nltk.Tree (labelled or not) as the bracket text `evaluate` reads: labels and unary nodes dropped."""
-    import nltk
-
-    def children(node) -> list:
-        return [str(c) if not isinstance(c, nltk.Tree) else c for c in node]
-
-    # iteratively, as trees of long sentences are deep: (node, its children converted so far)
-    stack: list[tuple[object, list]] = [(tree, [])]
-    todo = [iter(children(tree))]
-    while True:
-        child = next(todo[-1], None)
-        if child is None:
-            _, built = stack.pop()
-            todo.pop()
-            value = built[0] if len(built) == 1 else built
-            if not stack:
-                return trees.to_brackets(value)
-            stack[-1][1].append(value)
-        elif isinstance(child, str):
-            stack[-1][1].append(child)
-        else:
-            stack.append((child, []))
-            todo.append(iter(children(child)))

@@ -13,9 +13,10 @@ from pathlib import Path
 import click
 
 from . import config as config_module
-from .inference.ensemble import COMBINERS, DECODERS
+from .inference.ensemble import COMBINERS
 from .models.pretrained import DEFAULT_MODEL
 from .output.formats import ALL_LAYERS, FORMATS, PICTURES
+from .trees import DECODERS
 
 RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
 QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
@@ -228,15 +229,15 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
             pretokenized: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
-    from .inference.members import is_student
 
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
                       pretokenized=pretokenized)
     for text in parser.notes:
         _note(text)
-    if all(is_student(m) for m in parser.models):
-        _ignored(["layers", "distance", "decoder"], "with a distilled student (its trees come from CKY over span scores)")
+    if all(m.model.YIELDS == "trees" for m in parser.models):
+        kind = parser.models[0].model
+        _ignored(["layers", "distance", "decoder"], f"with {kind.LABEL} (its trees come from {kind.SEARCH}, not distances)")
     return parser
 
 

@@ -70,16 +70,7 @@ def _fold(root: int, left: list[int], right: list[int], node: Callable[[int, Tre
 
 def mirror(tree: Tree) -> Tree:
     """The tree read right to left: every node's children reversed."""
-    stack: list[list] = [[]]
-    for event in walk(tree):
-        if event is OPEN:
-            stack.append([])
-        elif event is CLOSE:
-            node = stack.pop()
-            stack[-1].append(node[::-1])
-        else:
-            stack[-1].append(event)
-    return stack[0][0]
+    return rebuild(tree, lambda children: children[::-1])
 
 
 def paper_tree(distances: Sequence[float], words: Sequence[str], direction: str = "forward") -> Tree:
@@ -116,6 +107,21 @@ def tree_from_gaps(gaps: Sequence[float], words: Sequence[str]) -> Tree:
         words[k] if left_part is None else left_part, words[k + 1] if right_part is None else right_part])
 
 
+def _gap_decoder(distances: Sequence[float], words: Sequence[str], direction: str) -> Tree:
+    return tree_from_gaps(gap_scores(distances, direction), words)
+
+
+# name -> (distances in reading order, words, direction) -> tree. A new decoder: a function and an entry here.
+DECODERS: dict[str, Callable[[Sequence[float], Sequence[str], str], Tree]] = {
+    "paper": paper_tree,  # the paper's greedy split (mirrored for a backward model)
+    "gap": _gap_decoder,  # split at the largest gap between words
+}
+
+
+def decode(distances: Sequence[float], words: Sequence[str], direction: str, decoder: str) -> Tree:
+    return DECODERS[decoder](distances, words, direction)
+
+
 def standardize(scores: Sequence[float]) -> list[float]:
     """Scores minus their mean, over their standard deviation (all 0 when they are equal)."""
     if not scores:
@@ -142,6 +148,28 @@ def walk(tree: Tree):
         else:
             yield OPEN
             stack.append(iter(node))
+
+
+def rebuild(tree, node: Callable[[list], object] = list, leaf: Callable[[str, int], object] = lambda word, k: word):
+    """The tree built again bottom up without recursion: each node made by `node` from its children made
+    so far, each leaf by `leaf` from the word and its position. Any nested lists work (an nltk.Tree is one)."""
+    stack: list[list] = [[]]
+    position = 0
+    for event in walk(tree):
+        if event is OPEN:
+            stack.append([])
+        elif event is CLOSE:
+            children = stack.pop()
+            stack[-1].append(node(children))
+        else:
+            stack[-1].append(leaf(event, position))
+            position += 1
+    return stack[0][0]
+
+
+def from_nested(tree) -> Tree:
+    """Nested lists of words (an nltk.Tree, its labels ignored) as a tree: a node of one child is that child."""
+    return rebuild(tree, lambda children: children[0] if len(children) == 1 else children)
 
 
 # punctuation that opens what follows (English, then the full-width forms of Chinese text); a straight
@@ -184,26 +212,16 @@ def restore_tokens(tree: Tree, tokens: Sequence[str], is_word: Sequence[bool]) -
         for token in reversed(pre):
             node = [token, node]
         grown.append(node)
-    stack: list[list] = [[]]
-    position = 0
-    for event in walk(tree):
-        if event is OPEN:
-            stack.append([])
-        elif event is CLOSE:
-            node = stack.pop()
-            stack[-1].append(node)
-        else:
-            stack[-1].append(grown[position])
-            position += 1
-    return stack[0][0]
+    return rebuild(tree, leaf=lambda word, k: grown[k])
 
 
 def leaves(tree: Tree) -> list[str]:
     return [e for e in walk(tree) if isinstance(e, str)]
 
 
-def spans(tree: Tree) -> set[tuple[int, int]]:
-    """Every constituent of two or more words except the whole sentence, as in the paper's code."""
+def spans(tree: Tree, whole: bool = False) -> set[tuple[int, int]]:
+    """Every constituent of two or more words except the whole sentence, as in the paper's code (`whole`:
+    the whole sentence too, as a tree's score over spans counts it)."""
     found, starts, position = set(), [], 0
     for event in walk(tree):
         if event is OPEN:
@@ -214,7 +232,8 @@ def spans(tree: Tree) -> set[tuple[int, int]]:
                 found.add((start, position))
         else:
             position += 1
-    found.discard((0, position))
+    if not whole:
+        found.discard((0, position))
     return found
 
 

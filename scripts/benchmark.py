@@ -213,21 +213,21 @@ def loaded_model(name: str, device, direction: str = "forward", seed: int = 0):
     import torch
 
     from grammar_induce.models.checkpoint import LoadedModel
-    from grammar_induce.models.onlstm import build_model
+    from grammar_induce.models.registry import build
     from grammar_induce.text.tokenizer import Tokenizer, Vocab
 
     cfg = model_config(name)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, direction=direction))
     torch.manual_seed(seed)
     vocab = Vocab(["<unk>", "<eos>"] + [f"w{k}" for k in range(VOCAB - 2)])
-    return LoadedModel(build_model(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
+    return LoadedModel(build(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
 
 
 def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_layers: int | None = None,
                   precision: str = "fp32") -> dict:
     import torch
 
-    from grammar_induce.inference.members import parse_words
+    from grammar_induce.inference.members import read_sentences
 
     device = torch.device(device_name)
     loaded = loaded_model(name, device)
@@ -242,7 +242,7 @@ def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_la
 
     with torch.no_grad():
         products = torch_dtype(precision) if precision != "fp32" else None
-        seconds, floor = timed_pair(lambda: parse_words(loaded, sentences, batch_size, n_layers=n_layers,
+        seconds, floor = timed_pair(lambda: read_sentences(loaded, sentences, batch_size, n_layers=n_layers,
                                                         products=products), floor_fn, device, repeats=5, warmup=1)
     return {"sentences_per_s": count / seconds, "floor_sentences_per_s": count / floor, "ratio": floor / seconds}
 

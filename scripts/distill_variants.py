@@ -21,7 +21,7 @@ import torch
 import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement
-from grammar_induce.inference.members import parse_words
+from grammar_induce.inference.members import read_sentences
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.models import checkpoint
 from grammar_induce.text.treebank import TagFilter, read_gold
@@ -63,7 +63,7 @@ def main() -> None:
     groups = sorted({g for name in args.variants for g in VARIANTS[name][0]})
     models = {g: [checkpoint.load(p) for p in TEACHERS[g]] for g in groups}
     began = time.time()
-    parsed = {(g, k, part): parse_words(m, sentences, 64, products=torch.bfloat16)
+    parsed = {(g, k, part): read_sentences(m, sentences, 64, products=torch.bfloat16)
               for g in groups for k, m in enumerate(models[g])
               for part, sentences in (("train", train), ("valid", valid), ("gold", [x.words for x in gold]))}
     print(f"teachers parsed in {time.time() - began:.0f} s", flush=True)

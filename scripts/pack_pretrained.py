@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement
-from grammar_induce.inference.members import parse_words
+from grammar_induce.inference.members import read_sentences
 from grammar_induce.models import checkpoint, pretrained
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
@@ -104,7 +104,7 @@ def pack_pair(language: Language, run_dir: Path, gold: str, perplexity_files: tu
         log[f"run_{direction}"] = _run_summary(run_dir / direction)
     tags = TagFilter.from_options(language.treebank, None)
     sentences = [g.words for g in read_gold(gold, tags)[0]]
-    parsed = [parse_words(loaded, sentences) for loaded in shipped]
+    parsed = [read_sentences(loaded, sentences) for loaded in shipped]
     pair = {}  # (decoder, combiner) -> (layers, F1)
     log["pair"] = {}
     for decoder in ("paper", "gap"):

@@ -7,14 +7,19 @@ import pytest
 from click.testing import CliRunner
 
 import grammar_induce as gi
-from grammar_induce.api import ModelSpec, from_nltk_text, to_nltk
-from grammar_induce.cli import main
+from grammar_induce.api import ModelSpec, to_nltk
+from grammar_induce.cli import QUICKSTART_GOLD, main
 from grammar_induce.files import InputError
-from grammar_induce.trees import parse_brackets
+from grammar_induce.trees import from_nested, leaves, parse_brackets, to_brackets
 
 from .test_imports import run_python
 
 SENTENCES = ["the dog saw a cat", "", "he liked the old farmer 's red car", "mary"]
+
+
+def brackets_of(tree) -> str:
+    """An nltk.Tree as bracket text, its labels and unary nodes dropped."""
+    return to_brackets(from_nested(tree))
 
 
 def cli(*args, input=None):
@@ -38,7 +43,7 @@ def test_parse_many_streams_in_order_the_trees_the_command_line_prints(tiny_run)
     trees = list(parser.parse_many(iter(SENTENCES), batch_size=2))
     printed = cli("parse", "--model", tiny_run / "best.pt", "--input", "-", input="\n".join(SENTENCES) + "\n")
     expected = printed.split("\n")[: len(SENTENCES)]
-    assert [from_nltk_text(t) if t is not None else "" for t in trees] == expected
+    assert [brackets_of(t) if t is not None else "" for t in trees] == expected
     assert trees[1] is None and trees[3] == nltk.Tree("X", ["mary"])
 
 
@@ -58,14 +63,12 @@ def test_an_ensemble_with_options_parses_as_the_command_line(tiny_run, tiny_back
     parser = gi.load(*paths, combine="mean", layer=[1, 3])
     printed = cli("parse", "--model", paths[0], "--model", paths[1], "--combine", "mean", "--layer", 1, "--layer", 3,
                   "the dog saw a cat near the river")
-    assert from_nltk_text(parser.parse("the dog saw a cat near the river")) == printed.strip()
+    assert brackets_of(parser.parse("the dog saw a cat near the river")) == printed.strip()
     auto = gi.load(*paths, layer="auto")
     assert auto.options.auto_layers and auto.options.layers == ()
 
 
 def test_evaluate_gives_the_numbers_the_command_line_writes(tiny_run, tmp_path):
-    from grammar_induce.cli import QUICKSTART_GOLD
-
     report = gi.evaluate(gi.load(tiny_run / "best.pt"), gold=str(QUICKSTART_GOLD))
     cli("evaluate", "--model", tiny_run / "best.pt", "--quiet", "--json", tmp_path / "e.json",
         "--save-trees", tmp_path / "t.txt")
@@ -76,9 +79,34 @@ def test_evaluate_gives_the_numbers_the_command_line_writes(tiny_run, tmp_path):
         assert again.rows["predicted"].to_dict() == report.rows[report.main_row].to_dict()
 
 
+@pytest.mark.parametrize("how", [{}, {"layer": 1, "decoder": "gap"}, {"layer": "auto"}, {"combine": "mean"}])
+def test_evaluate_scores_the_trees_the_parser_makes(tiny_run, tiny_backward_run, how):
+    from grammar_induce.text.treebank import TagFilter, read_gold
+
+    parser = gi.load(tiny_run / "best.pt", *([tiny_backward_run / "best.pt"] if how else []), **how)
+    report = gi.evaluate(parser, gold=QUICKSTART_GOLD)
+    words = [g.words for g in read_gold(str(QUICKSTART_GOLD), TagFilter())[0]]
+    parsed = [from_nested(tree) for tree in parser.parse_many(words)]
+    assert [leaves(t) for t in report.predicted] == words and report.predicted == parsed
+
+
+def test_evaluate_reads_tree_objects_without_bracket_text(tiny_run, monkeypatch):
+    from grammar_induce import trees
+    from grammar_induce.text.treebank import TagFilter, read_gold
+
+    words = [g.words for g in read_gold(str(QUICKSTART_GOLD), TagFilter())[0]]
+    objects = list(gi.load(tiny_run / "best.pt").parse_many(words))
+    from_text = gi.evaluate([brackets_of(tree) for tree in objects], gold=QUICKSTART_GOLD)
+    gold_objects = [nltk.Tree.fromstring(line) for line in QUICKSTART_GOLD.read_text().splitlines()]
+    monkeypatch.setattr(trees, "parse_brackets", None)  # a round trip through text would fail now
+    monkeypatch.setattr(trees, "to_brackets", None)
+    assert gi.evaluate(objects, gold=QUICKSTART_GOLD).to_dict() == from_text.to_dict()
+    assert gi.evaluate(gold_objects, gold=QUICKSTART_GOLD, labeled=True).rows["predicted"].sentence_f1 == 1.0
+
+
 def test_nltk_trees_with_labels_and_unary_nodes_become_bracket_text():
     tree = nltk.Tree.fromstring("(S (NP (DT the) (NN dog)) (VP (VBD barked)))")
-    assert from_nltk_text(tree) == "((the dog) barked)"
+    assert brackets_of(tree) == "((the dog) barked)"
 
 
 def test_a_path_or_a_name_and_what_is_neither(tmp_path):

@@ -4,6 +4,7 @@ import torch
 
 from grammar_induce.config import Config
 from grammar_induce.inference.ensemble import ParseOptions
+from grammar_induce.inference.members import Members
 from grammar_induce.models import checkpoint
 from grammar_induce.output.formats import render
 from grammar_induce.text.tokenizer import Tokenizer, Vocab
@@ -14,6 +15,11 @@ from .conftest import QUIET, ROOT, tiny_config
 from .test_model import tiny_model
 
 BEFORE = ROOT / "tests" / "fixtures" / "v0.1"  # written by grammar-induce 0.1.0; see its README
+
+
+def sentence_results(models, sentences, options, all_layers=False):
+    """parse_sentences through the member path: the members checked, their layers fixed."""
+    return parse_sentences(Members.of(models, options).with_layers(), sentences, all_layers)
 
 
 def test_save_load_gives_identical_outputs(tmp_path):
@@ -32,7 +38,7 @@ def test_save_load_gives_identical_outputs(tmp_path):
 def test_a_checkpoint_written_by_0_1_loads_and_parses_as_it_did():
     loaded = checkpoint.load(BEFORE / "best.pt")
     sentences = [line.split() for line in (BEFORE / "sentences.txt").read_text().splitlines()]
-    results = parse_sentences([loaded], sentences, ParseOptions(), all_layers=True)
+    results = sentence_results([loaded], sentences, ParseOptions(), all_layers=True)
     now = [json.loads(render(r, "jsonl")) for r in results]
     before = [json.loads(line) for line in (BEFORE / "parse.jsonl").read_text().splitlines()]
     for a, b in zip(now, before, strict=True):

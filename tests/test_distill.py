@@ -7,8 +7,8 @@ from click.testing import CliRunner
 
 import grammar_induce as gi
 from grammar_induce.cli import main
-from grammar_induce.inference.members import is_student
 from grammar_induce.models import checkpoint
+from grammar_induce.models.span_parser import SpanParser
 
 from .conftest import ROOT
 
@@ -55,7 +55,7 @@ def test_distill_writes_each_round_and_its_epochs(student):
 
 def test_the_student_parses_evaluates_and_votes_like_any_model(student, tiny_run):
     loaded = checkpoint.load(student / "best.pt")  # plain data, weights_only
-    assert is_student(loaded) and loaded.config.model.kind == "student"
+    assert isinstance(loaded.model, SpanParser) and loaded.config.model.kind == "student"
     result = cli("parse", "--model", student / "best.pt", "the old man saw a dog", "")
     assert result.exit_code == 0 and result.stdout.endswith("\n\n")
     assert result.stdout.split("\n")[0].count("(") == 5  # a binary tree over six words

@@ -8,7 +8,7 @@ import torch
 from grammar_induce import trees
 from grammar_induce.files import InputError
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement, middle_layer
-from grammar_induce.inference.members import parse_words
+from grammar_induce.inference.members import Members, read_sentences
 from grammar_induce.output.formats import render
 from grammar_induce.trees import leaves, tree_from_distances
 from grammar_induce.workflows.parse import parse, parse_sentences, render_lines
@@ -22,10 +22,15 @@ SENTENCES = [
 ]
 
 
+def sentence_results(models, sentences, options, all_layers=False):
+    """parse_sentences through the member path: the members checked, their layers fixed."""
+    return parse_sentences(Members.of(models, options).with_layers(), sentences, all_layers)
+
+
 def test_batched_distances_equal_one_at_a_time(tiny_model):
-    batched = parse_words(tiny_model, SENTENCES, batch_size=8)
+    batched = read_sentences(tiny_model, SENTENCES, batch_size=8)
     for sentence, together in zip(SENTENCES, batched):
-        alone = parse_words(tiny_model, [sentence], batch_size=1)[0]
+        alone = read_sentences(tiny_model, [sentence], batch_size=1)[0]
         if not sentence:
             assert together is None and alone is None
             continue
@@ -35,7 +40,7 @@ def test_batched_distances_equal_one_at_a_time(tiny_model):
 
 def test_distances_are_those_of_the_words_between_eos(tiny_model):
     sentence = SENTENCES[0]
-    parsed = parse_words(tiny_model, [sentence])[0]
+    parsed = read_sentences(tiny_model, [sentence])[0]
     vocab = tiny_model.vocab
     tokens = torch.tensor([[1] + vocab.encode(sentence) + [1]]).t()  # <eos> w1..wn <eos>
     with torch.no_grad():
@@ -46,8 +51,8 @@ def test_distances_are_those_of_the_words_between_eos(tiny_model):
 
 
 def test_stopping_at_a_layer_gives_the_same_distances_for_the_layers_run(tiny_model):
-    full = parse_words(tiny_model, SENTENCES)
-    lower = parse_words(tiny_model, SENTENCES, n_layers=2)
+    full = read_sentences(tiny_model, SENTENCES)
+    lower = read_sentences(tiny_model, SENTENCES, n_layers=2)
     for whole, part in zip(full, lower):
         if whole is None:
             assert part is None
@@ -58,20 +63,20 @@ def test_stopping_at_a_layer_gives_the_same_distances_for_the_layers_run(tiny_mo
 
 
 def test_unknown_words_keep_their_spelling(tiny_model):
-    parsed = parse_words(tiny_model, [SENTENCES[4]])[0]
+    parsed = read_sentences(tiny_model, [SENTENCES[4]])[0]
     assert leaves(parsed.tree(2)) == SENTENCES[4]
 
 
 def test_formats(tiny_model):
     layer = middle_layer(3)
     assert layer == 2
-    forget = parse_sentences([tiny_model], SENTENCES, ParseOptions(), all_layers=True)
-    by_input = parse_sentences([tiny_model], SENTENCES, ParseOptions(distance="input"))
+    forget = sentence_results([tiny_model], SENTENCES, ParseOptions(), all_layers=True)
+    by_input = sentence_results([tiny_model], SENTENCES, ParseOptions(distance="input"))
     brackets = render(forget[0], "brackets")
     assert brackets.startswith("(") and brackets.count("(") == len(SENTENCES[0]) - 1
     assert nltk.Tree.fromstring(render(forget[0], "ptb")).leaves() == SENTENCES[0]
     assert leaves(json.loads(render(by_input[1], "json"))) == SENTENCES[1]
-    assert json.loads(render(by_input[1], "json")) == parse_words(tiny_model, [SENTENCES[1]])[0].tree(2, "input")
+    assert json.loads(render(by_input[1], "json")) == read_sentences(tiny_model, [SENTENCES[1]])[0].tree(2, "input")
     record = json.loads(render(forget[1], "jsonl"))
     assert record["tokens"] == SENTENCES[1] and len(record["forget"]) == 3 and len(record["input"][0]) == 12
     assert render(forget[2], "brackets") == ""
@@ -81,7 +86,7 @@ def test_formats(tiny_model):
 
 def test_a_backward_models_distances_are_the_forward_pass_over_the_reversed_words(tiny_backward_model):
     sentence = SENTENCES[1]
-    parsed = parse_words(tiny_backward_model, [sentence, SENTENCES[0]])[0]
+    parsed = read_sentences(tiny_backward_model, [sentence, SENTENCES[0]])[0]
     assert parsed.direction == "backward" and parsed.words == sentence
     tokens = torch.tensor([[1] + tiny_backward_model.vocab.encode(sentence[::-1]) + [1]]).t()
     with torch.no_grad():
@@ -94,22 +99,22 @@ def test_a_backward_models_distances_are_the_forward_pass_over_the_reversed_word
 
 def test_an_ensemble_of_one_model_twice_gives_that_models_trees(tiny_model):
     for decoder in ("paper", "gap"):
-        alone = parse_sentences([tiny_model], SENTENCES, ParseOptions(decoder=decoder))
+        alone = sentence_results([tiny_model], SENTENCES, ParseOptions(decoder=decoder))
         for combine in ("mbr", "mean"):
             if combine == "mean" and decoder == "paper":
                 continue  # mean always decodes gaps
-            twice = parse_sentences([tiny_model, tiny_model], SENTENCES, ParseOptions(decoder=decoder, combine=combine))
+            twice = sentence_results([tiny_model, tiny_model], SENTENCES, ParseOptions(decoder=decoder, combine=combine))
             assert [r.tree for r in twice] == [r.tree for r in alone]
             assert all(len(r.members) == 2 for r in twice if r.tree is not None)
 
 
 def test_forward_and_backward_members_combine_by_their_gap_scores(tiny_model, tiny_backward_model):
     sentence = SENTENCES[1]
-    results = parse_sentences([tiny_model, tiny_backward_model], [sentence], ParseOptions(combine="mean"))
-    fwd, bwd = (parse_words(m, [sentence])[0] for m in (tiny_model, tiny_backward_model))
+    results = sentence_results([tiny_model, tiny_backward_model], [sentence], ParseOptions(combine="mean"))
+    fwd, bwd = (read_sentences(m, [sentence])[0] for m in (tiny_model, tiny_backward_model))
     mean = [(a + b) / 2 for a, b in zip(trees.standardize(fwd.gaps(2)), trees.standardize(bwd.gaps(2)))]
     assert results[0].tree == trees.tree_from_gaps(mean, sentence)
-    voted = parse_sentences([tiny_model, tiny_backward_model, tiny_model], [sentence], ParseOptions())
+    voted = sentence_results([tiny_model, tiny_backward_model, tiny_model], [sentence], ParseOptions())
     assert voted[0].tree == fwd.tree(2)  # two of three members are the same model
 
 
@@ -132,7 +137,7 @@ def test_member_agreement_is_pairwise_f1():
 
 def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
     lines = [" ".join(s) for s in SENTENCES] * 7  # 35 lines: chunks of 64 * batch_size = 128 lines at batch 2
-    whole = parse_sentences([tiny_model], [line.split() for line in lines], ParseOptions(batch_size=64),
+    whole = sentence_results([tiny_model], [line.split() for line in lines], ParseOptions(batch_size=64),
                             all_layers=True)
     assert list(brackets([tiny_model], iter(lines), ParseOptions(batch_size=2))) == \
         [render(r, "brackets") for r in whole]
@@ -186,6 +191,6 @@ def test_one_layer_for_all_models_or_one_per_model(tiny_model):
     assert resolve_layers(ParseOptions(layers=(3, 1)), [tiny_model] * 2) == [3, 1]
     with pytest.raises(InputError, match="layer is given 2 times for 3 models"):
         resolve_layers(ParseOptions(layers=(3, 1)), [tiny_model] * 3)
-    per_model = parse_sentences([tiny_model, tiny_model], SENTENCES, ParseOptions(layers=(3, 1), decoder="gap"))
+    per_model = sentence_results([tiny_model, tiny_model], SENTENCES, ParseOptions(layers=(3, 1), decoder="gap"))
     assert [r.members[1].tree for r in per_model if r.tree] == [
-        parse_words(tiny_model, [s])[0].tree(1, decoder="gap") for s in SENTENCES if s]
+        read_sentences(tiny_model, [s])[0].tree(1, decoder="gap") for s in SENTENCES if s]

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from grammar_induce.cli import main
 from grammar_induce.files import UserError
-from grammar_induce.inference.members import parse_words
+from grammar_induce.inference.members import read_sentences
 from grammar_induce.models.recurrence import linear, product, recurrence
 from grammar_induce.runtime import precision
 
@@ -161,8 +161,8 @@ def test_bf16_parsing_gives_nearly_the_trees_of_float32(tiny_model, with_bf16_un
     from .test_parse import SENTENCES
 
     sentences = [s for s in SENTENCES if s] * 3 + [("the dog saw a cat near the old river " * 3).split()]
-    full = parse_words(tiny_model, sentences)
-    reduced = parse_words(tiny_model, sentences, products=precision.product_dtype(precision.resolve("bf16", CPU)))
+    full = read_sentences(tiny_model, sentences)
+    reduced = read_sentences(tiny_model, sentences, products=precision.product_dtype(precision.resolve("bf16", CPU)))
     agree = sum(a.tree(2) == b.tree(2) for a, b in zip(full, reduced))
     assert agree >= 0.9 * len(sentences)
     gaps = [abs(x - y) for a, b in zip(full, reduced) for x, y in zip(a.distances(2), b.distances(2))]
@@ -183,15 +183,15 @@ def test_train_config_rejects_unknown_precisions():
 
 
 def test_the_lstm_baseline_keeps_its_layers_and_state_in_float32_under_bf16(with_bf16_units):
-    from grammar_induce.models.onlstm import build_model
+    from grammar_induce.models.registry import build
     from grammar_induce.workflows import train as train_module
 
     config = tiny_config(model={"kind": "lstm"}, train={"precision": "bf16"})
-    model = build_model(30, config.model).eval()  # no dropout: the same function twice
+    model = build(30, config.model).eval()  # no dropout: the same function twice
     tokens = torch.randint(0, 30, (8, 4), generator=torch.Generator().manual_seed(0))
     loss, _, hidden = train_module.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), config)
     assert all(state.dtype == torch.float32 for layer in hidden for state in layer)
     fp32_loss, _, _ = train_module.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), tiny_config(
         model={"kind": "lstm"}))
     assert abs(loss.item() - fp32_loss.item()) < 0.01 * fp32_loss.item()
-    assert "torch's LSTM layers in float32" in precision.describe("bf16", "bf16", CPU, "lstm")
+    assert "torch's LSTM layers in float32" in precision.describe("bf16", "bf16", CPU, model.BF16_PARTS)

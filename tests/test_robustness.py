@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from grammar_induce import trees
 from grammar_induce.cli import main
 from grammar_induce.files import InputError
-from grammar_induce.inference.members import parse_words
+from grammar_induce.inference.members import read_sentences
 from grammar_induce.models import checkpoint
 from grammar_induce.text.tokenizer import Tokenizer, read_corpus
 from grammar_induce.text.treebank import TagFilter, read_gold
@@ -114,9 +114,9 @@ def test_bad_gold_trees_and_skip_bad(tmp_path, text, message):
 
 def test_sentence_far_longer_than_bptt_is_parsed_whole(tiny_model):
     words = ("the old man saw a dog near the river " * 60).split()  # 540 words, bptt is 12
-    parsed = parse_words(tiny_model, [words, words[:7]])
+    parsed = read_sentences(tiny_model, [words, words[:7]])
     assert trees.leaves(parsed[0].tree(2)) == words
-    alone = parse_words(tiny_model, [words[:7]])[0]
+    alone = read_sentences(tiny_model, [words[:7]])[0]
     torch.testing.assert_close(torch.tensor(parsed[1].forget), torch.tensor(alone.forget), rtol=1e-5, atol=1e-6)
 
 
@@ -247,8 +247,8 @@ def test_brackets_typed_as_words_survive_parsing_and_rescoring(tiny_run, tmp_pat
 
 
 def test_eos_and_unk_typed_by_a_user_are_ordinary_unknown_words(tiny_model):
-    typed = parse_words(tiny_model, ["the dog <eos> saw a cat".split(), "the dog <unk> saw a cat".split()])
-    unknown = parse_words(tiny_model, ["the dog qqqq saw a cat".split()])[0]
+    typed = read_sentences(tiny_model, ["the dog <eos> saw a cat".split(), "the dog <unk> saw a cat".split()])
+    unknown = read_sentences(tiny_model, ["the dog qqqq saw a cat".split()])[0]
     for parsed in typed:
         assert parsed.forget == unknown.forget
         assert len(trees.leaves(parsed.tree(2))) == 6

@@ -63,7 +63,7 @@ def test_labeled_pred_file(tmp_path):
 
 
 def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backward_model):
-    from grammar_induce.inference.members import parse_words
+    from grammar_induce.inference.members import read_sentences
 
     report = evaluate_models([tiny_model, tiny_backward_model], EvalOptions(GOLD, max_length=12, quiet=True),
                              ParseOptions(decoder="gap"))
@@ -72,7 +72,7 @@ def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backw
     assert report.main_row == "mbr of 2" and "mean of 2" in report.rows
     gold, _ = read_gold(GOLD, TagFilter())
     gold = [g for g in gold if len(g.words) <= 12]
-    parsed = [parse_words(m, [g.words for g in gold]) for m in (tiny_model, tiny_backward_model)]
+    parsed = [read_sentences(m, [g.words for g in gold]) for m in (tiny_model, tiny_backward_model)]
     voted = [most_voted_tree([f.tree(2, decoder="gap"), b.tree(2, decoder="gap")]) for f, b in zip(*parsed)]
     expected = sum((SpanMetric.of(trees.spans(t), trees.spans(g.tree)) for t, g in zip(voted, gold)), SpanMetric())
     assert report.rows["mbr of 2"] == expected

@@ -17,7 +17,7 @@ from .test_trees import all_binary_trees
 def brute_force(scores, n):
     words = [f"w{k}" for k in range(n)]
     candidates = list(all_binary_trees(words))
-    totals = [sum(scores[i, j].item() for i, j in structs.spans_of(t)) for t in candidates]
+    totals = [sum(scores[i, j].item() for i, j in trees.spans(t, whole=True)) for t in candidates]
     return candidates, totals
 
 
@@ -38,7 +38,7 @@ def test_inside_and_cky_equal_brute_force_and_marginals_are_its_gradient():
         z = sum(math.exp(t) for t in totals)
         for i, j in itertools.combinations(range(n + 1), 2):
             if j - i >= 2:
-                expected = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in structs.spans_of(c)) / z
+                expected = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in trees.spans(c, whole=True)) / z
                 assert math.isclose(marginals[b, i, j].item(), expected, rel_tol=1e-7, abs_tol=1e-12)
 
 
@@ -49,12 +49,12 @@ def test_keeping_spans_gives_the_trees_that_hold_them():
     kept = {(0, 2), (2, 5)}
     masked = scores.masked_fill(structs.crossing_mask([kept], n), -1e9)
     candidates, totals = brute_force(scores[0], n)
-    holding = [t for c, t in zip(candidates, totals) if kept <= structs.spans_of(c)]
+    holding = [t for c, t in zip(candidates, totals) if kept <= trees.spans(c, whole=True)]
     assert math.isclose(structs.inside(masked, [n]).item(), math.log(sum(math.exp(t) for t in holding)), rel_tol=1e-9)
     tree = [["a", "b"], [["c", "d"], "e"]]
-    whole = structs.crossing_mask([structs.spans_of(tree)], n)
+    whole = structs.crossing_mask([trees.spans(tree, whole=True)], n)
     assert math.isclose(structs.inside(scores.masked_fill(whole, -1e9), [n]).item(),
-                        sum(scores[0, i, j].item() for i, j in structs.spans_of(tree)), rel_tol=1e-9)
+                        sum(scores[0, i, j].item() for i, j in trees.spans(tree, whole=True)), rel_tol=1e-9)
 
 
 def test_greedy_past_the_exact_limit_finds_a_clear_best_tree_and_cky_equals_the_brute_force(monkeypatch):
@@ -63,7 +63,7 @@ def test_greedy_past_the_exact_limit_finds_a_clear_best_tree_and_cky_equals_the_
         words = [f"w{k}" for k in range(n)]
         tree = rng.choice(list(all_binary_trees(words)))
         scores = torch.full((1, n + 1, n + 1), -1.0, dtype=torch.float64)
-        for i, j in structs.spans_of(tree):
+        for i, j in trees.spans(tree, whole=True):
             scores[0, i, j] = 1.0  # every span of `tree` scores, every other costs: a clear best tree
         assert structs.best_trees(scores, [n], [words]) == [tree]
         monkeypatch.setattr(structs, "EXACT_LIMIT", 1)
@@ -87,14 +87,14 @@ def test_the_losss_gradient_is_the_span_marginals_less_the_target_tree():
     n = 5
     scores = torch.randn(1, n + 1, n + 1, dtype=torch.float64, requires_grad=True)
     target = [["a", "b"], ["c", ["d", "e"]]]
-    kept = structs.spans_of(target)
+    kept = trees.spans(target, whole=True)
     loss = structs.inside(scores, [n]) - structs.inside(scores.masked_fill(structs.crossing_mask([kept], n), -1e9), [n])
     (grad,) = torch.autograd.grad(loss.sum(), scores)
     candidates, totals = brute_force(scores[0].detach(), n)
     z = sum(math.exp(t) for t in totals)
     for i, j in itertools.combinations(range(n + 1), 2):
         if j - i >= 2:
-            marginal = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in structs.spans_of(c)) / z
+            marginal = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in trees.spans(c, whole=True)) / z
             assert math.isclose(grad[0, i, j].item(), marginal - ((i, j) in kept), abs_tol=1e-9)
     assert torch.autograd.gradcheck(lambda x: structs.inside(x, [n, 3]), torch.randn(2, n + 1, n + 1, dtype=torch.float64,
                                                                                   requires_grad=True))
@@ -103,7 +103,7 @@ def test_the_losss_gradient_is_the_span_marginals_less_the_target_tree():
 def test_the_students_parameters_get_the_gradient_of_its_span_scores():
     model = student().double()
     tokens, lengths = batch([[2, 3, 4, 5], [6, 7, 8]])
-    kept = [structs.spans_of([["a", "b"], ["c", "d"]]), structs.spans_of(["a", ["b", "c"]])]
+    kept = [trees.spans([["a", "b"], ["c", "d"]], whole=True), trees.spans(["a", ["b", "c"]], whole=True)]
     model.loss(tokens, lengths, kept).backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
     assert model.score.weight.grad.abs().sum() > 0 and model.embedding.weight.grad[2:9].abs().sum() > 0
@@ -123,7 +123,7 @@ def test_a_student_trained_on_one_tree_per_sentence_reproduces_them():
     sentences = [[2, 3, 4, 5, 6], [7, 8, 9, 10], [3, 5, 7, 9, 11, 2]]
     targets = [[["a", "b"], ["c", ["d", "e"]]], ["a", [["b", "c"], "d"]], [[["a", "b"], "c"], ["d", ["e", "f"]]]]
     tokens, lengths = batch(sentences)
-    kept = [structs.spans_of(t) for t in targets]
+    kept = [trees.spans(t, whole=True) for t in targets]
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     for _ in range(150):
         optimizer.zero_grad()

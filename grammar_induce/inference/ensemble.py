@@ -1,21 +1,22 @@
-"""How trees come from distances, torch-free: decoders and combiners as tables, layer choice and
-member agreement. Adding a decoder or a combiner is one function and one table entry here; the
-command line's choices and the evaluation's rows follow the tables.
+"""How an ensemble's readings become trees, torch-free: the combiners as a table, layer choice and
+member agreement. A new combiner is one function and one entry in COMBINERS (a new decoder: one in
+trees.DECODERS); the command line's choices and the evaluation's rows follow the tables.
 
-A model's distances for a sentence (`Parsed`) are in reading order; each model's tree comes from
-one layer's distances with a decoder, and several models' trees are combined into one.
+Each member's reading of a sentence (models/reading.py: `Parsed`) is in reading order; its tree comes from
+one layer's distances with a decoder (or is its own), and several members' trees are combined into one.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import trees
 from ..files import SettingError, plural
 from ..metrics import SpanMetric
+from ..models.reading import Parsed
 from ..trees import Tree
 
 if TYPE_CHECKING:
@@ -27,79 +28,19 @@ class ParseOptions:
     layers: tuple[int, ...] = ()  # (): each model's middle layer; one for all models, or one per model
     auto_layers: bool = False  # several models: each one's layer chosen by agreement (see layers_by_agreement)
     distance: str = "forget"  # forget | input
-    decoder: str = "paper"  # a name in DECODERS
+    decoder: str = "paper"  # a name in trees.DECODERS
     combine: str = "mbr"  # a name in COMBINERS, for two or more models
     batch_size: int = 64
-    precision: str = "fp32"  # fp32 | bf16 | auto, of the models' matrix products (precision.py)
+    precision: str = "fp32"  # fp32 | bf16 | auto, of the models' matrix products (runtime/precision.py)
     # span voting: the weight of a right-branching tree as one more voter (0: none). English leans right,
     # and a weak prior of that kind breaks the members' ties the way the language does.
     right_voter: float = 0.0
     pretokenized: bool = False  # lines are tokens separated by spaces (segmented Chinese, say): not split again
 
 
-@dataclass(frozen=True)
-class Parsed:
-    """One model's distances for one sentence, in reading order."""
-
-    words: list[str]
-    forget: list[list[float]]  # per layer, per word
-    input: list[list[float]]
-    direction: str = "forward"
-    parsed_tree: Tree | None = None  # a span parser's (a distilled student's) own tree: it has no distances
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.forget) or 1  # a student is one layer, for the layer choice
-
-    def distances(self, layer: int, kind: str = "forget") -> list[float]:
-        """One layer's distances; `layer` counts from 1."""
-        return getattr(self, kind)[layer - 1]
-
-    def gaps(self, layer: int, kind: str = "forget") -> list[float]:
-        """The scores of the gaps between words (none for a student: it scores spans)."""
-        if self.parsed_tree is not None:
-            return []
-        return trees.gap_scores(self.distances(layer, kind), self.direction)
-
-    def tree(self, layer: int, kind: str = "forget", decoder: str = "paper") -> Tree:
-        """The tree of one layer's distances by `decoder`; a student's CKY tree."""
-        if self.parsed_tree is not None:
-            return self.parsed_tree
-        return decode(self.distances(layer, kind), self.words, self.direction, decoder)
-
-
-def _gap_decoder(distances: Sequence[float], words: Sequence[str], direction: str) -> Tree:
-    return trees.tree_from_gaps(trees.gap_scores(distances, direction), words)
-
-
-# name -> (distances in reading order, words, direction) -> tree
-DECODERS: dict[str, Callable[[Sequence[float], Sequence[str], str], Tree]] = {
-    "paper": trees.paper_tree,  # the paper's greedy split (mirrored for a backward model)
-    "gap": _gap_decoder,  # split at the largest gap between words
-}
-
-
-def decode(distances: Sequence[float], words: Sequence[str], direction: str, decoder: str) -> Tree:
-    return DECODERS[decoder](distances, words, direction)
-
-
-def check_layer(layer: int, n_layers: int) -> None:
-    if not 1 <= layer <= n_layers:
-        raise SettingError("layer", f"{layer} is out of range: the model has layers 1 to {n_layers}")
-
-
 def middle_layer(n_layers: int) -> int:
     """The paper parses with the middle layer: 2 of 3."""
     return (n_layers + 1) // 2
-
-
-def resolve_layer(layer: int | None, loaded: LoadedModel) -> int:
-    if not loaded.model.has_distances:  # a student parses by CKY: it has one "layer", whatever is asked
-        return 1
-    n_layers = loaded.config.model.n_layers
-    layer = middle_layer(n_layers) if layer is None else layer
-    check_layer(layer, n_layers)
-    return layer
 
 
 def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int]:
@@ -108,7 +49,7 @@ def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int
         raise SettingError("layer", f"is given {plural(len(options.layers), 'time')} for {plural(len(models), 'model')}: "
                          "give it once for all, or once per --model")
     layers = options.layers * len(models) if len(options.layers) == 1 else options.layers or (None,) * len(models)
-    return [resolve_layer(layer, loaded) for layer, loaded in zip(layers, models)]
+    return [loaded.model.parse_layer(layer) for layer, loaded in zip(layers, models)]
 
 
 def layers_by_agreement(parsed: list[list[Parsed | None]], options: ParseOptions) -> tuple[int, ...]:
@@ -157,8 +98,9 @@ def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: Pars
 
 def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The gap decoder on the members' mean standardised gap scores."""
-    if sentences and any(p.parsed_tree is not None for p in sentences[0]):
-        raise SettingError("combine", "mean needs gap scores, and a distilled student scores spans: combine it with mbr")
+    if sentences and not all(p.has_gaps for p in sentences[0]):
+        raise SettingError("combine", "mean needs gap scores, and a member yields trees of its own (a distilled "
+                           "student scores spans): combine it with mbr")
 
     def tree(members: list[Parsed]) -> Tree:
         scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]
@@ -167,11 +109,19 @@ def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseO
     return [tree(members) for members in sentences]
 
 
-# name -> (per sentence, the members' distances; each member's layer; options) -> the ensemble's trees
+# name -> (per sentence, the members' readings; each member's layer; options) -> the ensemble's trees.
+# A new combiner: a function and an entry here (and in NEEDS_GAPS if it reads gap scores).
 COMBINERS: dict[str, Callable[[list[list[Parsed]], list[int], ParseOptions], list[Tree]]] = {
     "mbr": _span_voting,
     "mean": _mean_gaps,
 }
+NEEDS_GAPS = {"mean"}  # combiners that read gap scores, which a member yielding trees of its own has not
+
+
+def combiners_for(sentences: list[list[Parsed]]) -> list[str]:
+    """The combiners that can combine these members' readings."""
+    gaps = not sentences or all(p.has_gaps for p in sentences[0])
+    return [name for name in COMBINERS if gaps or name not in NEEDS_GAPS]
 
 
 def combine(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:

@@ -1,28 +1,91 @@
-"""Sentences in, each model's distances out: batched runs of trained models over word lists.
+"""The one member path: an ensemble's members checked, their precision resolved once, their layers fixed
+once, every member run over the sentences and their readings combined. parse, evaluate, distill and the
+API all go through `Members`.
 
-A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode (a backward
-model gets the words reversed), and the distances at the two `<eos>` positions are dropped, so
-distance t belongs to word t in reading order.
+A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode (a backward model gets
+the words reversed); each model kind turns its rows into readings in reading order (models/kind.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 
 from ..files import InputError
 from ..models.checkpoint import LoadedModel
+from ..models.reading import Parsed, model_order
+from ..runtime import precision
 from ..text.tokenizer import EOS
-from .ensemble import Parsed
+from ..trees import Tree
+from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
+
+Readings = list[list[Parsed | None]]  # per member, per sentence (None: an empty sentence)
+
+
+@dataclass(frozen=True)
+class Members:
+    """An ensemble's models (one or more) with the options they parse with. `of` checks them and resolves
+    the precision; `with_layers` fixes every member's layer (the options' layers, or `auto`'s choice)."""
+
+    models: list[LoadedModel]
+    options: ParseOptions
+
+    @classmethod
+    def of(cls, models: list[LoadedModel], options: ParseOptions) -> Members:
+        check_members(models)
+        return cls(models, replace(options, precision=precision.resolve(options.precision, models[0].model.device)))
+
+    @property
+    def layers_fixed(self) -> bool:
+        return not self.options.auto_layers and len(self.options.layers) == len(self.models)
+
+    @property
+    def chooses_layers(self) -> bool:
+        """Whether the layers are to be chosen by agreement (`auto`, two or more members)."""
+        return self.options.auto_layers and len(self.models) > 1
+
+    def read(self, sentences: list[list[str]], all_layers: bool = True,
+             progress: Callable[[int], object] | None = None) -> Readings:
+        """Every member's reading of each sentence: every layer's distances, or (with the layers fixed and
+        not `all_layers`) those up to the member's layer."""
+        products = precision.product_dtype(self.options.precision)
+        layers = self.options.layers if self.layers_fixed and not all_layers else (None,) * len(self.models)
+        return [read_sentences(loaded, sentences, self.options.batch_size, progress, layer, products)
+                for loaded, layer in zip(self.models, layers)]
+
+    def with_layers(self, readings: Readings | None = None) -> Members:
+        """The members with every layer fixed: chosen by agreement on `readings` when `auto` asks for it (and
+        there are readings), else as given (or the middle ones)."""
+        if self.chooses_layers and readings and any(p is not None for p in readings[0]):
+            layers = layers_by_agreement(readings, self.options)
+        else:
+            layers = tuple(resolve_layers(self.options, self.models))
+        return Members(self.models, replace(self.options, layers=layers, auto_layers=False))
+
+    def with_layers_on(self, sentences: list[list[str]]) -> Members:
+        """`with_layers`, reading `sentences` first only where the layers are to be chosen by agreement."""
+        return self.with_layers(self.read(sentences) if self.chooses_layers and sentences else None)
+
+    def combine(self, readings: Readings) -> list[Tree]:
+        """The ensemble's tree of each non-empty sentence (the layers fixed); one member's is its own."""
+        per_sentence = [list(column) for column in zip(*readings) if column[0] is not None]
+        return combine(per_sentence, list(self.options.layers), self.options)
+
+    def member_trees(self, readings: Readings) -> list[list[Tree]]:
+        """Per member, its tree of each non-empty sentence at its layer."""
+        o = self.options
+        return [[p.tree(layer, o.distance, o.decoder) for p in member if p is not None]
+                for member, layer in zip(readings, o.layers)]
 
 
 def check_members(models: list[LoadedModel]) -> None:
-    """Every model must have distances, and all must split and normalise words alike."""
+    """Every model must yield distances or trees, and all must split and normalise words alike."""
     for loaded in models:
-        if not loaded.model.has_distances and not is_student(loaded):
-            raise InputError(f"{loaded.source}: a {loaded.config.model.kind} language model has no distances "
-                             "to parse with (train an ON-LSTM: model.kind = \"onlstm\")")
+        if loaded.model.YIELDS == "nothing":
+            raise InputError(f"{loaded.source}: {loaded.model.LABEL} has no distances to parse with "
+                             "(train an ON-LSTM: model.kind = \"onlstm\")")
     first = models[0]
     for loaded in models[1:]:
         if loaded.tokenizer != first.tokenizer:
@@ -31,52 +94,27 @@ def check_members(models: list[LoadedModel]) -> None:
 
 
 @torch.no_grad()
-def parse_words(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
-                progress: Callable[[int], object] | None = None, n_layers: int | None = None,
-                products: torch.dtype | None = None) -> list[Parsed | None]:
-    """Distances of every layer (or of layers 1 to `n_layers`) for each sentence (a list of words as written).
+def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
+                   progress: Callable[[int], object] | None = None, n_layers: int | None = None,
+                   products: torch.dtype | None = None) -> list[Parsed | None]:
+    """One model's reading of each sentence (a list of words as written); empty sentences get None.
 
-    Sentences are sorted by length and padded at the end: the model reads from the start, so
-    padding never changes the distances of earlier positions. Empty sentences get None. `products`: the
-    dtype of the matrix products (None: float32; see precision.py).
+    Sentences are sorted by length and padded at the end: a model reads from the start, so padding never
+    changes what it makes of earlier positions. `n_layers`: only the lowest layers are needed; `products`:
+    the dtype of the matrix products (None: float32; see runtime/precision.py).
     """
-    model, direction = loaded.model, loaded.config.model.direction
+    direction = loaded.config.model.direction
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Parsed | None] = [None] * len(sentences)
     for first in range(0, len(order), batch_size):
         batch = order[first : first + batch_size]
         words = [sentences[k] for k in batch]
-        tokens = token_rows(loaded, [_model_order(w, direction) for w in words])  # (B, T)
-        if is_student(loaded):
-            for k, tree in zip(batch, student_trees(model, tokens, words)):
-                results[k] = Parsed(sentences[k], [], [], direction, tree)
-        else:
-            _add_distances(results, batch, words, model.distances(tokens.t().to(model.device), n_layers=n_layers,
-                                                                  products=products), direction)
+        tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
+        for k, reading in zip(batch, loaded.model.read(tokens, words, n_layers, products)):
+            results[k] = reading
         if progress is not None:
             progress(len(batch))
     return results
-
-
-STUDENT_CELLS = 1 << 24  # floats of a student's span scores at a time (64 MB): long lines go fewer at a time
-
-
-def student_trees(model, tokens: torch.Tensor, words: list[list[str]]) -> list:
-    """A student's CKY trees of a batch, in parts small enough that its (B, N+1, N+1) span scores
-    fit in STUDENT_CELLS (the rows are sorted by length, the longest last)."""
-    per_row = (len(words[-1]) + 1) ** 2
-    step = max(1, STUDENT_CELLS // per_row)
-    found = []
-    for start in range(0, len(words), step):
-        part = words[start : start + step]
-        rows = tokens[start : start + step, : len(part[-1]) + 2]
-        found += model.trees(rows.to(model.device), [len(w) for w in part], part)
-    return found
-
-
-def is_student(loaded: LoadedModel) -> bool:
-    """A span parser distilled from other models (student.py): its trees come from CKY."""
-    return getattr(loaded.model, "is_student", False)
 
 
 def token_rows(loaded: LoadedModel, sentences: list[list[str]]) -> torch.Tensor:
@@ -86,19 +124,3 @@ def token_rows(loaded: LoadedModel, sentences: list[list[str]]) -> torch.Tensor:
     longest = max(len(s) for s in sentences)
     rows = [[eos, *vocab.encode_user_words(tokenizer.normalize(w) for w in s)] for s in sentences]
     return torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows])
-
-
-def _add_distances(results: list[Parsed | None], batch: list[int], words: list[list[str]], distances,
-                   direction: str) -> None:
-    longest = len(words[-1])
-    forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
-    inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
-    for column, (k, sentence) in enumerate(zip(batch, words)):
-        n = len(sentence)
-        results[k] = Parsed(sentence, [_model_order(d[:n], direction) for d in forget[column]],
-                            [_model_order(d[:n], direction) for d in inp[column]], direction)
-
-
-def _model_order(items: list, direction: str) -> list:
-    """Reading order <-> the model's order (its own inverse)."""
-    return items[::-1] if direction == "backward" else items

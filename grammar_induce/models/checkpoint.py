@@ -18,14 +18,15 @@ from .. import config as config_module
 from ..config import Config, ConfigError
 from ..files import InputError, atomic_write
 from ..text.tokenizer import Tokenizer, Vocab
-from .onlstm import LanguageModel, build_model
+from . import registry
+from .kind import ModelKind
 
 FORMAT_VERSION = 1
 
 
 @dataclass
 class LoadedModel:
-    model: LanguageModel
+    model: ModelKind  # of the kind its config names (registry.py)
     vocab: Vocab
     tokenizer: Tokenizer
     config: Config
@@ -33,7 +34,7 @@ class LoadedModel:
     provenance: dict[str, Any] | None = None  # how it was made, where that is not the config (a student's teachers)
 
 
-def save(path: Path, model: LanguageModel, vocab: Vocab, tokenizer: Tokenizer, config: Config,
+def save(path: Path, model: ModelKind, vocab: Vocab, tokenizer: Tokenizer, config: Config,
          training_state: dict[str, Any] | None = None, provenance: dict[str, Any] | None = None) -> None:
     payload = {
         "format_version": FORMAT_VERSION,
@@ -106,7 +107,7 @@ def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
         config = config_module.from_dict(payload["config"], source=str(path))
         vocab = Vocab(payload["vocab"])
         tokenizer = Tokenizer(**payload["tokenizer"])
-        model = build_model(len(vocab), config.model)
+        model = registry.build(len(vocab), config.model)
         model.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError, ConfigError) as e:
         raise InputError(f"{path}: damaged checkpoint ({_mismatch(e)})") from None

@@ -9,7 +9,7 @@ hold the two together, values and gradients).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -17,8 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from .kind import ModelKind
+from .reading import Parsed, model_order
 from .recurrence import linear, recurrence
-from .span_parser import SpanParser
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
 
@@ -165,12 +166,12 @@ class LSTMLayer(nn.Module):
         return hs, c[0], None, None
 
 
-class LanguageModel(nn.Module):
+class LanguageModel(ModelKind):
     """Embedding -> stack of recurrent layers (emb -> H -> ... -> H -> emb) -> decoder tied to the embedding,
     with the AWD-LSTM dropouts. Layers map (x (T, B, I), (h0, c0)) to (hs (T, B, H), c_last, forget and
     input distances (T, B) or None)."""
 
-    has_distances = False
+    YIELDS = "nothing"
 
     def __init__(self, vocab_size: int, config: ModelConfig, make_layer: Callable[[int, int], nn.Module]):
         super().__init__()
@@ -182,10 +183,6 @@ class LanguageModel(nn.Module):
         self.decoder.weight = self.embedding.weight
         nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
         nn.init.zeros_(self.decoder.bias)
-
-    @property
-    def device(self) -> torch.device:
-        return self.embedding.weight.device
 
     def init_hidden(self, batch_size: int) -> State:
         weight = self.embedding.weight
@@ -212,7 +209,7 @@ class LanguageModel(nn.Module):
             forget.append(dist_f)
             inp.append(dist_i)
             x = locked_dropout(hs, cfg.dropouth, self.training) if k < len(self.layers) - 1 else hs
-        distances = Distances(torch.stack(forget), torch.stack(inp)) if self.has_distances else None
+        distances = Distances(torch.stack(forget), torch.stack(inp)) if self.YIELDS == "distances" else None
         return x, new_hidden, distances
 
     def forward(self, tokens: Tensor, hidden: State | None = None, products: torch.dtype | None = None) -> LMOutput:
@@ -223,7 +220,9 @@ class LanguageModel(nn.Module):
 
 
 class ONLSTMLanguageModel(LanguageModel):
-    has_distances = True
+    NAME, YIELDS, LABEL = "onlstm", "distances", "an ON-LSTM language model"
+    BF16_PARTS = "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the input maps' " \
+                 "master-gate rows in float32"
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__(vocab_size, config,
@@ -234,19 +233,31 @@ class ONLSTMLanguageModel(LanguageModel):
         """Per-token distances (of the lowest `n_layers` layers, default all) without the decoder, for parsing."""
         return self.run_stack(tokens, hidden, n_layers, products)[2]
 
+    @property
+    def parse_layers(self) -> int:
+        return self.config.n_layers
+
+    def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
+             products: torch.dtype | None = None) -> list[Parsed]:
+        """Each sentence's distances of every layer (up to `n_layers`), in reading order: those of the
+        `<eos>` on either side dropped, so distance t belongs to word t."""
+        distances = self.distances(tokens.t().to(self.device), n_layers=n_layers, products=products)
+        longest, direction = len(words[-1]), self.config.direction
+        forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
+        inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
+        return [Parsed(list(w), [model_order(d[: len(w)], direction) for d in f],
+                       [model_order(d[: len(w)], direction) for d in i], direction)
+                for w, f, i in zip(words, forget, inp)]
+
 
 class LSTMLanguageModel(LanguageModel):
     """The AWD-LSTM baseline (Merity et al., ICLR 2018) with the same embedding, dropouts and decoder."""
 
+    NAME, LABEL = "lstm", "an lstm language model"
+    BF16_PARTS = "the decoder's products in bfloat16, torch's LSTM layers in float32"
+
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__(vocab_size, config, lambda input_size, size: LSTMLayer(input_size, size, config.wdrop))
-
-
-MODEL_CLASSES = {"onlstm": ONLSTMLanguageModel, "lstm": LSTMLanguageModel, "student": SpanParser}  # config.MODEL_KINDS
-
-
-def build_model(vocab_size: int, config: ModelConfig) -> LanguageModel | SpanParser:
-    return MODEL_CLASSES[config.kind](vocab_size, config)
 
 
 class _CrossEntropy(torch.autograd.Function):

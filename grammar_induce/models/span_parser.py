@@ -4,7 +4,8 @@ Words are read by a BiLSTM over the teachers' vocabulary; the span of words i..j
 of the forward states at its two fenceposts beside the difference of the backward ones (Stern et al.
 2017), scored by a small MLP. Trees are a CRF over binary trees (structs.inside): training raises
 the log-probability of the teachers' tree, or of every tree that keeps the spans most teachers agree
-on; parsing is CKY. Its checkpoint is a model like the others (model.kind = "student").
+on; parsing is CKY. Its checkpoint is a model like the others (model.kind = "student"); as a model kind it
+yields trees of its own, not distances.
 """
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..trees import Tree
 from . import structs
+from .kind import ModelKind
+from .reading import Parsed
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
+SCORE_CELLS = 1 << 24  # floats of span scores at a time when parsing (64 MB): long lines go fewer at a time
 
 
-class SpanParser(nn.Module):
+class SpanParser(ModelKind):
     """Span scores from a BiLSTM; `emb_size`, `hidden_size` (per direction and of the MLP), `n_layers`
     (of the BiLSTM) and `dropout` of the model config."""
 
-    has_distances = False  # it scores spans: trees come from CKY, not from distances
-    is_student = True
+    NAME, YIELDS, LABEL, SEARCH = "student", "trees", "a distilled student", "CKY"  # it scores spans: trees by CKY
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
@@ -36,10 +39,6 @@ class SpanParser(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.project = nn.Linear(2 * config.hidden_size, config.hidden_size)  # on fencepost differences
         self.score = nn.Linear(config.hidden_size, 1)
-
-    @property
-    def device(self) -> torch.device:
-        return self.embedding.weight.device
 
     def span_scores(self, tokens: Tensor, lengths: Sequence[int], block: int = 0) -> Tensor:
         """(B, N+1, N+1) scores of every span of each sentence (the upper triangle, i < j, is read).
@@ -79,6 +78,19 @@ class SpanParser(nn.Module):
         log_z = structs.inside(scores, lengths)
         log_kept = structs.inside(scores.masked_fill(forbidden, -1e9), lengths)
         return (log_z - log_kept).mean()
+
+    @torch.no_grad()
+    def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
+             products: torch.dtype | None = None) -> list[Parsed]:
+        """Each sentence's CKY tree, the batch in parts small enough that its (B, N+1, N+1) span scores fit
+        in SCORE_CELLS (the rows are sorted by length, the longest last)."""
+        step = max(1, SCORE_CELLS // (len(words[-1]) + 1) ** 2)
+        found: list[Tree] = []
+        for start in range(0, len(words), step):
+            part = words[start : start + step]
+            rows = tokens[start : start + step, : len(part[-1]) + 2]
+            found += self.trees(rows.to(self.device), [len(w) for w in part], part)
+        return [Parsed(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
 
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]]) -> list[Tree]:

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from .. import trees
 from ..trees import Tree
 
 
@@ -140,9 +139,3 @@ def crossing_mask(kept: Sequence[Iterable[tuple[int, int]]], n: int) -> Tensor:
             mask |= ((i < a) & (a < j) & (j < b)) | ((a < i) & (i < b) & (b < j))
         masks.append(mask)
     return torch.stack(masks)
-
-
-def spans_of(tree: Tree) -> set[tuple[int, int]]:
-    """A tree's spans of two or more words, the whole sentence included."""
-    n = len(trees.leaves(tree))
-    return trees.spans(tree) | ({(0, n)} if n >= 2 else set())

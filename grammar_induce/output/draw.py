@@ -60,19 +60,9 @@ class _Node:
 
 def _layout(tree: Tree, centers: Sequence[float]) -> _Node:
     """Each node's word span, x (between its first and last child) and height (leaves 0), bottom-up."""
-    stack: list[list[_Node]] = [[]]
-    position = 0
-    for event in trees.walk(tree):
-        if event is trees.OPEN:
-            stack.append([])
-        elif event is trees.CLOSE:
-            kids = stack.pop()
-            stack[-1].append(_Node(kids[0].start, kids[-1].end, (kids[0].x + kids[-1].x) / 2,
-                                   1 + max(k.height for k in kids), kids))
-        else:
-            stack[-1].append(_Node(position, position + 1, centers[position], 0))
-            position += 1
-    return stack[0][0]
+    return trees.rebuild(tree, lambda kids: _Node(kids[0].start, kids[-1].end, (kids[0].x + kids[-1].x) / 2,
+                                                 1 + max(k.height for k in kids), kids),
+                         lambda word, k: _Node(k, k + 1, centers[k], 0))
 
 
 def tree_svg(words: Sequence[str], tree: Tree, distances: Sequence[Sequence[float]] = (), layer: int = 0,

@@ -23,9 +23,6 @@ import torch
 
 from ..files import UserError
 
-REDUCED_PARTS = {"onlstm": "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the "
-                           "input maps' master-gate rows in float32",
-                 "lstm": "the decoder's products in bfloat16, torch's LSTM layers in float32"}
 FULL_PARTS = "gates, cell state, master gates, loss and weights in float32"
 
 # CPU feature flags (Linux /proc/cpuinfo) that mean native bfloat16 matrix arithmetic.
@@ -78,10 +75,11 @@ def resolve(precision: str, device: torch.device) -> str:
                     "would run slower than fp32 here; use fp32, or auto to choose bf16 only where it helps")
 
 
-def describe(requested: str, resolved: str, device: torch.device, model_kind: str = "onlstm") -> str:
-    """One line for the log: which precision each part runs in, and why."""
+def describe(requested: str, resolved: str, device: torch.device, reduced_parts: str = "matrix products in bfloat16") -> str:
+    """One line for the log: which precision each part runs in (`reduced_parts`: what runs in bfloat16, the
+    model kind's BF16_PARTS), and why."""
     if resolved == "bf16":
-        return f"precision bf16 ({bf16_hardware(device)}): {REDUCED_PARTS[model_kind]}; {FULL_PARTS}"
+        return f"precision bf16 ({bf16_hardware(device)}): {reduced_parts}; {FULL_PARTS}"
     if requested == "auto":
         return f"precision auto -> fp32: this {device.type.upper()} has no bfloat16 matrix hardware; everything in float32"
     return "precision fp32: everything in float32"

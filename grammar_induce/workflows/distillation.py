@@ -24,14 +24,14 @@ import torch
 from .. import trees
 from ..config import Config, ModelConfig
 from ..files import InputError, atomic_write, plural, read_lines, refuse_overwriting
-from ..inference.ensemble import Parsed, ParseOptions, combine, layers_by_agreement, resolve_layers
-from ..inference.members import check_members, is_student, parse_words, token_rows
+from ..inference.ensemble import ParseOptions, combine
+from ..inference.members import Members, check_members, read_sentences, token_rows
 from ..inference.voting import span_votes
 from ..metrics import SpanMetric
-from ..models import checkpoint, structs
+from ..models import checkpoint
 from ..models.checkpoint import LoadedModel
+from ..models.reading import Parsed
 from ..models.span_parser import SpanParser
-from ..runtime import precision
 from ..runtime.rundir import append_metrics
 from ..trees import Tree
 
@@ -91,7 +91,7 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     the work folder holds what `resume` needs to go on from there; a run that fails before its first epoch
     leaves no folder behind."""
     check_members(teachers)
-    if any(is_student(t) for t in teachers):
+    if any(t.model.YIELDS != "distances" for t in teachers):
         raise InputError("the teachers must be language models (a student learns from their trees)")
     out_dir = Path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
@@ -136,7 +136,7 @@ def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -
     best = out_dir / "best.pt"
     if best.exists():
         kind = _kind_of(best)
-        if kind != "student":
+        if kind != SpanParser.NAME:
             raise InputError(f"{out_dir}: its best.pt is {kind}, not a distilled student: it is never written "
                              "over; choose another --out")
         if not force:
@@ -152,7 +152,7 @@ def _kind_of(path: Path) -> str:
         kind = checkpoint.read(path)["config"]["model"]["kind"]
     except (InputError, KeyError, TypeError):
         return "not a grammar-induce checkpoint"
-    return "student" if kind == "student" else f"a language model ({kind})"
+    return "student" if kind == SpanParser.NAME else f"a language model ({kind})"
 
 
 def _read_state(work: Path) -> dict:
@@ -237,34 +237,27 @@ def ensemble_targets(models: list[LoadedModel], sentences: list[list[str]], opti
                      ) -> tuple[Targets, ParseOptions]:
     """The ensemble's trees and the spans most members hold; and the options with the layers fixed
     (`auto`: chosen on the first chunk)."""
-    products = precision.product_dtype(precision.resolve(options.precision, models[0].model.device))
+    members = Members.of(models, options)
     found: list[Tree] = []
     confident: list[set[tuple[int, int]]] = []
     for start in range(0, len(sentences), CHUNK):
-        chunk = sentences[start : start + CHUNK]
-        parsed = [parse_words(m, chunk, options.batch_size, products=products) for m in models]
+        readings = members.read(sentences[start : start + CHUNK])
         if start == 0:
-            options = _fixed_layers(models, parsed, options)
-        part = targets_of(parsed, options)
+            members = members.with_layers(readings)
+        part = targets_of(readings, members.options)
         found += part.trees
         confident += part.confident
-    return Targets(sentences, found, confident), options
+    return Targets(sentences, found, confident), members.options
 
 
-def targets_of(parsed: list[list[Parsed]], options: ParseOptions) -> Targets:
-    """The targets of sentences the members have read (`parsed`: per member, per sentence), with the
+def targets_of(readings: list[list[Parsed]], options: ParseOptions) -> Targets:
+    """The targets of sentences the members have read (`readings`: per member, per sentence), with the
     members' layers fixed in `options`: the ensemble's trees and the spans most members hold."""
-    members = [list(column) for column in zip(*parsed)]
+    members = [list(column) for column in zip(*readings)]
     found = combine(members, list(options.layers), options)
     confident = [_majority([p.tree(layer, options.distance, options.decoder) for p, layer in zip(column, options.layers)])
                  for column in members]
     return Targets([column[0].words for column in members], found, confident)
-
-
-def _fixed_layers(models: list[LoadedModel], parsed: list, options: ParseOptions) -> ParseOptions:
-    if options.auto_layers and len(models) > 1:
-        return replace(options, layers=layers_by_agreement(parsed, options), auto_layers=False)
-    return replace(options, layers=tuple(resolve_layers(options, models)), auto_layers=False)
 
 
 def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:
@@ -280,13 +273,13 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     resuming needs is saved in out_dir; `state` is such a save to go on from."""
     torch.manual_seed(settings.seed + round_number)
     rng = random.Random(settings.seed + round_number)
-    model_config = ModelConfig(kind="student", emb_size=settings.emb_size, hidden_size=settings.hidden_size,
+    model_config = ModelConfig(kind=SpanParser.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
                                chunk_size=1, n_layers=settings.n_layers, dropout=settings.dropout)
     config = Config(model=model_config, data=teacher.config.data)
     model = SpanParser(len(teacher.vocab), model_config).to(teacher.model.device)
     student = LoadedModel(model, teacher.vocab, teacher.tokenizer, config, str(out_dir / f"round-{round_number}.pt"))
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
-    kept = train.confident if settings.confident else [structs.spans_of(t) for t in train.trees]
+    kept = train.confident if settings.confident else [trees.spans(t, whole=True) for t in train.trees]
     usable = [k for k, words in enumerate(train.words) if 2 <= len(words) <= settings.max_length]
     if not usable:
         raise InputError(f"none of the {plural(len(train.words), 'training sentence')} has 2 to {settings.max_length} "
@@ -361,7 +354,7 @@ def _batches(indices: list[int], words: list[list[str]], size: int, rng: random.
 
 def agreement_with(student: LoadedModel, targets: Targets, batch_size: int = 64) -> float:
     """Sentence F1 of the student's trees against the targets' trees (no gold trees)."""
-    parsed = parse_words(student, targets.words, batch_size)
+    parsed = read_sentences(student, targets.words, batch_size)
     total = SpanMetric()
     for p, tree in zip(parsed, targets.trees):
         total += SpanMetric.of(trees.spans(p.tree(1)), trees.spans(tree))

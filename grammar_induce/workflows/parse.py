@@ -1,5 +1,5 @@
-"""Sentences in, trees out: lines tokenized, run through one or more trained models (distances.py),
-decoded and combined (ensemble.py), rendered; in this process, in worker processes or under torchrun.
+"""Sentences in, trees out: lines tokenized, run through one or more trained models and combined (the member
+path: inference/members.py), rendered; in this process, in worker processes or under torchrun.
 """
 
 from __future__ import annotations
@@ -17,45 +17,29 @@ import torch
 
 from .. import trees
 from ..files import InputError, plural, replace_folder, write_text
-from ..inference.ensemble import ParseOptions, combine, layers_by_agreement, member_agreement, resolve_layers
-from ..inference.members import check_members, is_student, parse_words
+from ..inference.ensemble import ParseOptions, member_agreement
+from ..inference.members import Members
 from ..metrics import SpanMetric
 from ..models.checkpoint import LoadedModel
 from ..output.formats import MemberResult, SentenceResult, render
-from ..runtime import precision
 from ..runtime.distributed import World
 from ..trees import Tree
 
 
-def choose_layers(models: list[LoadedModel], sentences: list[list[str]], options: ParseOptions) -> ParseOptions:
-    """The options with the layers fixed: chosen by agreement on these sentences when asked to, else as given
-    (with no sentence to agree on, the middle layers)."""
-    if not options.auto_layers or len(models) < 2 or not sentences:
-        return replace(options, layers=tuple(resolve_layers(options, models)), auto_layers=False)
-    products = precision.product_dtype(options.precision)
-    parsed = [parse_words(loaded, sentences, options.batch_size, products=products) for loaded in models]
-    return replace(options, layers=layers_by_agreement(parsed, options), auto_layers=False)
-
-
-def parse_sentences(models: list[LoadedModel], sentences: list[list[str]], options: ParseOptions,
-                    all_layers: bool = False) -> list[SentenceResult]:
-    """Each sentence's combined tree and every member's distances and tree (`options.precision` resolved:
-    fp32 or bf16)."""
-    layers = resolve_layers(options, models)
-    products = precision.product_dtype(options.precision)
-    parsed = [parse_words(loaded, sentences, options.batch_size, n_layers=None if all_layers else layer,
-                          products=products) for loaded, layer in zip(models, layers)]
-    members = [[member[k] for member in parsed] for k, words in enumerate(sentences) if words]
-    combined = iter(combine(members, layers, options))
+def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bool = False) -> list[SentenceResult]:
+    """Each sentence's combined tree and every member's distances and tree (the members' layers fixed)."""
+    readings = members.read(sentences, all_layers)
+    combined = iter(members.combine(readings))
+    layers, o = members.options.layers, members.options
     results = []
     for k, words in enumerate(sentences):
         if not words:
             results.append(SentenceResult(words, None))
             continue
         results.append(SentenceResult(words, next(combined), [
-            MemberResult(p.direction, p.forget, p.input, p.tree(layer, options.distance, options.decoder), m.source,
-                         layer, p.gaps(layer, options.distance))
-            for p, layer, m in zip([member[k] for member in parsed], layers, models)]))
+            MemberResult(p.direction, p.forget, p.input, p.tree(layer, o.distance, o.decoder), m.source, layer,
+                         p.gaps(layer, o.distance))
+            for p, layer, m in zip([member[k] for member in readings], layers, members.models)]))
     return results
 
 
@@ -84,31 +68,35 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     for every process. `all_layers` runs every layer (else up to the one read); `progress` is called with
     the number of sentences each chunk parsed; `stream`: the lines arrive over time (see _chunks).
     """
-    check_members(models)
-    options = replace(options, precision=precision.resolve(options.precision, models[0].model.device))  # once
-    world = World.from_env()
+    members = Members.of(models, options)  # checked, the precision resolved once
+    options, world = members.options, World.from_env()
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
-                           writes_output=world.is_main, distance=options.distance,
-                           auto_layers=options.auto_layers and len(models) > 1)
+                           writes_output=world.is_main, distance=options.distance, auto_layers=members.chooses_layers)
     chunks = ([_tokens(models[0], line, options.pretokenized) for line in chunk]
               for chunk in _chunks(lines, options.batch_size, stream))
     first = next(chunks, [])
-    options = _fixed_layers(models, first, options, world)
-    summary.layers = options.layers
+    members = _fixed_layers(members, first, world)
+    summary.layers = members.options.layers
     chunks = itertools.chain([first], chunks)
     if world.size == 1 and workers > 1:
         ahead = list(itertools.islice(chunks, workers))  # as many chunks as workers, to see if there is work for each
         chunks = itertools.chain(ahead, chunks)
         summary.workers = worker_count(workers, ahead, options.batch_size, models, summary.notes)
     if world.size > 1:
-        parts = _parts_distributed(models, chunks, options, all_layers, world)
+        parts = _parts_distributed(members, chunks, all_layers, world)
     elif summary.workers > 1:
-        parts = _parts_in_processes(models, chunks, options, all_layers, summary.workers)
+        parts = _parts_in_processes(members, chunks, all_layers, summary.workers)
     else:
-        parts = (parse_chunk(models, chunk, options, all_layers) for chunk in chunks)
-    cubic = "span voting" if len(models) > 1 and options.combine == "mbr" else \
-        "the student's CKY" if is_student(models[0]) else None
-    return _collect(parts, summary, progress, cubic), summary
+        parts = (parse_chunk(members, chunk, all_layers) for chunk in chunks)
+    return _collect(parts, summary, progress, _cubic_search(members)), summary
+
+
+def _cubic_search(members: Members) -> str | None:
+    """What finds the trees by a search cubic in the length, if anything does: span voting, or a member's own."""
+    if len(members.models) > 1 and members.options.combine == "mbr":
+        return "span voting"
+    model = members.models[0].model
+    return f"the {model.NAME}'s {model.SEARCH}" if model.SEARCH else None
 
 
 WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself)
@@ -166,21 +154,20 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, progr
                              "split them greedily, top down (the exact search is cubic in the length)")
 
 
-def _fixed_layers(models: list[LoadedModel], first: list[tuple[list[str], list[bool]]], options: ParseOptions,
-                  world: World) -> ParseOptions:
-    """The options with every member's layer fixed: chosen by agreement on the first chunk when asked to
-    (on process 0, for every process), else as given."""
+def _fixed_layers(members: Members, first: list[tuple[list[str], list[bool]]], world: World) -> Members:
+    """The members with every layer fixed: chosen by agreement on the first chunk when asked to (on
+    process 0, for every process), else as given."""
     sentences = [words for words in _words(first) if words]
-    if options.auto_layers and len(models) > 1 and world.size > 1:
-        return world.gather_objects(choose_layers(models, sentences, options) if world.is_main else None)[0]
-    return choose_layers(models, sentences, options)
+    if members.chooses_layers and world.size > 1:
+        chosen = members.with_layers_on(sentences).options if world.is_main else None
+        return Members(members.models, world.gather_objects(chosen)[0])
+    return members.with_layers_on(sentences)
 
 
-def parse_chunk(models: list[LoadedModel], chunk: list[tuple[list[str], list[bool]]], options: ParseOptions,
-                all_layers: bool) -> list[SentenceResult]:
+def parse_chunk(members: Members, chunk: list[tuple[list[str], list[bool]]], all_layers: bool) -> list[SentenceResult]:
     """One chunk of tokenized lines parsed, with its punctuation put back."""
-    results = parse_sentences(models, _words(chunk), options, all_layers)
-    normalize = models[0].tokenizer.normalize
+    results = parse_sentences(members, _words(chunk), all_layers)
+    normalize = members.models[0].tokenizer.normalize
     return [replace(_with_punctuation(r, *t), read=[normalize(w) for w in r.words]) for r, t in zip(results, chunk)]
 
 
@@ -197,14 +184,14 @@ def _words(chunk: list[tuple[list[str], list[bool]]]) -> list[list[str]]:
     return [[t for t, word in zip(tokens, is_word) if word] for tokens, is_word in chunk]
 
 
-def _parts_in_processes(models: list[LoadedModel], chunks: Iterable, options: ParseOptions, all_layers: bool,
-                        workers: int) -> Iterator[list[SentenceResult]]:
+def _parts_in_processes(members: Members, chunks: Iterable, all_layers: bool, workers: int
+                        ) -> Iterator[list[SentenceResult]]:
     """Chunks parsed in `workers` processes, each with its own copy of the models (loaded from their
     files) and a share of the cores; in input order."""
     threads = max(1, (os.cpu_count() or 1) // workers)
-    paths, device = [m.source for m in models], str(models[0].model.device)
+    paths, device = [m.source for m in members.models], str(members.models[0].model.device)
     with get_context("spawn").Pool(workers, _Worker.start, (paths, device, threads)) as pool:
-        yield from pool.imap(_Worker.parse, ((chunk, options, all_layers) for chunk in chunks))
+        yield from pool.imap(_Worker.parse, ((chunk, members.options, all_layers) for chunk in chunks))
 
 
 class _Worker:
@@ -221,16 +208,16 @@ class _Worker:
 
     @classmethod
     def parse(cls, task: tuple[list, ParseOptions, bool]) -> list[SentenceResult]:
-        chunk, options, all_layers = task
-        return parse_chunk(cls.models, chunk, options, all_layers)
+        chunk, options, all_layers = task  # the options with the layers fixed: the members were checked
+        return parse_chunk(Members(cls.models, options), chunk, all_layers)
 
 
-def _parts_distributed(models: list[LoadedModel], chunks: Iterator, options: ParseOptions, all_layers: bool,
-                       world: World) -> Iterator[list[SentenceResult]]:
+def _parts_distributed(members: Members, chunks: Iterator, all_layers: bool, world: World
+                       ) -> Iterator[list[SentenceResult]]:
     """Under torchrun: chunk k is parsed by process k mod size; process 0 yields every chunk's results in
     input order, the others yield nothing. Every process reads the same input."""
-    device = world.device_for(models[0].model.device)
-    for loaded in models:
+    device = world.device_for(members.models[0].model.device)
+    for loaded in members.models:
         loaded.model.to(device)
     while True:
         mine: list = []
@@ -238,7 +225,7 @@ def _parts_distributed(models: list[LoadedModel], chunks: Iterator, options: Par
             chunk = next(chunks, None)
             if rank == world.rank and chunk is not None:
                 mine = chunk
-        gathered = world.gather_objects(parse_chunk(models, mine, options, all_layers) if mine else [])
+        gathered = world.gather_objects(parse_chunk(members, mine, all_layers) if mine else [])
         if world.is_main:
             yield from (part for part in gathered if part)
         if not any(gathered):

@@ -100,41 +100,37 @@ def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
 
 
 def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report:
-    """Parse the gold sentences with one or more loaded models and score them.
+    """Parse the gold sentences with one or more loaded models and score them: the trees the member path
+    makes (inference/members.py), as `parse` makes them.
 
-    One model: every layer with both distance kinds and the mean of the layers. Several: each
-    member (its chosen layer), both combinations, and how much each member agrees with the others.
+    One model: every layer with both distance kinds and the mean of the layers (a model that yields its
+    own trees: those). Several: each member (its chosen layer), every combination that fits them, and how
+    much each member agrees with the others.
     """
-    from ..inference.ensemble import layers_by_agreement, resolve_layers
-    from ..inference.members import check_members, is_student, parse_words
-    from ..runtime import precision
+    from ..inference.members import Members
 
-    check_members(models)
+    members = Members.of(models, parse_options)
     notes: list[str] = []
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, notes)
     gold = within_length(gold, options.max_length)
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:
-        products = precision.product_dtype(precision.resolve(parse_options.precision, models[0].model.device))
-        parsed = [parse_words(loaded, sentences, options.batch_size, bar.update, products=products)
-                  for loaded in models]
+        readings = members.read(sentences, progress=bar.update)
     unknown = {m.source: unknown_words(m, sentences) for m in models}
     notes += [f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {source}: its "
               "tokenizer or vocabulary does not fit these trees (another language, word segmentation or casing?)"
               for source, (count, total) in unknown.items() if total and count > UNKNOWN_WARNING * total]
-    auto = parse_options.auto_layers and len(models) > 1
-    layers = list(layers_by_agreement(parsed, parse_options)) if auto else resolve_layers(parse_options, models)
-    parse_options = replace(parse_options, layers=tuple(layers), auto_layers=False)
+    members = members.with_layers(readings)
     agreement = None
-    if len(models) == 1 and is_student(models[0]):
-        main_row = "student (CKY)"
-        predicted = {main_row: [p.tree(1) for p in parsed[0]]}
-    elif len(models) == 1:
-        predicted = _layer_rows(parsed[0], parse_options.decoder)
-        main_row = f"layer {layers[0]} {parse_options.distance}"
+    if len(models) > 1:
+        predicted, agreement = _ensemble_rows(members, readings)
+        main_row = f"{members.options.combine} of {len(models)}"
+    elif (model := models[0].model).YIELDS == "trees":
+        main_row = f"{model.NAME} ({model.SEARCH})"
+        predicted = {main_row: members.combine(readings)}
     else:
-        predicted, agreement = _ensemble_rows(models, parsed, layers, parse_options)
-        main_row = f"{parse_options.combine} of {len(models)}"
+        predicted = _layer_rows(readings[0], members.options.decoder)
+        main_row = f"layer {members.options.layers[0]} {members.options.distance}"
     return replace(_report(gold, skipped, predicted, main_row, options, agreement, notes), unknown=unknown)
 
 
@@ -149,34 +145,29 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
 
 
 def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
-    from ..inference.ensemble import decode
-
     n_layers = len(parsed[0].forget)
     predicted: dict[str, list[trees.Tree]] = {}
     for k in ("forget", "input"):
         for l in range(1, n_layers + 1):
             predicted[f"layer {l} {k}"] = [p.tree(l, k, decoder) for p in parsed]
         predicted[f"mean of layers {k}"] = [
-            decode([sum(col) / n_layers for col in zip(*getattr(p, k))], p.words, p.direction, decoder) for p in parsed
+            trees.decode([sum(col) / n_layers for col in zip(*getattr(p, k))], p.words, p.direction, decoder)
+            for p in parsed
         ]
     return predicted
 
 
-def _ensemble_rows(models: list, parsed: list[list], layers: list[int], parse_options):
-    """A row per member and per combination, and each member's agreement with the others."""
-    from ..inference.ensemble import COMBINERS, combine, member_agreement
+def _ensemble_rows(members, readings: list[list]) -> tuple[dict[str, list[trees.Tree]], dict[str, SpanMetric]]:
+    """A row per member and per combination that fits the members, and each member's agreement with the others."""
+    from ..inference.ensemble import combiners_for, member_agreement
+    from ..inference.members import Members
 
-    kind, decoder = parse_options.distance, parse_options.decoder
-    names = [f"{k + 1}: {_short_name(m.source)} L{layer}" for k, (m, layer) in enumerate(zip(models, layers))]
-    predicted = {name: [p.tree(layer, kind, decoder) for p in member]
-                 for name, member, layer in zip(names, parsed, layers)}
-    from ..inference.members import is_student
-
-    for how in COMBINERS:
-        if how == "mean" and any(is_student(m) for m in models):
-            continue  # a student has no gap scores to average
-        options = replace(parse_options, combine=how)
-        predicted[f"{how} of {len(models)}"] = combine([list(members) for members in zip(*parsed)], layers, options)
+    layers = members.options.layers
+    names = [f"{k + 1}: {_short_name(m.source)} L{layer}" for k, (m, layer) in enumerate(zip(members.models, layers))]
+    predicted = dict(zip(names, members.member_trees(readings)))
+    for how in combiners_for([list(column) for column in zip(*readings)]):
+        combined = Members(members.models, replace(members.options, combine=how))
+        predicted[f"{how} of {len(members.models)}"] = combined.combine(readings)
     per_sentence = [list(member_trees) for member_trees in zip(*(predicted[name] for name in names))]
     return predicted, dict(zip(names, member_agreement(per_sentence)))
 
@@ -189,11 +180,12 @@ def _short_name(source: str) -> str:
 def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Report:
     """Score a file of predicted trees, one per line, aligned with the gold trees (all of them, or those
     within --max-length, as `evaluate --max-length N --save-trees` writes them)."""
-    return evaluate_lines(pred_path, list(read_lines(pred_path)), options, labeled)
+    return evaluate_trees(pred_path, list(read_lines(pred_path)), options, labeled)
 
 
-def evaluate_lines(source: str | Path, lines: list[tuple[int, str]], options: EvalOptions, labeled: bool) -> Report:
-    """`evaluate_file` of (line number, tree text) pairs; `source` names them in messages."""
+def evaluate_trees(source: str | Path, lines: list[tuple[int, object]], options: EvalOptions, labeled: bool) -> Report:
+    """`evaluate_file` of (number, tree) pairs, each tree bracket text or a tree object (nested lists of
+    words, as an nltk.Tree is: its labels read as tags when `labeled`); `source` names them in messages."""
     notes: list[str] = []
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, notes)
     short = within_length(gold, options.max_length)
@@ -216,7 +208,7 @@ def evaluate_lines(source: str | Path, lines: list[tuple[int, str]], options: Ev
                    "predicted", options, notes=notes)
 
 
-def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled: bool, tags: TagFilter,
+def _read_predicted(path: Path, lineno: int, text: object, gold: GoldTree, labeled: bool, tags: TagFilter,
                     dropped: list[tuple[str, str]]) -> trees.Tree:
     """One predicted tree over the gold tree's words. A labelled tree (`(S (NP (DT the) ...`, recognised
     without --pred-format ptb) is filtered with the gold trees' tag filter, and from any tree the tokens the
@@ -253,13 +245,14 @@ def _read_predicted(path: Path, lineno: int, text: str, gold: GoldTree, labeled:
 WORDS = Tokenizer("treebank")  # which tokens are words (not punctuation) when predicted tokens differ from gold
 
 
-def _read_tree(text: str, source: str, labeled: bool, tags: TagFilter | None) -> trees.Tree | None:
+def _read_tree(text: object, source: str, labeled: bool, tags: TagFilter | None) -> trees.Tree | None:
+    """A tree from its bracket text, or from a tree object (an nltk.Tree) without a round trip through text."""
     from ..text.treebank import parse_bracketed, preprocess
 
     try:
         if labeled:
-            return preprocess(parse_bracketed(text, source), tags, source)
-        return trees.parse_brackets(text)
+            return preprocess(parse_bracketed(text, source) if isinstance(text, str) else text, tags, source)
+        return trees.parse_brackets(text) if isinstance(text, str) else trees.from_nested(text)
     except trees.TreeSyntaxError as e:
         raise InputError(f"{source}: malformed tree ({e})") from None
 

@@ -26,8 +26,8 @@ from torch import Tensor
 from .. import config as config_module
 from ..config import Config
 from ..files import InputError, UserError, progress_bar, refuse_overwriting, write_text
-from ..models import checkpoint, native
-from ..models.onlstm import LanguageModel, State, build_model, count_parameters, cross_entropy, detach_state
+from ..models import checkpoint, native, registry
+from ..models.onlstm import LanguageModel, State, count_parameters, cross_entropy, detach_state
 from ..output import draw
 from ..runtime import distributed, precision, rundir
 from ..text import corpus
@@ -281,6 +281,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     # batch allocates hundreds of MB of fresh activations and gradients, and faulting them in 4 KiB pages costs
     # about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    registry.check_trainable(config.model.kind)
     world = distributed.World.from_env()
     device = world.device_for(distributed.resolve_device(config.train.device))
     requested = config.train.precision
@@ -300,7 +301,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         state = _restore_state(loop, payload, saved)
         if world.is_main:
             _announce(loop, state)
-            loop.log(precision.describe(requested, config.train.precision, device, config.model.kind))
+            loop.log(precision.describe(requested, config.train.precision, device, loop.model.BF16_PARTS))
         epochs = _run_epochs(loop, state)
         interrupted = state.position is not None
         test_ppl = _final_test(loop) if world.is_main and streams.test is not None and not interrupted else None
@@ -355,7 +356,7 @@ def _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, 
     """The run's parts, each made once: the model (with the saved weights), its optimizer for the saved
     phase, the corpus on the device."""
     torch.manual_seed(config.train.seed)
-    model = build_model(len(streams.vocab), config.model).to(device)
+    model = registry.build(len(streams.vocab), config.model).to(device)
     if payload:
         model.load_state_dict(payload["state_dict"])
     streams.train = streams.train.to(device)

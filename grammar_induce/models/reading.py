@@ -1,0 +1,51 @@
+"""What a model kind yields for one sentence (`Parsed`): every layer's distances, or a tree of its own.
+torch-free: the decoders, the combiners and the output formats read it without loading a model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import trees
+from ..trees import Tree
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One model's reading of one sentence, in reading order: per-layer distances (a language model with
+    master gates), or its own tree (a kind that yields trees, as the distilled student does)."""
+
+    words: list[str]
+    forget: list[list[float]]  # per layer, per word
+    input: list[list[float]]
+    direction: str = "forward"
+    parsed_tree: Tree | None = None  # the model's own tree: it has no distances
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.forget) or 1  # a tree of its own is one layer, for the layer choice
+
+    @property
+    def has_gaps(self) -> bool:
+        """Whether there are gap scores between words to average (distances give them; a tree does not)."""
+        return self.parsed_tree is None
+
+    def distances(self, layer: int, kind: str = "forget") -> list[float]:
+        """One layer's distances; `layer` counts from 1."""
+        return getattr(self, kind)[layer - 1]
+
+    def gaps(self, layer: int, kind: str = "forget") -> list[float]:
+        """The scores of the gaps between words (none for a tree of its own)."""
+        if self.parsed_tree is not None:
+            return []
+        return trees.gap_scores(self.distances(layer, kind), self.direction)
+
+    def tree(self, layer: int, kind: str = "forget", decoder: str = "paper") -> Tree:
+        """The tree of one layer's distances by `decoder`; or the model's own tree."""
+        if self.parsed_tree is not None:
+            return self.parsed_tree
+        return trees.decode(self.distances(layer, kind), self.words, self.direction, decoder)
+
+
+def model_order(items: list, direction: str) -> list:
+    """Reading order <-> a model's order (its own inverse): a backward model reads right to left."""
+    return items[::-1] if direction == "backward" else items

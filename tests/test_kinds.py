@@ -1,0 +1,98 @@
+"""A model kind is one class and one registry entry. A toy kind, defined in this file alone, that yields
+right-branching trees runs through loading, parse, evaluate, ensembles and the API; nothing outside the
+registry and the kinds asks which kind a model is."""
+
+import re
+
+import nltk
+import pytest
+import torch
+from click.testing import CliRunner
+
+import grammar_induce as gi
+from grammar_induce import trees
+from grammar_induce.cli import QUICKSTART_GOLD, main
+from grammar_induce.config import Config, ModelConfig
+from grammar_induce.files import InputError, SettingError
+from grammar_induce.inference.voting import most_voted_trees
+from grammar_induce.models import checkpoint, registry
+from grammar_induce.models.kind import ModelKind
+from grammar_induce.models.reading import Parsed
+
+from .conftest import ROOT
+
+SENTENCE = "the dog saw a cat near the river"
+
+
+class RightBranching(ModelKind):
+    """The toy: every sentence's right-branching tree."""
+
+    NAME, YIELDS, LABEL, SEARCH = "toy-right", "trees", "a right-branching toy", "a rule"
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(vocab_size, 2)  # a weight: the checkpoint has a state and a device
+
+    def read(self, tokens, words, n_layers=None, products=None) -> list[Parsed]:
+        return [Parsed(list(w), [], [], "forward", trees.right_branching(w)) for w in words]
+
+
+@pytest.fixture
+def toy(monkeypatch, tmp_path, tiny_model):
+    """A checkpoint of the toy kind, registered for the test alone, sharing the tiny model's words."""
+    monkeypatch.setitem(registry.KINDS, RightBranching.NAME, RightBranching)
+    config = Config(model=ModelConfig(kind=RightBranching.NAME), data=tiny_model.config.data)
+    path = tmp_path / "toy.pt"
+    checkpoint.save(path, RightBranching(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
+                    config)
+    return path
+
+
+def brackets(tree: nltk.Tree) -> str:
+    return trees.to_brackets(trees.from_nested(tree))
+
+
+def test_the_kind_is_looked_up_by_the_name_its_checkpoint_stores(toy, monkeypatch):
+    assert isinstance(checkpoint.load(toy).model, RightBranching)
+    monkeypatch.delitem(registry.KINDS, RightBranching.NAME)
+    with pytest.raises(InputError, match=r"toy\.pt: damaged checkpoint \(model\.kind must be one of onlstm, lstm, "
+                                         r"student, got 'toy-right'\)"):
+        checkpoint.load(toy)
+
+
+def test_the_api_and_the_command_line_parse_with_it(toy):
+    assert brackets(gi.load(toy).parse(SENTENCE)) == "(the (dog (saw (a (cat (near (the river)))))))"
+    result = CliRunner().invoke(main, ["parse", "--model", str(toy), "--layer", "2", SENTENCE])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "(the (dog (saw (a (cat (near (the river)))))))"
+    assert "note: --layer has no effect with a right-branching toy (its trees come from a rule" in result.stderr
+
+
+def test_evaluate_scores_it_as_the_right_branching_baseline(toy):
+    report = gi.evaluate(gi.load(toy), gold=QUICKSTART_GOLD)
+    assert report.main_row == "toy-right (a rule)"
+    assert report.rows["toy-right (a rule)"].to_dict() == report.rows["right-branching"].to_dict()
+
+
+def test_in_an_ensemble_it_votes_beside_a_language_model(toy, tiny_run):
+    words = SENTENCE.split()
+    alone = gi.load(tiny_run / "best.pt").parse(SENTENCE)
+    pair = gi.load(tiny_run / "best.pt", toy).parse(SENTENCE)
+    expected = most_voted_trees([[trees.from_nested(alone), trees.right_branching(words)]])[0]
+    assert brackets(pair) == trees.to_brackets(expected)
+    with pytest.raises(SettingError, match="mean needs gap scores"):
+        gi.load(tiny_run / "best.pt", toy, combine="mean").parse(SENTENCE)
+    report = gi.evaluate(gi.load(tiny_run / "best.pt", toy), gold=QUICKSTART_GOLD)
+    assert "mbr of 2" in report.rows and "mean of 2" not in report.rows
+    assert any(name.startswith("2: ") and name.endswith("toy.pt L1") for name in report.rows)
+
+
+def test_nothing_outside_the_registry_and_the_kinds_asks_which_kind_a_model_is():
+    package = ROOT / "grammar_induce"
+    asking = re.compile(r"is_student|has_distances|model\.kind\s*[!=]=|kind\s*[!=]=\s*\"(onlstm|lstm|student)\"|"
+                        r"(isinstance|issubclass)\([^)]*(SpanParser|LanguageModel)")
+    kinds = {"registry.py", "kind.py", "onlstm.py", "span_parser.py"}
+    found = [f"{path.relative_to(package)}:{k}" for path in package.rglob("*.py")
+             if not (path.parent.name == "models" and path.name in kinds)
+             for k, line in enumerate(path.read_text().splitlines(), 1) if asking.search(line)]
+    assert found == []
