@@ -46,7 +46,8 @@ def user_errors(command):
         except MemoryError:
             raise click.ClickException(OUT_OF_MEMORY) from None
         except RuntimeError as e:  # torch.OutOfMemoryError on a GPU; its CPU allocator's RuntimeError on a CPU
-            if type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(e):
+            torch = sys.modules.get("torch")  # loaded by whatever ran out of memory; never imported here
+            if (torch is not None and isinstance(e, torch.OutOfMemoryError)) or "can't allocate memory" in str(e):
                 raise click.ClickException(f"{OUT_OF_MEMORY} ({str(e).strip().splitlines()[0][:160]})") from None
             raise
         except RecursionError:

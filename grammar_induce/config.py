@@ -16,7 +16,7 @@ from typing import Any
 from .files import UserError
 
 DIRECTIONS = ("forward", "backward")
-PRECISIONS = ("fp32", "bf16", "auto")  # see precision.py
+PRECISIONS = ("fp32", "bf16", "auto")  # see runtime/precision.py
 TOKENIZERS = ("whitespace", "jieba", "char", "treebank")  # see data.Tokenizer
 
 

@@ -114,3 +114,18 @@ def test_layer_auto_and_per_model_layers_from_the_command_line(tiny_run, tiny_ba
     assert parsed.exit_code == 0 and parsed.output.count("(") == 4, parsed.output
     wrong = run("parse", *models, "--layer", "auto", "--layer", 1, "a b")
     assert wrong.exit_code == 2 and "--layer auto chooses every member's layer" in wrong.output
+
+
+def test_out_of_memory_on_a_gpu_is_one_line(monkeypatch):
+    import torch
+
+    from grammar_induce import api
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(api, "load", out_of_memory)
+    result = CliRunner().invoke(main, ["parse", "the dog barked"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: not enough memory for this model, batch or input: try smaller sizes or a "
+                                     "smaller --batch-size (CUDA out of memory. Tried to allocate 20.00 GiB)")

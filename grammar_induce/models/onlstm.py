@@ -114,7 +114,7 @@ class ONLSTMLayer(nn.Module):
         return self.hh.weight * (1.0 - self.wdrop)
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor], products: torch.dtype | None = None):
-        """`products`: the dtype of the matrix products (None: float32, as the paper; see precision.py)."""
+        """`products`: the dtype of the matrix products (None: float32, as the paper; see runtime/precision.py)."""
         h0, c0 = state
         bias = self.ih.bias + self.hh.bias
         dtype = products
@@ -196,7 +196,7 @@ class LanguageModel(ModelKind):
         """tokens (T, B) -> last layer output (T, B, E), new state, distances (L, T, B) if the layers give them.
 
         With `n_layers`, only the lowest layers run (their outputs and distances do not depend
-        on the layers above). `products`: the dtype of the matrix products (None: float32; precision.py).
+        on the layers above). `products`: the dtype of the matrix products (None: float32; runtime/precision.py).
         """
         cfg = self.config
         hidden = hidden if hidden is not None else self.init_hidden(tokens.shape[1])

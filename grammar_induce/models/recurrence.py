@@ -1,6 +1,6 @@
 """The fast recurrence engine: one ON-LSTM layer over a whole sequence as one autograd Function.
 
-model.py writes the cell as the paper does (`paper_layer`, one step at a time through autograd);
+onlstm.py writes the cell as the paper does (`paper_layer`, one step at a time through autograd);
 this module computes the same function fast. The input projection of all steps is one matrix
 product (done by the caller), the hidden-to-hidden weight gradient one matrix product per batch,
 and backpropagation through time is written out. Each time step's element-wise work, forward

@@ -8,7 +8,7 @@ max, the best tree's spans), so training and decoding need no other code. Spans 
 (score -inf), which gives the trees that keep a set of spans (`crossing_mask`).
 
 The best tree of given span scores (CKY, `best_splits`) is also kept by width, vectorised over the
-starts of each width, with its split points read back (`tree_of_splits`): span voting (voting.py) and
+starts of each width, with its split points read back (`tree_of_splits`): span voting (inference/voting.py) and
 a student's parsing share it. Past `EXACT_LIMIT` words, cubic in any form, a top-down greedy split
 takes over, quadratic at worst.
 """

@@ -1,4 +1,4 @@
-"""Distillation: an ensemble parses the training text, a span-based student (student.py) learns its
+"""Distillation: an ensemble parses the training text, a span-based student (models/span_parser.py) learns its
 trees, and optionally parses again beside the teachers for more rounds (self-training).
 
 Nothing here looks at gold trees: each round keeps the epoch whose trees agree best (sentence F1) with

@@ -113,7 +113,7 @@ class Result:
 
 
 def load_corpus(config: Config, world: distributed.World, vocab: Vocab | None = None) -> Corpus:
-    """Memory-map the corpus files from the token cache (see corpus.py), building it on first use (on
+    """Memory-map the corpus files from the token cache (see text/corpus.py), building it on first use (on
     rank 0, while the others wait); the vocabulary comes from the training file unless given (on resume)."""
     data, train_cfg = config.data, config.train
     if not data.train:
@@ -345,7 +345,7 @@ def _announce(loop: _Loop, state: TrainState) -> None:
 
 
 def time_step_note(model: torch.nn.Module) -> str:
-    """On a CPU, whether the layers' time steps run in C or (slower) as tensor ops; see native.py."""
+    """On a CPU, whether the layers' time steps run in C or (slower) as tensor ops; see models/native.py."""
     weight = next(model.parameters())
     if weight.device.type != "cpu":
         return ""
