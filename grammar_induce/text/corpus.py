@@ -15,6 +15,7 @@ import array
 import contextlib
 import ctypes
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -292,13 +293,8 @@ def _tokenize_chunk(task: tuple[Tokenizer, list[str]]) -> list[list[str]]:
 
 
 def _line_chunks(path: str) -> Iterator[list[str]]:
-    chunk: list[str] = []
-    for _, line in read_lines(path):
-        chunk.append(line)
-        if len(chunk) == CHUNK_LINES:
-            yield chunk
-            chunk = []
-    if chunk:
+    lines = (line for _, line in read_lines(path))
+    while chunk := list(itertools.islice(lines, CHUNK_LINES)):
         yield chunk
 
 
