@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import trees
-from .files import InputError, SettingError
+from .files import InputError, Messages, SettingError
 from .models import pretrained
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class ModelSpec:
 class Parser:
     """One model or an ensemble, with the settings it parses with. Make one with `load`."""
 
-    def __init__(self, models: list[LoadedModel], options: ParseOptions, notes: Sequence[str] = ()):
+    def __init__(self, models: list[LoadedModel], options: ParseOptions, messages: Messages | None = None):
         from .inference.members import Members
 
         members = Members.of(models, options)  # checked: unfit members are refused here, not at the first parse
@@ -73,7 +73,7 @@ class Parser:
             members.with_layers()  # so is a layer the models do not have
         self.models = models
         self.options = options
-        self.notes = list(notes)  # how the models were read, for the user (the command line prints them)
+        self.messages = messages or Messages()  # notes of how the models were read (the command line prints them)
 
     def parse(self, sentence: str) -> nltk.Tree | None:
         """The sentence's unlabeled binary tree (every node labelled X); None for a blank sentence."""
@@ -121,10 +121,11 @@ class Parser:
             yield line if isinstance(line, str) else list(line)
 
     def run(self, lines: Iterable[str], *, batch_size: int | None = None, workers: int = 1, all_layers: bool = True,
-            agreement: bool = False, progress: Callable[[int], object] | None = None, stream: bool | None = None
+            agreement: bool = False, messages: Messages | None = None, stream: bool | None = None
             ) -> tuple[Iterator[SentenceResult], ParseSummary]:
         """The parse path itself: results in input order, and a summary (the layers used, each member's
-        agreement with the others when asked) complete once the results are read. `workers` > 1 parses
+        agreement with the others when asked) complete once the results are read; `messages` advance as
+        chunks are parsed and keep the notes (caps, fallbacks). `workers` > 1 parses
         in that many processes; under torchrun the processes share the input (see parse.parse). `stream`
         (default: `lines` is an iterator rather than a list) parses a batch at a time, so the first trees
         come as soon as their lines do."""
@@ -137,7 +138,7 @@ class Parser:
         options = self.options if batch_size is None else replace(self.options, batch_size=batch_size)
         stream = not isinstance(lines, Sequence) if stream is None else stream
         return parse(self.models, self._checked(lines, PAUSE), options, workers=workers, all_layers=all_layers,
-                     agreement=agreement, progress=progress, stream=stream)
+                     agreement=agreement, messages=messages, stream=stream)
 
     def __repr__(self) -> str:
         return f"Parser({', '.join(m.source for m in self.models)})"
@@ -158,7 +159,10 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized)
     where = resolve_device(device or "auto")
-    return Parser([checkpoint.load(path, where) for path in spec.paths], options, spec.notes)
+    messages = Messages()
+    for note in spec.notes:
+        messages.note(note)
+    return Parser([checkpoint.load(path, where) for path in spec.paths], options, messages)
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
@@ -225,12 +229,13 @@ def _checked_tree(tree: nltk.Tree | str | None, k: int) -> nltk.Tree | str:
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
             distance: str = "forget", decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
             precision: str = "fp32", device: str | None = None, right_voter: float | None = None,
-            log: Callable[[str], None] = print, force: bool = False, resume: bool = False, **settings) -> Parser:
+            log: Callable[[str], None] | None = print, force: bool = False, resume: bool = False, **settings) -> Parser:
     """Train a student parser on the trees an ensemble of `teachers` (paths or shipped names, parsing
     as `load` would) makes of the text `train`; the epoch kept is chosen by agreement with the ensemble
     on `valid` (no gold trees). `settings`: those of distillation.DistillSettings (epochs, rounds,
     confident, student_batch_size, keep, ...). A folder holding a student already is refused unless
-    `force`; `resume` goes on with an interrupted run (kept in `out`.partial).
+    `force`; `resume` goes on with an interrupted run (kept in `out`.partial). `log` is given a line per
+    round and epoch, and each note as "note: ..." (None: silent).
     Returns the student as a Parser; its checkpoint is `out`/best.pt."""
     from .workflows.distillation import DistillSettings
     from .workflows.distillation import distill as run
@@ -241,7 +246,8 @@ def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: st
         raise InputError(f"distill: {str(e).split('__init__() ')[-1]}") from None
     teacher = load(*teachers, layer=layer, distance=distance, decoder=decoder, combine=combine,
                    batch_size=batch_size, precision=precision, device=device, right_voter=right_voter)
-    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, checked, log, force, resume)
+    messages = Messages(say=log, tell=lambda text: log(f"note: {text}")) if log else None
+    best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, checked, messages, force, resume)
     return load(best, batch_size=batch_size, device=device)
 
 

@@ -78,6 +78,13 @@ def _note(text: str) -> None:
     click.echo(f"note: {text}", err=True)
 
 
+def _messages(**more):
+    """A workflow's messages on the command line: log lines to stdout, notes to stderr as they come."""
+    from .files import Messages
+
+    return Messages(say=click.echo, tell=_note, **more)
+
+
 def _ignored(options: Iterable[str], why: str) -> None:
     """Say which options the user gave that have no effect here."""
     context = click.get_current_context()
@@ -150,7 +157,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         "train.keep_epochs": keep_epochs, "data.workers": workers, "train.precision": precision,
     }
     config = _config(raw, flags, overrides, config_path)
-    result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, log=click.echo)
+    result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, messages=_messages())
     if result.main_process and result.best_valid_ppl is not None:
         click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir.resolve() / 'best.pt'}")
     if result.stopped_by is not None:
@@ -234,7 +241,7 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
                       pretokenized=pretokenized)
-    for text in parser.notes:
+    for text in parser.messages.notes:
         _note(text)
     if all(m.model.YIELDS == "trees" for m in parser.models):
         kind = parser.models[0].model
@@ -275,7 +282,7 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, layers, distance,
           decoder, combine, right_voter, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees."""
-    from .files import check_folder_output, check_output, progress_bar, refuse_overwriting
+    from .files import Messages, check_folder_output, check_output, progress_bar, refuse_overwriting
     from .workflows import parse as parse_workflow
 
     if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
@@ -292,7 +299,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     with progress_bar(None, "parsing", "sent") as bar:
         results, summary = parser.run(lines, workers=workers, all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
                                       stream=stream,
-                                      agreement=agreement, progress=bar.update)
+                                      agreement=agreement, messages=(messages := Messages(progress=bar.update)))
         if fmt in PICTURES:
             for text in parse_workflow.draw_pictures(results, fmt, output_path, summary.distance):
                 click.echo(text)
@@ -305,7 +312,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
         return
     if summary.auto_layers:
         _note("--layer auto chose " + ", ".join(f"layer {layer} of {m.source}" for m, layer in zip(models, summary.layers)))
-    for text in summary.notes:
+    for text in messages.notes:
         _note(text)
     if summary.agreement and len(models) > 1:
         from .workflows.scoring import agreement_table

@@ -14,6 +14,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -73,6 +74,29 @@ def _decoded_lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
             text = text.removeprefix("\ufeff")
         check_text(text, f"{path}:{lineno}")
         yield lineno, text
+
+
+@dataclass
+class Messages:
+    """The one way a workflow tells its user something, whoever called it (the command line, a notebook):
+    `say` a line of a long run's log (an epoch's numbers, a round's), `note` what the user should know beside
+    the results (a cap, a fallback, an output that could not be written), and `advance` a step's progress by
+    a number of items. Notes are kept in `notes` and, with `tell`, passed on as they come; the defaults say
+    nothing, show no progress and keep the notes for the caller."""
+
+    say: Callable[[str], object] = lambda text: None
+    tell: Callable[[str], object] | None = None
+    progress: Callable[[int], object] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        if self.tell is not None:
+            self.tell(text)
+
+    def advance(self, count: int) -> None:
+        if self.progress is not None:
+            self.progress(count)
 
 
 def check_text(text: str, where: str) -> None:

@@ -20,6 +20,7 @@ import torch
 
 import grammar_induce as gi
 from grammar_induce import trees
+from grammar_induce.files import Messages
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.metrics import SpanMetric
@@ -85,7 +86,7 @@ def main() -> None:
         folder = args.out / name.replace("/", "_")
         folder.mkdir(exist_ok=True)
         student = train_student(models[group_names[0]][0], targets("train"), targets("valid"),
-                                DistillSettings(**settings), 1, folder, print)
+                                DistillSettings(**settings), 1, folder, Messages(say=print))
         path = folder / "best.pt"
         checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config)
         student_f1 = gi.evaluate(gi.load(path), gold=args.gold).rows["student (CKY)"].sentence_f1

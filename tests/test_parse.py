@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grammar_induce import trees
-from grammar_induce.files import InputError
+from grammar_induce.files import InputError, Messages
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement, middle_layer
 from grammar_induce.inference.members import Members, read_sentences
 from grammar_induce.output.formats import render
@@ -150,7 +150,7 @@ def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
         assert record["tokens"] == result.words and record["tree"] == result.tree
         torch.testing.assert_close(torch.tensor(record["forget"]), torch.tensor(result.members[0].forget))
     counted = []
-    list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), progress=counted.append)[0])
+    list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), messages=Messages(progress=counted.append))[0])
     assert sum(counted) == len(lines) and len(counted) == 1  # 35 lines: one chunk
 
 
@@ -163,7 +163,7 @@ def test_parsing_in_worker_processes_gives_the_same_results_in_order(tiny_model,
         expected = list(alone)
         counted = []
         together, in_processes = parse([tiny_model, tiny_backward_model], lines, options, workers=2, agreement=True,
-                                       progress=counted.append)
+                                       messages=Messages(progress=counted.append))
         assert list(together) == expected and sum(counted) == len(lines)
         assert in_processes.agreement == summary.agreement and in_processes.layers == summary.layers
 

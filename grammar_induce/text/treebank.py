@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import InputError, read_lines
+from ..files import InputError, Messages, read_lines
 from ..trees import Tree, leaves
 
 # The 36 word tags of the paper's code; every other tag is dropped.
@@ -53,12 +53,12 @@ class GoldTree:
 
 
 def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
-              notes: list[str] | None = None) -> tuple[list[GoldTree], int]:
+              messages: Messages | None = None) -> tuple[list[GoldTree], int]:
     """Read gold trees from a file, a folder of .mrg files or `nltk:<corpus>`.
 
     Returns the non-empty preprocessed trees and the number of trees skipped (emptied by
     preprocessing, or malformed when `skip_bad`). When the tag filter drops most leaves (Chinese
-    trees scored as English, say), a warning is added to `notes`.
+    trees scored as English, say), the warning is a note in `messages`.
     """
     gold, skipped = [], 0
     tag_counts: Counter[str] = Counter()
@@ -88,8 +88,8 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
     warning = _filter_warning(spec, tags, tag_counts)
     if not gold:
         raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))
-    if notes is not None and warning:
-        notes.append(warning)
+    if messages is not None and warning:
+        messages.note(warning)
     return gold, skipped
 
 

@@ -15,7 +15,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -23,7 +23,7 @@ import torch
 
 from .. import trees
 from ..config import Config, ModelConfig
-from ..files import InputError, atomic_write, plural, read_lines, refuse_overwriting
+from ..files import InputError, Messages, atomic_write, plural, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine
 from ..inference.members import Members, check_members, read_sentences, token_rows
 from ..inference.voting import span_votes
@@ -80,7 +80,7 @@ class Targets:
 
 
 def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_dir: Path, options: ParseOptions,
-            settings: DistillSettings, log: Callable[[str], None] = print, force: bool = False,
+            settings: DistillSettings, messages: Messages | None = None, force: bool = False,
             resume: bool = False) -> Path:
     """Train a student on the teachers' trees of `train_path` (rounds of self-training after the first);
     returns the path of its best.pt.
@@ -89,7 +89,8 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     distill.jsonl) into OUT only when it finishes, so a previous student (replaced only with `force`) is
     whole until then; a folder holding anything else as best.pt is never written over. After every epoch
     the work folder holds what `resume` needs to go on from there; a run that fails before its first epoch
-    leaves no folder behind."""
+    leaves no folder behind. `messages`: where a line per round and epoch goes (default: nowhere)."""
+    messages = messages or Messages()
     check_members(teachers)
     if any(t.model.YIELDS != "distances" for t in teachers):
         raise InputError("the teachers must be language models (a student learns from their trees)")
@@ -106,12 +107,12 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     created = not work.exists()
     work.mkdir(parents=True, exist_ok=True)
     try:
-        _rounds(teachers, train_words, valid_words, options, settings, work, log, state, (train_path, valid_path))
+        _rounds(teachers, train_words, valid_words, options, settings, work, messages, state, (train_path, valid_path))
     except BaseException:
         if created and not (work / STATE).exists():  # nothing to resume: leave no folder behind
             shutil.rmtree(work, ignore_errors=True)
         elif (work / STATE).exists():
-            log(f"stopped: the run so far is in {work}; the same command with --resume goes on from there")
+            messages.note(f"stopped: the run so far is in {work}; the same command with --resume goes on from there")
         raise
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in _student_files(settings.rounds):
@@ -160,7 +161,7 @@ def _read_state(work: Path) -> dict:
 
 
 def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_words: list[list[str]],
-            options: ParseOptions, settings: DistillSettings, work: Path, log: Callable[[str], None],
+            options: ParseOptions, settings: DistillSettings, work: Path, messages: Messages,
             state: dict | None, texts: tuple[str, str]) -> None:
     """Every round in the work folder, from where `state` stopped; the last round's student is best.pt."""
     members = list(teachers)
@@ -181,10 +182,10 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
                 valid_targets, _ = ensemble_targets(members, valid_words, fixed)
                 _save(work / _targets_file(round_number), {"train": _saved_targets(train_targets),
                                                            "valid": _saved_targets(valid_targets)})
-                log(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
+                messages.say(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
                     f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out "
                     f"sentences in {time.time() - began:.0f} s")
-            student = train_student(teachers[0], train_targets, valid_targets, settings, round_number, work, log,
+            student = train_student(teachers[0], train_targets, valid_targets, settings, round_number, work, messages,
                                     state if round_number == first else None, fixed)
             made = provenance(teachers, *texts, len(train_words), fixed, settings, round_number)
             checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
@@ -266,7 +267,7 @@ def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:
 
 
 def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings: DistillSettings,
-                  round_number: int, out_dir: Path, log: Callable[[str], None], state: dict | None = None,
+                  round_number: int, out_dir: Path, messages: Messages, state: dict | None = None,
                   options: ParseOptions | None = None) -> LoadedModel:
     """A new student trained on `train`'s trees (or confident spans); the epoch kept is the one whose
     trees agree best with `valid`'s (or the last, settings.keep). After each epoch, with `options`, what
@@ -308,7 +309,7 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
         record = {"round": round_number, "epoch": epoch, "loss": round(total / max(steps, 1), 4),
                   "valid_agreement_f1": round(100 * agreement, 2), "seconds": round(time.time() - began, 1)}
         append_metrics(out_dir / "distill.jsonl", record)
-        log(f"round {round_number} epoch {epoch}: loss {record['loss']:.4f}, held-out agreement with the targets "
+        messages.say(f"round {round_number} epoch {epoch}: loss {record['loss']:.4f}, held-out agreement with the targets "
             f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
         if agreement > best_f1 or settings.keep == "last":
             best_f1, best_state = agreement, copy.deepcopy(model.state_dict())

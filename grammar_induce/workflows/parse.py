@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import ClassVar
@@ -16,7 +16,7 @@ from typing import ClassVar
 import torch
 
 from .. import trees
-from ..files import InputError, plural, replace_folder, write_text
+from ..files import InputError, Messages, plural, replace_folder, write_text
 from ..inference.ensemble import ParseOptions, member_agreement
 from ..inference.members import Members
 from ..metrics import SpanMetric
@@ -53,11 +53,10 @@ class ParseSummary:
     distance: str = "forget"  # the distances the trees came from
     auto_layers: bool = False  # the layers were chosen by agreement
     workers: int = 1  # the processes that parsed
-    notes: list[str] = field(default_factory=list)  # what the user should know: caps, fallbacks
 
 
 def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions, *, workers: int = 1,
-          all_layers: bool = False, agreement: bool = False, progress: Callable[[int], object] | None = None,
+          all_layers: bool = False, agreement: bool = False, messages: Messages | None = None,
           stream: bool = False) -> tuple[Iterator[SentenceResult], ParseSummary]:
     """The one parse path: lines of text in, each line's SentenceResult out, in input order, a chunk of
     lines at a time; and a summary to read after the results.
@@ -65,9 +64,11 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     Where it runs is chosen here: under torchrun, chunk k goes to process k mod size and process 0 yields
     every result (the others yield none); with `workers` > 1, in that many processes, each with its own
     copy of the models; else in this process. Layers `auto` chooses are chosen once, on the first chunk,
-    for every process. `all_layers` runs every layer (else up to the one read); `progress` is called with
-    the number of sentences each chunk parsed; `stream`: the lines arrive over time (see _chunks).
+    for every process. `all_layers` runs every layer (else up to the one read); `messages` advance by the
+    sentences each chunk parsed and get the notes (caps, fallbacks); `stream`: the lines arrive over time
+    (see _chunks).
     """
+    messages = messages or Messages()
     members = Members.of(models, options)  # checked, the precision resolved once
     options, world = members.options, World.from_env()
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
@@ -81,14 +82,14 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     if world.size == 1 and workers > 1:
         ahead = list(itertools.islice(chunks, workers))  # as many chunks as workers, to see if there is work for each
         chunks = itertools.chain(ahead, chunks)
-        summary.workers = worker_count(workers, ahead, options.batch_size, models, summary.notes)
+        summary.workers = worker_count(workers, ahead, options.batch_size, models, messages)
     if world.size > 1:
         parts = _parts_distributed(members, chunks, all_layers, world)
     elif summary.workers > 1:
         parts = _parts_in_processes(members, chunks, all_layers, summary.workers)
     else:
         parts = (parse_chunk(members, chunk, all_layers) for chunk in chunks)
-    return _collect(parts, summary, progress, _cubic_search(members)), summary
+    return _collect(parts, summary, messages, _cubic_search(members)), summary
 
 
 def _cubic_search(members: Members) -> str | None:
@@ -103,7 +104,7 @@ WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models 
 
 
 def worker_count(requested: int, chunks: list[list], batch_size: int, models: list[LoadedModel],
-                 notes: list[str]) -> int:
+                 messages: Messages) -> int:
     """How many worker processes to parse in: those asked for, but no more than there are chunks of
     input, cores, or copies of the models that fit in half the memory available; a cap is noted."""
     model_bytes = sum(sum(t.numel() * t.element_size() for t in m.model.state_dict().values()) for m in models)
@@ -118,7 +119,7 @@ def worker_count(requested: int, chunks: list[list], batch_size: int, models: li
     count, why = min(caps, key=lambda cap: cap[0])
     count = max(1, count)
     if count < requested:
-        notes.append(f"--workers {requested} capped at {count}: {why}")
+        messages.note(f"--workers {requested} capped at {count}: {why}")
         return count
     return requested
 
@@ -135,7 +136,7 @@ def available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, progress: Callable[[int], object] | None,
+def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messages: Messages,
              cubic: str | None) -> Iterator[SentenceResult]:
     """The chunks' results in order, adding each chunk's member agreement to the summary (and, where the
     trees come from a cubic search, `cubic` naming it, a note of the lines too long for it to be exact)."""
@@ -145,12 +146,11 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, progr
     for results in parts:
         if summary.agreement is not None:
             _add_agreement(summary.agreement, member_agreement([[m.tree for m in r.members] for r in results if r.members]))
-        if progress is not None:
-            progress(len(results))
+        messages.advance(len(results))
         long_lines += sum(len(r.words) > EXACT_LIMIT for r in results) if cubic else 0
         yield from results
     if long_lines:
-        summary.notes.append(f"{plural(long_lines, 'line')} of more than {EXACT_LIMIT} words: {cubic} "
+        messages.note(f"{plural(long_lines, 'line')} of more than {EXACT_LIMIT} words: {cubic} "
                              "split them greedily, top down (the exact search is cubic in the length)")
 
 

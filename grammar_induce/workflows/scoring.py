@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import trees
-from ..files import InputError, plural, progress_bar, read_lines
+from ..files import InputError, Messages, plural, progress_bar, read_lines
 from ..metrics import SpanMetric
 from ..text.tokenizer import Tokenizer
 from ..text.treebank import GoldTree, TagFilter, read_gold
@@ -99,27 +99,30 @@ def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
     return [g for g in gold if not max_length or len(g.words) <= max_length]
 
 
-def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report:
+def evaluate_models(models: list, options: EvalOptions, parse_options, messages: Messages | None = None) -> Report:
     """Parse the gold sentences with one or more loaded models and score them: the trees the member path
     makes (inference/members.py), as `parse` makes them.
 
     One model: every layer with both distance kinds and the mean of the layers (a model that yields its
     own trees: those). Several: each member (its chosen layer), every combination that fits them, and how
-    much each member agrees with the others.
+    much each member agrees with the others. The notes (the gold trees' warnings) go to `messages` and
+    into the report.
     """
     from ..inference.members import Members
 
     members = Members.of(models, parse_options)
-    notes: list[str] = []
-    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, notes)
+    noted = _report_messages(messages)
+    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
     gold = within_length(gold, options.max_length)
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:
         readings = members.read(sentences, progress=bar.update)
     unknown = {m.source: unknown_words(m, sentences) for m in models}
-    notes += [f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {source}: its "
-              "tokenizer or vocabulary does not fit these trees (another language, word segmentation or casing?)"
-              for source, (count, total) in unknown.items() if total and count > UNKNOWN_WARNING * total]
+    for source, (count, total) in unknown.items():
+        if total and count > UNKNOWN_WARNING * total:
+            noted.note(f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {source}: "
+                       "its tokenizer or vocabulary does not fit these trees (another language, word segmentation or "
+                       "casing?)")
     members = members.with_layers(readings)
     agreement = None
     if len(models) > 1:
@@ -131,7 +134,12 @@ def evaluate_models(models: list, options: EvalOptions, parse_options) -> Report
     else:
         predicted = _layer_rows(readings[0], members.options.decoder)
         main_row = f"layer {members.options.layers[0]} {members.options.distance}"
-    return replace(_report(gold, skipped, predicted, main_row, options, agreement, notes), unknown=unknown)
+    return replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown)
+
+
+def _report_messages(messages: Messages | None) -> Messages:
+    """An evaluation's own messages (its notes go into its report), passing each note on to `messages`."""
+    return Messages(tell=messages.note if messages is not None else None)
 
 
 UNKNOWN_WARNING = 0.2  # of the gold words unknown to a model: a note above it
@@ -177,35 +185,36 @@ def _short_name(source: str) -> str:
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
-def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool) -> Report:
+def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool, messages: Messages | None = None) -> Report:
     """Score a file of predicted trees, one per line, aligned with the gold trees (all of them, or those
     within --max-length, as `evaluate --max-length N --save-trees` writes them)."""
-    return evaluate_trees(pred_path, list(read_lines(pred_path)), options, labeled)
+    return evaluate_trees(pred_path, list(read_lines(pred_path)), options, labeled, messages)
 
 
-def evaluate_trees(source: str | Path, lines: list[tuple[int, object]], options: EvalOptions, labeled: bool) -> Report:
+def evaluate_trees(source: str | Path, lines: list[tuple[int, object]], options: EvalOptions, labeled: bool,
+                   messages: Messages | None = None) -> Report:
     """`evaluate_file` of (number, tree) pairs, each tree bracket text or a tree object (nested lists of
     words, as an nltk.Tree is: its labels read as tags when `labeled`); `source` names them in messages."""
-    notes: list[str] = []
-    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, notes)
+    noted = _report_messages(messages)
+    gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
     short = within_length(gold, options.max_length)
     if len(lines) not in (len(gold), len(short)):
         within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
         counts = f"{source}: {plural(len(lines), 'predicted tree')} for {plural(len(gold), 'gold tree')}{within}"
-        raise InputError("; ".join([counts, *notes]))
+        raise InputError("; ".join([counts, *noted.notes]))
     aligned = gold if len(lines) == len(gold) else short
     dropped: list[tuple[str, str]] = []  # (file:line, token) of every predicted token the gold trees lack
     try:
         predicted = [_read_predicted(Path(source), n, text, g, labeled, options.tags, dropped)
                      for (n, text), g in zip(lines, aligned)]
     except InputError as e:
-        raise InputError("; ".join([str(e), *notes])) from None  # a tag-filter hint explains most word mismatches
+        raise InputError("; ".join([str(e), *noted.notes])) from None  # a tag-filter hint explains most word mismatches
     if dropped:
-        notes.append(f"{plural(len(dropped), 'predicted token')} the gold trees do not have (punctuation, traces) "
+        noted.note(f"{plural(len(dropped), 'predicted token')} the gold trees do not have (punctuation, traces) "
                      f"left out, the first {dropped[0][1]!r} at {dropped[0][0]}")
     keep = [k for k, g in enumerate(aligned) if not options.max_length or len(g.words) <= options.max_length]
     return _report([aligned[k] for k in keep], skipped, {"predicted": [predicted[k] for k in keep]},
-                   "predicted", options, notes=notes)
+                   "predicted", options, notes=noted.notes)
 
 
 def _read_predicted(path: Path, lineno: int, text: object, gold: GoldTree, labeled: bool, tags: TagFilter,

@@ -12,7 +12,6 @@ import math
 import os
 import random
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from torch import Tensor
 
 from .. import config as config_module
 from ..config import Config
-from ..files import InputError, UserError, progress_bar, refuse_overwriting, write_text
+from ..files import InputError, Messages, UserError, progress_bar, refuse_overwriting, write_text
 from ..models import checkpoint, native, registry
 from ..models.onlstm import LanguageModel, State, count_parameters, cross_entropy, detach_state
 from ..output import draw
@@ -264,7 +263,7 @@ class _Loop:
     world: distributed.World
     out_dir: Path
     quiet: bool
-    log: Callable[[str], None]
+    messages: Messages
     optimizer: torch.optim.Optimizer  # replaced at the switch to averaged SGD
     rng: random.Random = field(default_factory=random.Random)
     started: float = field(default_factory=time.time)
@@ -272,11 +271,13 @@ class _Loop:
 
 
 def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = False, quiet: bool = False,
-          log: Callable[[str], None] = print) -> Result:
+          messages: Messages | None = None) -> Result:
     """Train a language model into `out_dir` (config.toml, metrics.jsonl, best.pt, last.pt).
 
-    Every input is checked before the run directory is touched; see `rundir` for its lock.
+    Every input is checked before the run directory is touched; see `rundir` for its lock. `messages`:
+    where the log lines and notes go (by default nowhere; the notes are kept).
     """
+    messages = messages or Messages()
     # Large CPU tensors on transparent huge pages (torch reads this at its first large allocation): a training
     # batch allocates hundreds of MB of fresh activations and gradients, and faulting them in 4 KiB pages costs
     # about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
@@ -297,11 +298,11 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     streams = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
-        loop = _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, log)
+        loop = _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, messages)
         state = _restore_state(loop, payload, saved)
         if world.is_main:
             _announce(loop, state)
-            loop.log(precision.describe(requested, config.train.precision, device, loop.model.BF16_PARTS))
+            loop.messages.say(precision.describe(requested, config.train.precision, device, loop.model.BF16_PARTS))
         epochs = _run_epochs(loop, state)
         interrupted = state.position is not None
         test_ppl = _final_test(loop) if world.is_main and streams.test is not None and not interrupted else None
@@ -334,12 +335,12 @@ def _announce(loop: _Loop, state: TrainState) -> None:
     write_text(loop.out_dir / "config.toml", config_module.to_toml(loop.config))
     data = loop.config.data
     for path in dict.fromkeys(p for p in (data.train, data.valid, data.test) if p and corpus.is_stream(p)):
-        loop.log(f"note: {path} is not a file but a stream, read once; --resume will need the text as a file")
+        loop.messages.note(f"{path} is not a file but a stream, read once; --resume will need the text as a file")
     for path, blank in loop.corpus.blank_lines.items():
         if blank:
-            loop.log(f"{path}: skipped {blank} blank lines")
-    loop.log(f"token cache {loop.corpus.cache}: {loop.corpus.cache_bytes / 2**20:.1f} MB for this run's files")
-    loop.log(f"{count_parameters(loop.model):,} parameters, vocabulary {len(loop.corpus.vocab):,}, device "
+            loop.messages.say(f"{path}: skipped {blank} blank lines")
+    loop.messages.say(f"token cache {loop.corpus.cache}: {loop.corpus.cache_bytes / 2**20:.1f} MB for this run's files")
+    loop.messages.say(f"{count_parameters(loop.model):,} parameters, vocabulary {len(loop.corpus.vocab):,}, device "
              f"{loop.device}" + (f", {loop.world.size} processes" if loop.world.size > 1 else "")
              + time_step_note(loop.model))
 
@@ -352,7 +353,7 @@ def time_step_note(model: torch.nn.Module) -> str:
     return ", time steps in C" if native.usable(weight) else ", time steps as tensor ops (the C steps are turned off or could not be built)"
 
 
-def _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, log) -> _Loop:
+def _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, messages) -> _Loop:
     """The run's parts, each made once: the model (with the saved weights), its optimizer for the saved
     phase, the corpus on the device."""
     torch.manual_seed(config.train.seed)
@@ -362,7 +363,7 @@ def _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, 
     streams.train = streams.train.to(device)
     streams.valid = streams.valid.to(device) if streams.valid is not None else None
     optimizer = make_optimizer(model, config, saved.phase if saved else "sgd")
-    return _Loop(config, streams, model, world.wrap(model), device, world, out_dir, quiet, log, optimizer,
+    return _Loop(config, streams, model, world.wrap(model), device, world, out_dir, quiet, messages, optimizer,
                 rng=random.Random(config.train.seed))
 
 
@@ -411,7 +412,7 @@ def _run_epochs(loop: _Loop, state: TrainState) -> list[dict[str, Any]]:
             if stats is None:  # interrupted: last.pt holds the position inside the epoch
                 _save_last(loop, state)
                 loop.stopped_by = stop.signal or signal.SIGINT  # other ranks learn of it from rank 0
-                loop.log(f"interrupted in epoch {state.epoch}; continue with --resume")
+                loop.messages.say(f"interrupted in epoch {state.epoch}; continue with --resume")
                 break
             records.append(_end_epoch(loop, state, stats))
             if _limit_reached(loop, state):
@@ -497,7 +498,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
         if should_average(state.val_history, val_loss, cfg.nonmono):
             state.phase = "asgd"
             loop.optimizer = make_optimizer(loop.model, loop.config, "asgd")
-            loop.log(f"epoch {state.epoch}: switching to averaged SGD")
+            loop.messages.say(f"epoch {state.epoch}: switching to averaged SGD")
         state.val_history.append(val_loss)
     state.epoch += 1
     state.position = None
@@ -505,7 +506,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
     _save_last(loop, state)
     if loop.world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
-        _side_output(loop, "the log line", lambda: loop.log(rundir.format_record(record)))
+        _side_output(loop, "the log line", lambda: loop.messages.say(rundir.format_record(record)))
         _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
     return record
 
@@ -519,11 +520,11 @@ def _exp(loss: float) -> float:
 
 
 def _side_output(loop: _Loop, what: str, write: Callable[[], object]) -> None:
-    """Write a picture or a log line; if that fails, say so on stderr and train on."""
+    """Write a picture or a log line; if that fails, note it and train on."""
     try:
         write()
     except Exception as e:  # noqa: BLE001 - nothing a side output raises may stop training
-        print(f"warning: could not write {what} ({type(e).__name__}: {e}); training goes on", file=sys.stderr)
+        loop.messages.note(f"could not write {what} ({type(e).__name__}: {e}); training goes on")
 
 
 def _keep_snapshot(loop: _Loop, epoch: int) -> None:
@@ -544,7 +545,7 @@ def _final_test(loop: _Loop) -> float:
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
     ppl = _exp(evaluate_loss(best.model, loop.corpus.test.to(loop.device), loop.config.train.bptt,
                                   precision.product_dtype(loop.config.train.precision)))
-    loop.log(f"test ppl {ppl:.2f} (best.pt)")
+    loop.messages.say(f"test ppl {ppl:.2f} (best.pt)")
     return ppl
 
 
