@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 Tree = str | list
 
@@ -28,12 +28,15 @@ def tree_from_distances(distances: Sequence[float], words: Sequence[str]) -> Tre
     if not words:
         raise ValueError("cannot build a tree over no words")
     root, left, right = _cartesian_tree(distances)
-
-    def node(k: int, left_part: Tree | None, right_part: Tree | None) -> Tree:
-        head: Tree = words[k] if right_part is None else [words[k], right_part]
-        return head if left_part is None else [left_part, head]
-
-    return _fold(root, left, right, node)
+    splits, todo = {}, [(root, 0, len(words))]  # (a node of the Cartesian tree, the words it covers)
+    while todo:
+        k, i, j = todo.pop()
+        if k > i:
+            splits[i, j] = k  # the words before k, then k with the words after it
+        if j - k >= 2:
+            splits[k, j] = k + 1  # word k, then the words after it
+        todo += [(child, a, b) for child, a, b in ((left[k], i, k), (right[k], k + 1, j)) if child >= 0]
+    return tree_of_splits(words, splits)
 
 
 def _cartesian_tree(values: Sequence[float]) -> tuple[int, list[int], list[int]]:
@@ -52,20 +55,22 @@ def _cartesian_tree(values: Sequence[float]) -> tuple[int, list[int], list[int]]
     return stack[0], left, right
 
 
-def _fold(root: int, left: list[int], right: list[int], node: Callable[[int, Tree | None, Tree | None], Tree]) -> Tree:
-    """Build a tree bottom-up over a Cartesian tree, iteratively (sentences can be long):
-    node(k, tree of k's left child or None, tree of its right child or None)."""
-    built: dict[int, Tree] = {}
-    todo = [(root, False)]
+def tree_of_splits(words: Sequence[str], splits: Mapping[tuple[int, int], int]) -> Tree:
+    """The tree whose span i..j (of two or more words) splits at splits[i, j], without recursion (a long
+    line is deep). Every decoder, span voting and the student's CKY build their trees here."""
+    built: dict[tuple[int, int], Tree] = {}
+    todo = [(0, len(words), False)]
     while todo:
-        k, children_done = todo.pop()
-        if not children_done:
-            todo.append((k, True))
-            todo.extend((child, False) for child in (left[k], right[k]) if child >= 0)
-            continue
-        built[k] = node(k, built.pop(left[k]) if left[k] >= 0 else None,
-                        built.pop(right[k]) if right[k] >= 0 else None)
-    return built[root]
+        i, j, children_done = todo.pop()
+        if j - i == 1:
+            built[i, j] = words[i]
+        elif not children_done:
+            todo.append((i, j, True))
+            todo.extend([(i, splits[i, j], False), (splits[i, j], j, False)])
+        else:
+            k = splits[i, j]
+            built[i, j] = [built.pop((i, k)), built.pop((k, j))]
+    return built[0, len(words)]
 
 
 def mirror(tree: Tree) -> Tree:
@@ -102,9 +107,12 @@ def tree_from_gaps(gaps: Sequence[float], words: Sequence[str]) -> Tree:
     if len(words) == 1:
         return words[0]
     root, left, right = _cartesian_tree(gaps)
-    # gap k lies between words k and k+1: without a subtree on a side, that side is the word
-    return _fold(root, left, right, lambda k, left_part, right_part: [
-        words[k] if left_part is None else left_part, words[k + 1] if right_part is None else right_part])
+    splits, todo = {}, [(root, 0, len(words))]  # gap k lies between words k and k+1
+    while todo:
+        k, i, j = todo.pop()
+        splits[i, j] = k + 1
+        todo += [(child, a, b) for child, a, b in ((left[k], i, k + 1), (right[k], k + 1, j)) if child >= 0]
+    return tree_of_splits(words, splits)
 
 
 def _gap_decoder(distances: Sequence[float], words: Sequence[str], direction: str) -> Tree:

@@ -38,12 +38,12 @@ def most_voted_trees(sentences: Sequence[Sequence[Tree]], weights: Sequence[floa
         n = len(words[batch[-1]]) if batch else 0
         if batch and (k < 0 or (len(batch) + 1) * (len(words[k]) + 1) ** 2 > CHART_CELLS):
             for b, splits in zip(batch, structs.best_splits(_chart(n, [votes[b] for b in batch]))):
-                out[b] = structs.tree_of_splits(words[b], splits)
+                out[b] = trees.tree_of_splits(words[b], splits)
             batch = []
         if k < 0:
             break
         if len(words[k]) > structs.EXACT_LIMIT:
-            out[k] = structs.tree_of_splits(words[k], structs.greedy_splits(
+            out[k] = trees.tree_of_splits(words[k], structs.greedy_splits(
                 lambda i, j, counts=votes[k]: counts.get((i, j), 0), len(words[k])))
         else:
             batch.append(k)

@@ -8,18 +8,19 @@ max, the best tree's spans), so training and decoding need no other code. Spans 
 (score -inf), which gives the trees that keep a set of spans (`crossing_mask`).
 
 The best tree of given span scores (CKY, `best_splits`) is also kept by width, vectorised over the
-starts of each width, with its split points read back (`tree_of_splits`): span voting (inference/voting.py) and
+starts of each width, with its split points read back (`trees.tree_of_splits`): span voting (inference/voting.py) and
 a student's parsing share it. Past `EXACT_LIMIT` words, cubic in any form, a top-down greedy split
 takes over, quadratic at worst.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor
 
+from .. import trees
 from ..trees import Tree
 
 
@@ -52,10 +53,10 @@ def best_trees(scores: Tensor, lengths: Sequence[int], words: Sequence[Sequence[
     exact = [b for b, length in enumerate(lengths) if length <= EXACT_LIMIT]
     out: list[Tree | None] = [None] * len(lengths)
     for b, splits in zip(exact, best_splits(by_width[exact, : max((lengths[b] for b in exact), default=0) + 1])):
-        out[b] = tree_of_splits(words[b], splits)
+        out[b] = trees.tree_of_splits(words[b], splits)
     for b in sorted(set(range(len(lengths))) - set(exact)):
         rows = scores[b].tolist()
-        out[b] = tree_of_splits(words[b], greedy_splits(lambda i, j, rows=rows: rows[i][j], lengths[b]))
+        out[b] = trees.tree_of_splits(words[b], greedy_splits(lambda i, j, rows=rows: rows[i][j], lengths[b]))
     return out
 
 
@@ -108,23 +109,6 @@ def greedy_splits(score: Callable[[int, int], float], n: int) -> dict[tuple[int,
         splits[i, j] = k
         todo += [(i, k), (k, j)]
     return splits
-
-
-def tree_of_splits(words: Sequence[str], splits: Mapping[tuple[int, int], int] | Splits) -> Tree:
-    """The tree of the split points of its spans, without recursion (a long line is deep)."""
-    built: dict[tuple[int, int], Tree] = {}
-    todo = [(0, len(words), False)]
-    while todo:
-        i, j, children_done = todo.pop()
-        if j - i == 1:
-            built[i, j] = words[i]
-        elif not children_done:
-            todo.append((i, j, True))
-            todo.extend([(i, splits[i, j], False), (splits[i, j], j, False)])
-        else:
-            k = splits[i, j]
-            built[i, j] = [built.pop((i, k)), built.pop((k, j))]
-    return built[0, len(words)]
 
 
 def crossing_mask(kept: Sequence[Iterable[tuple[int, int]]], n: int) -> Tensor:
