@@ -79,7 +79,8 @@ def test_evaluate_gives_the_numbers_the_command_line_writes(tiny_run, tmp_path):
         assert again.rows["predicted"].to_dict() == report.rows[report.main_row].to_dict()
 
 
-@pytest.mark.parametrize("how", [{}, {"layer": 1, "decoder": "gap"}, {"layer": "auto"}, {"combine": "mean"}])
+@pytest.mark.parametrize("how", [{}, {"layer": 1, "decoder": "gap"}, {"layer": "auto"}, {"combine": "mean"},
+                                 {"layer": "auto", "batch_size": 2}])  # layers chosen on the first 128 of 500
 def test_evaluate_scores_the_trees_the_parser_makes(tiny_run, tiny_backward_run, how):
     from grammar_induce.text.treebank import TagFilter, read_gold
 

@@ -22,6 +22,7 @@ from ..trees import Tree
 from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
 
 Readings = list[list[Parsed | None]]  # per member, per sentence (None: an empty sentence)
+CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class Members:
         return not self.options.auto_layers and len(self.options.layers) == len(self.models)
 
     @property
+    def chunk(self) -> int:
+        """How many sentences are read at a time; layers by agreement are chosen on the first chunk."""
+        return CHUNK_BATCHES * self.options.batch_size
+
+    @property
     def chooses_layers(self) -> bool:
         """Whether the layers are to be chosen by agreement (`auto`, two or more members)."""
         return self.options.auto_layers and len(self.models) > 1
@@ -56,10 +62,10 @@ class Members:
                 for loaded, layer in zip(self.models, layers)]
 
     def with_layers(self, readings: Readings | None = None) -> Members:
-        """The members with every layer fixed: chosen by agreement on `readings` when `auto` asks for it (and
-        there are readings), else as given (or the middle ones)."""
-        if self.chooses_layers and readings and any(p is not None for p in readings[0]):
-            layers = layers_by_agreement(readings, self.options)
+        """The members with every layer fixed: chosen by agreement on the first chunk of `readings` when `auto`
+        asks for it (and there are readings), else as given (or the middle ones)."""
+        if self.chooses_layers and readings and any(p is not None for p in readings[0][: self.chunk]):
+            layers = layers_by_agreement([member[: self.chunk] for member in readings], self.options)
         else:
             layers = tuple(resolve_layers(self.options, self.models))
         return Members(self.models, replace(self.options, layers=layers, auto_layers=False))

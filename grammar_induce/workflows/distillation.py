@@ -35,8 +35,6 @@ from ..models.span_parser import SpanParser
 from ..runtime.rundir import append_metrics
 from ..trees import Tree
 
-CHUNK = 4096  # sentences the teachers parse at a time (their distances are held per chunk)
-
 
 @dataclass(frozen=True)
 class DistillSettings:
@@ -241,8 +239,8 @@ def ensemble_targets(models: list[LoadedModel], sentences: list[list[str]], opti
     members = Members.of(models, options)
     found: list[Tree] = []
     confident: list[set[tuple[int, int]]] = []
-    for start in range(0, len(sentences), CHUNK):
-        readings = members.read(sentences[start : start + CHUNK])
+    for start in range(0, len(sentences), members.chunk):  # the readings are held a chunk at a time
+        readings = members.read(sentences[start : start + members.chunk])
         if start == 0:
             members = members.with_layers(readings)
         part = targets_of(readings, members.options)

@@ -18,7 +18,7 @@ import torch
 from .. import trees
 from ..files import InputError, Messages, plural, replace_folder, write_text
 from ..inference.ensemble import ParseOptions, member_agreement
-from ..inference.members import Members
+from ..inference.members import CHUNK_BATCHES, Members
 from ..metrics import SpanMetric
 from ..models.checkpoint import LoadedModel
 from ..output.formats import MemberResult, SentenceResult, render
@@ -233,9 +233,6 @@ def _parts_distributed(members: Members, chunks: Iterator, all_layers: bool, wor
             return
 
 
-CHUNK_BATCHES = 64
-
-
 PAUSE = object()  # in the lines to parse: nothing more has come for a moment (parse what has)
 
 
@@ -243,7 +240,7 @@ def _chunks(lines: Iterable[str], batch_size: int, stream: bool) -> Iterator[lis
     """Lines in chunks of 64 batches: sorting by length inside a chunk keeps batches full. A stream (a
     pipe, a terminal, a generator) goes a batch at a time, and a PAUSE in it parses what has come, so
     trees appear as the lines do."""
-    size = batch_size if stream else CHUNK_BATCHES * batch_size
+    size = batch_size if stream else CHUNK_BATCHES * batch_size  # as the member path reads them
     chunk: list[str] = []
     for line in lines:
         if line is PAUSE:
