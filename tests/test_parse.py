@@ -7,8 +7,9 @@ import torch
 
 from grammar_induce import trees
 from grammar_induce.files import InputError, Messages
-from grammar_induce.inference.ensemble import ParseOptions, member_agreement, middle_layer
+from grammar_induce.inference.ensemble import ParseOptions, member_agreement
 from grammar_induce.inference.members import Members, read_sentences
+from grammar_induce.models.reading import middle_layer
 from grammar_induce.output.formats import render
 from grammar_induce.trees import leaves, tree_from_distances
 from grammar_induce.workflows.parse import parse, parse_sentences, render_lines

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import trees
 from ..files import SettingError, plural
 from ..metrics import SpanMetric
-from ..models.reading import Parsed
+from ..models.reading import Parsed, middle_layer
 from ..trees import Tree
 
 if TYPE_CHECKING:
@@ -38,16 +38,11 @@ class ParseOptions:
     pretokenized: bool = False  # lines are tokens separated by spaces (segmented Chinese, say): not split again
 
 
-def middle_layer(n_layers: int) -> int:
-    """The paper parses with the middle layer: 2 of 3."""
-    return (n_layers + 1) // 2
-
-
 def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int]:
-    """Each model's layer: the middle one, the one --layer given for all, or its own --layer."""
+    """Each model's layer: the middle one, the one layer given for all, or its own."""
     if len(options.layers) not in (0, 1, len(models)):
         raise SettingError("layer", f"is given {plural(len(options.layers), 'time')} for {plural(len(models), 'model')}: "
-                         "give it once for all, or once per --model")
+                         "give it once for all, or once per model")
     layers = options.layers * len(models) if len(options.layers) == 1 else options.layers or (None,) * len(models)
     return [loaded.model.parse_layer(layer) for layer, loaded in zip(layers, models)]
 

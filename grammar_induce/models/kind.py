@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from ..files import SettingError
-from .reading import Parsed
+from .reading import Parsed, middle_layer
 
 
 class ModelKind(nn.Module):
@@ -40,7 +40,7 @@ class ModelKind(nn.Module):
         if self.YIELDS == "trees":
             return 1
         n_layers = self.parse_layers
-        layer = (n_layers + 1) // 2 if asked is None else asked
+        layer = middle_layer(n_layers) if asked is None else asked
         if not 1 <= layer <= n_layers:
             raise SettingError("layer", f"{layer} is out of range: the model has layers 1 to {n_layers}")
         return layer

@@ -1,5 +1,6 @@
-"""What a model kind yields for one sentence (`Parsed`): every layer's distances, or a tree of its own.
-torch-free: the decoders, the combiners and the output formats read it without loading a model."""
+"""What a model kind yields for one sentence (`Parsed`): every layer's distances, or a tree of its own; and
+how it is read (reading order vs a model's, the middle layer). torch-free: the decoders, the combiners and
+the command line's choices read it without loading a model."""
 
 from __future__ import annotations
 
@@ -49,3 +50,8 @@ class Parsed:
 def model_order(items: list, direction: str) -> list:
     """Reading order <-> a model's order (its own inverse): a backward model reads right to left."""
     return items[::-1] if direction == "backward" else items
+
+
+def middle_layer(n_layers: int) -> int:
+    """The paper parses with the middle layer: 2 of 3."""
+    return (n_layers + 1) // 2
