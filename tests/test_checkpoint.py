@@ -4,22 +4,16 @@ import torch
 
 from grammar_induce.config import Config
 from grammar_induce.inference.ensemble import ParseOptions
-from grammar_induce.inference.members import Members
 from grammar_induce.models import checkpoint
 from grammar_induce.output.formats import render
 from grammar_induce.text.tokenizer import Tokenizer, Vocab
-from grammar_induce.workflows.parse import parse_sentences
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, tiny_config
 from .test_model import tiny_model
+from .test_parse import sentence_results
 
 BEFORE = ROOT / "tests" / "fixtures" / "v0.1"  # written by grammar-induce 0.1.0; see its README
-
-
-def sentence_results(models, sentences, options, all_layers=False):
-    """parse_sentences through the member path: the members checked, their layers fixed."""
-    return parse_sentences(Members.of(models, options).with_layers(), sentences, all_layers)
 
 
 def test_save_load_gives_identical_outputs(tmp_path):
