@@ -159,10 +159,7 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized)
     where = resolve_device(device or "auto")
-    messages = Messages()
-    for note in spec.notes:
-        messages.note(note)
-    return Parser([checkpoint.load(path, where) for path in spec.paths], options, messages)
+    return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=list(spec.notes)))
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
