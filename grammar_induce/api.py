@@ -85,7 +85,7 @@ class Parser:
     def parse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[nltk.Tree | None]:
         """Trees of many sentences, in their order, read and parsed a chunk at a time."""
         for result in self.analyse_many(lines, batch_size):
-            yield None if result.tree is None else to_nltk(result.tree)
+            yield None if result.tree is None else to_nltk(result.tree, result.labels, result.is_word)
 
     def analyse(self, sentence: str) -> SentenceResult:
         """Everything parsing found: the words, every layer's forget and input distances per member, their
@@ -146,25 +146,31 @@ class Parser:
 
 def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, distance: str = "forget",
          decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
-         device: str | None = None, right_voter: float | None = None, pretokenized: bool = False) -> Parser:
+         device: str | None = None, right_voter: float | None = None, pretokenized: bool = False,
+         labels: bool = False, weights: Sequence[float] | str | None = None) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `decoder`: paper or gap; `combine`:
     mbr (span voting) or mean (mean gap scores); `right_voter`: the weight of a right-branching tree as one
     more voter in span voting (0: none). `pretokenized`: sentences are tokens separated by spaces (already
-    segmented Chinese, say), not split again. `parse_many` also takes lists of tokens."""
+    segmented Chinese, say), not split again. `labels`: the trees' constituents carry a PCFG's induced labels
+    (NT-k) instead of X (one model that induces them). `weights`: span voting's weight of each model, or
+    "family" (each model weighs one over the number of models of its kind). `parse_many` also takes lists
+    of tokens."""
     from .models import checkpoint
     from .runtime.distributed import resolve_device
 
     spec = ModelSpec.resolve(models)
-    options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized)
+    options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized,
+                            labels, weights)
     where = resolve_device(device or "auto")
     return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=list(spec.notes)))
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
                   combine: str | None, batch_size: int, precision: str, right_voter: float | None = None,
-                  pretokenized: bool = False) -> ParseOptions:
+                  pretokenized: bool = False, labels: bool = False,
+                  weights: Sequence[float] | str | None = None) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
     from .config import PRECISIONS
     from .inference.ensemble import COMBINERS, ParseOptions
@@ -190,7 +196,18 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
     defaults = ParseOptions()
     return ParseOptions(layers, auto, distance, decoder or spec.decoder or defaults.decoder,
                         combine or spec.combine or defaults.combine, batch_size, precision,
-                        spec.right_voter if right_voter is None else right_voter, pretokenized)
+                        spec.right_voter if right_voter is None else right_voter, pretokenized, labels is True,
+                        _weights(weights))
+
+
+def _weights(weights: Sequence[float] | str | None) -> tuple[float, ...] | str:
+    if weights is None:
+        return ()
+    if isinstance(weights, str):
+        return weights
+    if not isinstance(weights, Sequence):
+        raise SettingError("weights", f"takes a number per model or family, not {weights!r}")
+    return tuple(weights)
 
 
 def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: str | Path, *, max_length: int = 0,
@@ -226,7 +243,8 @@ def _checked_tree(tree: nltk.Tree | str | None, k: int) -> nltk.Tree | str:
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
             distance: str = "forget", decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
             precision: str = "fp32", device: str | None = None, right_voter: float | None = None,
-            log: Callable[[str], None] | None = print, force: bool = False, resume: bool = False, **settings) -> Parser:
+            weights: Sequence[float] | str | None = None, log: Callable[[str], None] | None = print,
+            force: bool = False, resume: bool = False, **settings) -> Parser:
     """Train a student parser on the trees an ensemble of `teachers` (paths or shipped names, parsing
     as `load` would) makes of the text `train`; the epoch kept is chosen by agreement with the ensemble
     on `valid` (no gold trees). `settings`: those of distillation.DistillSettings (epochs, rounds,
@@ -242,17 +260,21 @@ def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: st
     except TypeError as e:  # a setting that does not exist
         raise InputError(f"distill: {str(e).split('__init__() ')[-1]}") from None
     teacher = load(*teachers, layer=layer, distance=distance, decoder=decoder, combine=combine,
-                   batch_size=batch_size, precision=precision, device=device, right_voter=right_voter)
+                   batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
+                   weights=weights)
     messages = Messages(say=log, tell=lambda text: log(f"note: {text}")) if log else None
     best = run(teacher.models, str(train), str(valid), Path(out), teacher.options, checked, messages, force, resume)
     return load(best, batch_size=batch_size, device=device)
 
 
-def to_nltk(tree: trees.Tree) -> nltk.Tree:
-    """Our nested-list tree as an nltk.Tree, every constituent labelled X (a one-word sentence: (X word))."""
+def to_nltk(tree: trees.Tree, labels: dict[tuple[int, int], str] | None = None,
+            is_word: Sequence[bool] | None = None) -> nltk.Tree:
+    """Our nested-list tree as an nltk.Tree, every constituent labelled X (a one-word sentence: (X word)), or
+    with its induced label (`labels` by the words a node covers, as trees.node_labels reads them)."""
     import nltk
 
     if isinstance(tree, str):
         return nltk.Tree(LABEL, [tree])
-    return trees.rebuild(tree, lambda children: nltk.Tree(LABEL, children))
+    names = iter(trees.node_labels(tree, labels or {}, is_word, order="close"))
+    return trees.rebuild(tree, lambda children: nltk.Tree(next(names), children))
 

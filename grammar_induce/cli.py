@@ -221,6 +221,9 @@ def model_options(command):
         click.option("--right-voter", type=click.FloatRange(min=0), default=None, metavar="WEIGHT",
                      help="span voting: a right-branching tree as one more voter of this weight "
                      "[default: 0 (none), or a shipped model's own]"),
+        click.option("--weights", default=None, metavar="W1,W2,...|family",
+                     help="span voting: each --model's weight, or family: each model weighs one over the number of "
+                     "models of its kind, so each family (ON-LSTMs, PCFGs, students) votes as one [default: 1 each]"),
         click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
                      help="sentences run through the model together"),
         precision_option("fp32"),
@@ -233,20 +236,30 @@ MODEL_HELP = ("checkpoint (best.pt) or a shipped model's name (grammar-induce mo
               "[default: en]")
 
 
-def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, batch_size, precision, device,
-            pretokenized: bool = False):
+def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
+            device, pretokenized: bool = False, labels: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
 
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
-                      pretokenized=pretokenized)
+                      weights=_weights(weights), pretokenized=pretokenized, labels=labels)
     for text in parser.messages.notes:
         _note(text)
     if all(m.model.YIELDS == "trees" for m in parser.models):
         kind = parser.models[0].model
         _ignored(["layers", "distance", "decoder"], f"with {kind.LABEL} (its trees come from {kind.SEARCH}, not distances)")
     return parser
+
+
+def _weights(text: str | None) -> tuple[float, ...] | str | None:
+    """--weights as the API's `weights`: None, "family" or numbers."""
+    if text is None or text.strip() == "family":
+        return text and "family"
+    try:
+        return tuple(float(w) for w in text.split(","))
+    except ValueError:
+        raise click.UsageError(f"--weights takes comma-separated numbers (one per --model) or family, not {text!r}") from None
 
 
 def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
@@ -277,11 +290,14 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
               help="processes that parse (on the CPU), each with its own copy of the models")
 @click.option("--pretokenized", is_flag=True,
               help="the sentences are tokens separated by spaces (segmented Chinese, say): not split again")
+@click.option("--labels", is_flag=True,
+              help="label constituents with a PCFG's induced symbols (NT-k) in --format ptb and jsonl")
 @model_options
 @user_errors
-def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, layers, distance,
-          decoder, combine, right_voter, batch_size, precision, device) -> None:
-    """Parse sentences into unlabeled binary trees."""
+def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, labels, layers,
+          distance, decoder, combine, right_voter, weights, batch_size, precision,
+          device) -> None:
+    """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
     from .files import Messages, check_folder_output, check_output, progress_bar, refuse_overwriting
     from .workflows import parse as parse_workflow
 
@@ -290,8 +306,8 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     else:
         check_output(output_path)
     lines, stream = _read_sentences(sentences, input_path)
-    parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, batch_size,
-                     precision, device, pretokenized)
+    parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
+                     batch_size, precision, device, pretokenized, labels)
     models = parser.models
     refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
     if len(models) == 1:
@@ -351,7 +367,7 @@ def _input_files(input_path: str | None) -> list[str]:
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
              save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, right_voter,
-             batch_size, precision, device) -> None:
+             weights, batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api
     from .files import check_output, files_under, refuse_overwriting, write_all
@@ -368,15 +384,16 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     settings = {"max_length": max_length, "treebank": preset, "punct_tags": punct_tags, "skip_bad": skip_bad,
                 "seed": seed, "quiet": quiet}
     if pred_path is None:
-        parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, batch_size,
-                         precision, device)
+        parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
+                         batch_size, precision, device)
         refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files)
         if len(parser.models) == 1:
             _ignored(["combine"] + ["layers"] * (layers == ("auto",)), "with one model")
         report = api.evaluate(parser, gold, **settings)
     else:
         refuse_overwriting(outputs, [pred_path, *gold_files])
-        _ignored(["layers", "distance", "decoder", "combine", "right_voter", "batch_size", "precision", "device"],
+        _ignored(["layers", "distance", "decoder", "combine", "right_voter", "weights", "batch_size", "precision",
+                  "device"],
                  "with --pred (they choose how a model parses)")
         report = api.evaluate(pred_path, gold, labeled=pred_format == "ptb", **settings)
     texts = {json_path: lambda: scoring.report_json(report) + "\n",
@@ -411,13 +428,14 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @model_options
 @user_errors
 def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, max_length, seed, force, keep,
-            resume, emb_size, hidden_size, layers, distance, decoder, combine, right_voter, batch_size, precision, device) -> None:
+            resume, emb_size, hidden_size, layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
+          device) -> None:
     """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
     from . import api
 
     student = api.distill(*model_names, train=train_file, valid=valid_file, out=out_dir, layer=_layer(layers),
                           distance=distance, decoder=decoder, combine=combine, right_voter=right_voter,
-                          batch_size=batch_size, precision=precision, device=device, log=click.echo, epochs=epochs,
+                          weights=_weights(weights), batch_size=batch_size, precision=precision, device=device, log=click.echo, epochs=epochs,
                           rounds=rounds, confident=confident, max_length=max_length, seed=seed, keep=keep, force=force,
                           resume=resume, emb_size=emb_size, hidden_size=hidden_size)
     click.echo(f"student in {Path(student.models[0].source).resolve()}")

@@ -37,13 +37,19 @@ class ModelConfig:
     dropoute: float = 0.1  # word-type dropout on the embedding matrix
     wdrop: float = 0.45  # DropConnect on hidden-to-hidden weights
     direction: str = "forward"  # forward | backward: read each sentence left to right or right to left
+    # kind "pcfg" (TN-PCFG, models/pcfg.py); the paper's sizes
+    nonterminals: int = 250
+    preterminals: int = 500
+    rank: int = 500  # of the binary rule tensor's decomposition
+    symbol_dim: int = 256  # symbol embeddings and the rule MLPs
 
     def validate(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:
             raise ConfigError(f"model.kind must name a model kind (models/registry.py), got {self.kind!r}")
         if self.direction not in DIRECTIONS:
             raise ConfigError(f"model.direction must be forward or backward, got {self.direction!r}")
-        for name in ("emb_size", "hidden_size", "chunk_size", "n_layers"):
+        for name in ("emb_size", "hidden_size", "chunk_size", "n_layers", "nonterminals", "preterminals", "rank",
+                     "symbol_dim"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
         for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop"):
@@ -108,11 +114,17 @@ class TrainConfig:
     # fp32 (the paper's numbers), bf16 (matrix products in bfloat16, on hardware that has it) or
     # auto (bf16 where the hardware has it); see precision.py
     precision: str = "fp32"
+    # a model trained on whole sentences (kind "pcfg"): Adam (betas 0.75, 0.999, as TN-PCFG), the longest
+    # training sentence, a length curriculum (start_length > 0: the first epoch's longest, + length_step an epoch)
+    max_length: int = 40
+    start_length: int = 0
+    length_step: int = 10
+    checkpoint_minutes: float = 10.0  # last.pt inside an epoch this often, so a killed run loses little
 
     def validate(self) -> None:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs"):
+        for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs", "max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")
         if self.lr <= 0:
@@ -120,7 +132,7 @@ class TrainConfig:
         if not 0 <= self.seed < 2**32:  # what every random generator of a run takes
             raise ConfigError(f"train.seed must be from 0 to {2**32 - 1}, got {self.seed}")
         for name in ("clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono",
-                     "keep_epochs"):
+                     "keep_epochs", "start_length", "length_step", "checkpoint_minutes"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name} must not be negative, got {getattr(self, name)}")
 
@@ -251,6 +263,7 @@ def _toml_value(value: Any) -> str:
 # Every other key changes what the model is, how it reads, or how its batches and random draws run on,
 # and a resumed run would no longer be the run it continues.
 RESUMABLE = frozenset({"train.epochs", "train.max_steps", "train.max_minutes", "train.keep_epochs", "train.device",
+                       "train.checkpoint_minutes",
                        "train.precision", "train.lr", "train.weight_decay", "train.clip", "train.alpha", "train.beta",
                        "train.nonmono", "data.train", "data.valid", "data.test", "data.workers", "data.cache_dir"})
 

@@ -274,7 +274,30 @@ def random_tree(words: Sequence[str], rng: random.Random) -> Tree:
     return [random_tree(words[:cut], rng), random_tree(words[cut:], rng)]
 
 
-def _render(tree: Tree, word, open_: str, close: str, sep: str) -> str:
+def node_labels(tree: Tree, labels: Mapping[tuple[int, int], str], is_word: Sequence[bool] | None = None,
+                order: str = "open") -> list[str]:
+    """Each node's label, in the order `walk` opens the nodes (`order="close"`: closes them, as `rebuild` makes
+    them): `labels` of the words it covers (i, j), else X. `is_word`: per leaf, whether it is a word (else
+    punctuation put back, which a span's word offsets do not count); default: every leaf."""
+    opened: list[str] = []
+    closed: list[str] = []
+    starts: list[tuple[int, int]] = []
+    leaf = word = 0
+    for event in walk(tree):
+        if event is OPEN:
+            starts.append((len(opened), word))
+            opened.append("X")
+        elif event is CLOSE:
+            k, first = starts.pop()
+            opened[k] = labels.get((first, word), "X")
+            closed.append(opened[k])
+        else:
+            word += 1 if is_word is None or is_word[leaf] else 0
+            leaf += 1
+    return opened if order == "open" else closed
+
+
+def _render(tree: Tree, word, open_: str | Callable[[], str], close: str, sep: str) -> str:
     parts: list[str] = []
     separate = False  # whether the next item follows a sibling
     for event in walk(tree):
@@ -284,7 +307,7 @@ def _render(tree: Tree, word, open_: str, close: str, sep: str) -> str:
             continue
         if separate:
             parts.append(sep)
-        parts.append(open_ if event is OPEN else word(event))
+        parts.append((open_ if isinstance(open_, str) else open_()) if event is OPEN else word(event))
         separate = event is not OPEN
     return "".join(parts)
 
@@ -294,9 +317,14 @@ def to_brackets(tree: Tree) -> str:
     return _render(tree, escape, "(", ")", " ")
 
 
-def to_ptb(tree: Tree) -> str:
-    """A labeled tree that EVALB and nltk read: every node X, every word under its own X."""
-    return _render(tree, lambda w: f"(X {escape(w)})", "(X ", ")", " ")
+def to_ptb(tree: Tree, labels: Mapping[tuple[int, int], str] | None = None,
+           is_word: Sequence[bool] | None = None) -> str:
+    """A labeled tree that EVALB and nltk read: every node X (or its label in `labels`, by the words it covers;
+    see `node_labels`), every word under its own X."""
+    if not labels:
+        return _render(tree, lambda w: f"(X {escape(w)})", "(X ", ")", " ")
+    names = iter(node_labels(tree, labels, is_word))
+    return _render(tree, lambda w: f"(X {escape(w)})", lambda: f"({next(names)} ", ")", " ")
 
 
 def to_json(tree: Tree) -> str:

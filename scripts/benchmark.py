@@ -22,6 +22,10 @@ For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in eac
 - parsing one very long line (500, 2000 and 8000 words) through the `parse` workflow, in
   words/s: the time should grow linearly with the length;
 - peak memory of each case (each runs in its own process; CPU: peak RSS, CUDA: peak allocated).
+
+`--models pcfg` (or `pcfg-tiny`) runs the TN-PCFG's cases instead (scripts/benchmark_pcfg.py): a training step
+against its matrix-product floor and, with `--pcfg-reference DIR` (a checkout of sustcsonglin/TN-PCFG), beside
+the reference implementation's rank-space path on the same batch.
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark_pcfg import bench_pcfg_long_sentence, bench_pcfg_reference, bench_pcfg_training, pcfg_cases
+
+__all__ = ["bench_pcfg_long_sentence", "bench_pcfg_reference", "bench_pcfg_training"]
 VOCAB = 10000
 PARSE_WORDS = 20
 # The plain per-step parser, one sentence at a time: as the paper's code (DropConnect weight
@@ -382,6 +390,8 @@ def main() -> None:
     parser.add_argument("--models", default="ptb,tiny", help="model sizes, from configs/ [default: ptb,tiny]")
     parser.add_argument("--only", default=None, help="run only the cases whose function names contain one of "
                         "these comma-separated parts (e.g. ensemble) [default: all]")
+    parser.add_argument("--pcfg-reference", default=None, metavar="DIR",
+                        help="a checkout of sustcsonglin/TN-PCFG, to run beside the pcfg cases")
     parser.add_argument("--precisions", default=None,
                         help="comma-separated; fp32, the baseline, always runs [default: bf16 too where the hardware "
                         "has bfloat16 units]")
@@ -392,11 +402,16 @@ def main() -> None:
     batches, sentences, reference_sentences = (3, 64, 8) if args.quick else (20, 512, 48)
     results: dict[str, dict] = {}
     for name in args.models.split(","):
-        results.update(model_cases(name, args, precisions, batches, sentences, reference_sentences))
+        if name.startswith("pcfg"):
+            def case(fn: str, *case_args, name=name) -> dict:
+                return in_process(args.threads, args.device, fn, name, args.device, *case_args)
+            results.update(pcfg_cases(name, case, precisions, args.pcfg_reference, args.quick))
+        else:
+            results.update(model_cases(name, args, precisions, batches, sentences, reference_sentences))
     steps = time_steps(args.device)
     print_products(results)
     print_table({case: r for case, r in results.items() if not case.endswith(" products")}, args, steps)
-    print_speedups(results, args.models.split(","), precisions)
+    print_speedups(results, [name for name in args.models.split(",") if not name.startswith("pcfg")], precisions)
     if args.json:
         args.json.write_text(json.dumps({"device": args.device, "threads": args.threads, "time_steps": steps,
                                          "results": results}, indent=2))
@@ -489,6 +504,8 @@ def print_table(results: dict, args, steps: str) -> None:
         floor_text = f"{floor:9.0f}" if floor else ""
         ratio_text = f"{r['ratio']:6.2f}" if "ratio" in r else ""
         speedup = f"  batched 256 is {r['batch 256 speedup']:.1f}x this" if "batch 256 speedup" in r else ""
+        if "reference speedup" in r:
+            speedup = f"  {r['seconds']:.3f} s a step, {r['reference speedup']:.2f}x the reference's speed"
         if "one_model_seconds" in r:
             speedup = f"  {r['seconds']:.2f} s, one model {r['one_model_seconds']:.2f} s"
         print(f"{case:44s} {rate:9.1f} {unit:>2s} {floor_text:>12s} {ratio_text:>6s} {r['peak_mb']:8.0f}{speedup}")

@@ -36,6 +36,25 @@ class ParseOptions:
     # and a weak prior of that kind breaks the members' ties the way the language does.
     right_voter: float = 0.0
     pretokenized: bool = False  # lines are tokens separated by spaces (segmented Chinese, say): not split again
+    labels: bool = False  # keep a model's induced labels (a PCFG's NT-k) of its tree's spans, where one model parses
+    # span voting: each member's weight (one per member; (): 1 each), or "family": each member weighs one over
+    # the number of members of its model kind, so that each family (ON-LSTMs, PCFGs, students) votes as one
+    weights: tuple[float, ...] | str = ()
+
+
+def resolve_weights(options: ParseOptions, kinds: list[str]) -> tuple[float, ...]:
+    """Each member's voting weight: as given (one per member), the family rule's, or () for 1 each."""
+    if options.weights == "family":
+        return tuple(1 / kinds.count(kind) for kind in kinds)
+    if isinstance(options.weights, str):
+        raise SettingError("weights", f"takes a number per model or family, not {options.weights!r}")
+    if options.weights and len(options.weights) != len(kinds):
+        raise SettingError("weights", f"are {plural(len(options.weights), 'number')} for "
+                           f"{plural(len(kinds), 'model')}: give one per model")
+    if any(not (isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < float("inf"))
+           for w in options.weights):
+        raise SettingError("weights", f"must be numbers of at least 0, not {options.weights!r}")
+    return tuple(float(w) for w in options.weights)
 
 
 def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int]:
@@ -84,9 +103,10 @@ def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: Pars
 
     voters = [[p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
               for members in sentences]
+    own = list(options.weights) if isinstance(options.weights, tuple) and options.weights else None
     if not options.right_voter:
-        return most_voted_trees(voters)
-    weights = [1.0] * len(layers) + [options.right_voter]
+        return most_voted_trees(voters, own)
+    weights = (own or [1.0] * len(layers)) + [options.right_voter]
     return most_voted_trees([[*members, trees.right_branching(trees.leaves(members[0]))] for members in voters],
                             weights)
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..files import InputError
+from ..files import InputError, SettingError
 from ..models.checkpoint import LoadedModel
 from ..models.reading import Parsed, model_order
 from ..runtime import precision
 from ..text.tokenizer import EOS
 from ..trees import Tree
-from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
+from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers, resolve_weights
 
 Readings = list[list[Parsed | None]]  # per member, per sentence (None: an empty sentence)
 CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk
@@ -36,7 +36,12 @@ class Members:
     @classmethod
     def of(cls, models: list[LoadedModel], options: ParseOptions) -> Members:
         check_members(models)
-        return cls(models, replace(options, precision=precision.resolve(options.precision, models[0].model.device)))
+        if options.labels and (len(models) > 1 or not models[0].model.LABELS):
+            raise SettingError("labels", "come from one model that induces them (a PCFG), not "
+                               + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.LABEL))
+        weights = resolve_weights(options, [m.config.model.kind for m in models])
+        return cls(models, replace(options, precision=precision.resolve(options.precision, models[0].model.device),
+                                   weights=weights))
 
     @property
     def layers_fixed(self) -> bool:

@@ -11,8 +11,10 @@ The component parses spaCy's own tokens (every token of a sentence is a leaf; pu
 for the model and put back, as `grammar-induce parse` does), one tree per sentence of whatever sentence
 boundaries the pipeline has (the whole doc when there are none). `nlp.pipe` parses the sentences of many
 documents in one batch. The attribute names are benepar's where the meaning is the same: `parse_string`,
-`constituents`, `children`, `parent` (of a sentence or a constituent span); `labels` is always () and
-every node of `parse_string` is X, since induced trees have no labels. `tree` is the sentence's nltk.Tree.
+`constituents`, `children`, `parent` (of a sentence or a constituent span); `labels` is () and every node of
+`parse_string` is X, since induced trees have no labels, unless the model induces them (a PCFG) and the config
+asks for them (`"labels": true`): then a constituent's `labels` is its symbol, `("NT-17",)`, and `parse_string`
+and `tree` carry them. `tree` is the sentence's nltk.Tree.
 
 Registered through the `spacy_factories` entry point; nothing else in grammar_induce imports this module.
 """
@@ -34,7 +36,7 @@ from ..models import pretrained
 NAME = "grammar_induce"
 DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",
                                   "decoder": None, "combine": None, "right_voter": None, "batch_size": 64,
-                                  "precision": "fp32", "device": None}
+                                  "precision": "fp32", "device": None, "labels": False}
 COPIED = "models"  # the folder of a local checkpoint's copy, inside the component's folder of nlp.to_disk
 
 
@@ -64,12 +66,18 @@ def _parse_string(span: Span) -> str | None:
 
 def _tree(span: Span):
     tree = span.doc.user_data.get((NAME, "tree", span.start, span.end))
-    return None if tree is None else api.to_nltk(tree)
+    labels, is_word = span.doc.user_data.get((NAME, "labels", span.start, span.end), (None, None))
+    return None if tree is None else api.to_nltk(tree, labels, is_word)
+
+
+def _labels(span: Span) -> tuple[str, ...]:
+    label = span.doc.user_data.get((NAME, "label", span.start, span.end))
+    return () if label is None else (label,)
 
 
 def _register_extensions() -> None:
     getters = {"parse_string": _parse_string, "constituents": _constituents, "children": _children,
-               "parent": _parent, "tree": _tree, "labels": lambda span: ()}
+               "parent": _parent, "tree": _tree, "labels": _labels}
     for name, getter in getters.items():
         if not Span.has_extension(name):
             Span.set_extension(name, getter=getter)
@@ -102,8 +110,10 @@ class GrammarInduce:
         for batch in minibatch(docs, size=batch_size):
             sentences = [sent for doc in batch for sent in _sentences(doc)]
             tokens = [[token.text for token in sent] for sent in sentences]
-            for sent, tree in zip(sentences, self.parser.analyse_many(tokens)):
-                _store(sent, tree.tree)
+            for sent, result in zip(sentences, self.parser.analyse_many(tokens)):
+                _store(sent, result.tree)
+                if result.tree is not None and result.labels:
+                    _store_labels(sent, result.tree, result.labels, result.is_word)
             yield from batch
 
     def to_disk(self, path: str | Path, exclude: Iterable[str] = ()) -> None:
@@ -158,11 +168,28 @@ def _store(sent: Span, tree: trees.Tree | None) -> None:
         data[NAME, "spans", start, end] = children
 
 
+def _store_labels(sent: Span, tree: trees.Tree, labels: dict, is_word: list[bool] | None) -> None:
+    """Each constituent's induced label, by its token offsets in the doc (see trees.node_labels)."""
+    data = sent.doc.user_data
+    data[NAME, "labels", sent.start, sent.end] = (labels, is_word)
+    names = iter(trees.node_labels(tree, labels, is_word))
+    starts, position = [], sent.start
+    for event in trees.walk(tree):
+        if event is trees.OPEN:
+            starts.append((position, next(names)))
+        elif event is trees.CLOSE:
+            start, label = starts.pop()
+            data[NAME, "label", start, position] = label
+        else:
+            position += 1
+
+
 @Language.factory(NAME, default_config=DEFAULT_CONFIG)
 def make_grammar_induce(nlp: Language, name: str, model: str | list[str], layer: Any, distance: str,
                         decoder: str | None, combine: str | None, right_voter: float | None, batch_size: int,
-                        precision: str, device: str | None) -> GrammarInduce:
+                        precision: str, device: str | None, labels: bool = False) -> GrammarInduce:
     """The factory spaCy calls for nlp.add_pipe("grammar_induce", config={...}): the model (a shipped name or a
     checkpoint path, or a list of them for an ensemble) and every option of `grammar_induce.load`."""
     return GrammarInduce(nlp, name, model, layer=layer, distance=distance, decoder=decoder, combine=combine,
-                         right_voter=right_voter, batch_size=batch_size, precision=precision, device=device)
+                         right_voter=right_voter, batch_size=batch_size, precision=precision, device=device,
+                         labels=labels)

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from ..files import SettingError
+from ..runtime.precision import FULL_PARTS
 from .reading import Parsed, middle_layer
 
 
@@ -24,6 +25,8 @@ class ModelKind(nn.Module):
     LABEL: ClassVar[str]  # how messages name a model of this kind: "an ON-LSTM language model"
     SEARCH: ClassVar[str] = ""  # a kind that yields trees: how it finds them ("CKY"), for its evaluation row and notes
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log
+    FP32_PARTS: ClassVar[str] = FULL_PARTS  # and what stays float32
+    LABELS: ClassVar[bool] = False  # its readings carry induced labels of its tree's spans (Parsed.labels)
 
     @property
     def device(self) -> torch.device:

@@ -20,6 +20,7 @@ class Parsed:
     input: list[list[float]]
     direction: str = "forward"
     parsed_tree: Tree | None = None  # the model's own tree: it has no distances
+    labels: dict[tuple[int, int], str] | None = None  # the own tree's spans' induced labels (a PCFG's `NT-k`)
 
     @property
     def n_layers(self) -> int:

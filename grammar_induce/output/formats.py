@@ -35,15 +35,19 @@ class SentenceResult:
     tokens: list[str] | None = None  # every token as written, when punctuation was set aside
     is_word: list[bool] | None = None  # per token: one of `words` (else punctuation)
     read: list[str] | None = None  # `words` as the models read them (lowercased, numbers as N, ...)
+    labels: dict[tuple[int, int], str] | None = None  # induced labels of the tree's spans over `words` (asked for)
 
     def to_dict(self) -> dict:
         """A line of `--format jsonl`, one schema for every line: `tokens` (every token as written),
         `words` (what the models read, normalised: the distances and members' trees are per word), `tree`
         (over every token; null for a blank line), and every layer's `forget` and `input` distances of one
-        model, or per member of an ensemble its `direction`, `layer`, distances and tree."""
+        model, or per member of an ensemble its `direction`, `layer`, distances and tree; with induced labels,
+        `labels`: [start, end, label] per span of words (end exclusive)."""
         record: dict = {"tokens": self.tokens or self.words, "words": self.read or self.words}
         if self.tree is None:
             return record | {"tree": None}
+        if self.labels:
+            record["labels"] = [[i, j, label] for (i, j), label in sorted(self.labels.items())]
         if len(self.members) == 1:
             member = self.members[0]
             return record | {"forget": member.forget, "input": member.input, "tree": self.tree}
@@ -75,9 +79,13 @@ def _tree_format(render_tree: Callable[[Tree], str]) -> Callable[[SentenceResult
     return lambda result: render_tree(result.tree)
 
 
+def to_ptb(result: SentenceResult) -> str:
+    return trees.to_ptb(result.tree, result.labels, result.is_word)
+
+
 RENDERERS: dict[str, Callable[[SentenceResult], str]] = {
     "brackets": _tree_format(trees.to_brackets),
-    "ptb": _tree_format(trees.to_ptb),
+    "ptb": to_ptb,
     "json": _tree_format(trees.to_json),
     "jsonl": to_jsonl,
     "ascii": _tree_format(to_ascii),

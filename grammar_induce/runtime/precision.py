@@ -75,11 +75,12 @@ def resolve(precision: str, device: torch.device) -> str:
                     "would run slower than fp32 here; use fp32, or auto to choose bf16 only where it helps")
 
 
-def describe(requested: str, resolved: str, device: torch.device, reduced_parts: str = "matrix products in bfloat16") -> str:
+def describe(requested: str, resolved: str, device: torch.device, reduced_parts: str = "matrix products in bfloat16",
+             full_parts: str = FULL_PARTS) -> str:
     """One line for the log: which precision each part runs in (`reduced_parts`: what runs in bfloat16, the
-    model kind's BF16_PARTS), and why."""
+    model kind's BF16_PARTS; `full_parts`: what stays float32, its FP32_PARTS), and why."""
     if resolved == "bf16":
-        return f"precision bf16 ({bf16_hardware(device)}): {reduced_parts}; {FULL_PARTS}"
+        return f"precision bf16 ({bf16_hardware(device)}): {reduced_parts}; {full_parts}"
     if requested == "auto":
         return f"precision auto -> fp32: this {device.type.upper()} has no bfloat16 matrix hardware; everything in float32"
     return "precision fp32: everything in float32"

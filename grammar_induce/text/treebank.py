@@ -50,6 +50,7 @@ class GoldTree:
     source: str  # "file:line" of the tree's first line
     words: list[str]  # kept words, as in the file
     tree: Tree  # unlabeled, over `words`
+    labels: tuple[tuple[int, int, str], ...] = ()  # (start, end, category) of every constituent kept, unary chains too
 
 
 def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
@@ -84,7 +85,7 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
         if kept is None:
             skipped += 1
             continue
-        gold.append(GoldTree(source, leaves(kept), kept))
+        gold.append(GoldTree(source, leaves(kept), kept, labelled_spans(tree, tags)))
     warning = _filter_warning(spec, tags, tag_counts)
     if not gold:
         raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))
@@ -198,6 +199,32 @@ def parse_bracketed(text: str, source: str):
     if isinstance(tree, str) or len(tree) == 0:
         raise InputError(f"{source}: empty tree")
     return tree
+
+
+def labelled_spans(tree, tags: TagFilter) -> tuple[tuple[int, int, str], ...]:
+    """(start, end, category) of every phrase over the kept words (`preprocess`'s), function tags and indices
+    cut (NP-SBJ-1 -> NP); a unary chain gives each of its categories (S over VP: both)."""
+    found: list[tuple[int, int, str]] = []
+
+    def visit(node, start: int) -> int:
+        if len(node) == 1 and isinstance(node[0], str):
+            return start + tags.keeps(node.label())
+        end = start
+        for child in node:
+            end = visit(child, end)
+        if end > start:
+            found.append((start, end, category(node.label())))
+        return end
+
+    visit(tree, 0)
+    return tuple(found)
+
+
+def category(label: str) -> str:
+    """A treebank label's category: NP-SBJ-1 -> NP, PP=2 -> PP (-NONE-, -LRB- and the like stay whole)."""
+    if label.startswith("-"):
+        return label
+    return label.split("-")[0].split("=")[0]
 
 
 def preprocess(tree, tags: TagFilter, source: str = "") -> Tree | None:

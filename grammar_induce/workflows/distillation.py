@@ -89,9 +89,9 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     the work folder holds what `resume` needs to go on from there; a run that fails before its first epoch
     leaves no folder behind. `messages`: where a line per round and epoch goes (default: nowhere)."""
     messages = messages or Messages()
+    if not teachers:
+        raise InputError("no teachers: give one or more models whose trees the student learns")
     check_members(teachers)
-    if any(t.model.YIELDS != "distances" for t in teachers):
-        raise InputError("the teachers must be language models (a student learns from their trees)")
     out_dir = Path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
     written = [out_dir / name for name in _student_files(settings.rounds)]
@@ -189,7 +189,8 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
             checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
         # the next round's ensemble: the teachers with their layers, and the student, voting on spans
         members = [*teachers, checkpoint.load(path, teachers[0].model.device)]
-        options = replace(fixed, layers=(*fixed.layers[: len(teachers)], 1), combine="mbr")
+        options = replace(fixed, layers=(*fixed.layers[: len(teachers)], 1), combine="mbr",
+                          weights=(*fixed.weights[: len(teachers)], 1.0) if fixed.weights else ())
     student = members[-1]
     checkpoint.save(work / "best.pt", student.model, student.vocab, student.tokenizer, student.config,
                     provenance=student.provenance)
@@ -200,7 +201,8 @@ def _targets_file(round_number: int) -> str:
 
 
 def _saved_options(options: ParseOptions, state: dict) -> ParseOptions:
-    return replace(options, **{**state["options"], "layers": tuple(state["options"]["layers"])})
+    saved = state["options"]
+    return replace(options, **{**saved, "layers": tuple(saved["layers"]), "weights": tuple(saved.get("weights", ()))})
 
 
 def _targets_from(words: list[list[str]], saved: dict) -> Targets:
@@ -217,7 +219,8 @@ def provenance(teachers: list[LoadedModel], train_path: str, valid_path: str, se
     return {"kind": "distilled", "teachers": [t.source for t in teachers], "train": str(train_path),
             "valid": str(valid_path), "training_sentences": sentences, "rounds": rounds,
             "layers": list(options.layers), "decoder": options.decoder, "combine": options.combine,
-            "right_voter": options.right_voter, "distance": options.distance, "settings": asdict(settings)}
+            "right_voter": options.right_voter, "weights": list(options.weights), "distance": options.distance,
+            "settings": asdict(settings)}
 
 
 def sentences_of(path: str, model: LoadedModel) -> list[list[str]]:
@@ -329,7 +332,8 @@ def _save(path: Path, state: dict) -> None:
 
 def _options_state(options: ParseOptions) -> dict:
     return {"layers": list(options.layers), "auto_layers": False, "combine": options.combine,
-            "decoder": options.decoder, "distance": options.distance, "right_voter": options.right_voter}
+            "decoder": options.decoder, "distance": options.distance, "right_voter": options.right_voter,
+            "weights": list(options.weights)}
 
 
 def _plain(rng_state: tuple) -> list:

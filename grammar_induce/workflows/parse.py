@@ -36,7 +36,8 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
         if not words:
             results.append(SentenceResult(words, None))
             continue
-        results.append(SentenceResult(words, next(combined), [
+        own = readings[0][k].labels if o.labels and len(readings) == 1 else None
+        results.append(SentenceResult(words, next(combined), labels=own, members=[
             MemberResult(p.direction, p.forget, p.input, p.tree(layer, o.distance, o.decoder), m.source, layer,
                          p.gaps(layer, o.distance))
             for p, layer, m in zip([member[k] for member in readings], layers, members.models)]))

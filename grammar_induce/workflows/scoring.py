@@ -19,6 +19,7 @@ from ..text.tokenizer import Tokenizer
 from ..text.treebank import GoldTree, TagFilter, read_gold
 
 LENGTH_BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 40), (41, 10**9))
+RECALL_LABELS = ("NP", "VP", "PP", "SBAR", "ADJP", "ADVP")  # the categories the PCFG papers report recall of
 BASELINES: dict[str, Callable] = {
     "left-branching": trees.left_branching,
     "right-branching": trees.right_branching,
@@ -50,6 +51,7 @@ class Report:
     notes: list[str] = field(default_factory=list)  # warnings about the gold trees
     gold: list[GoldTree] = field(default_factory=list)  # the scored gold trees, aligned with `predicted`
     unknown: dict[str, tuple[int, int]] = field(default_factory=dict)  # model -> gold words it does not know, of all
+    label_recall: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # row -> label -> (found, of)
 
     def to_dict(self) -> dict:
         return {
@@ -59,6 +61,8 @@ class Report:
             "by_length": {row: {b: m.to_dict() for b, m in buckets.items()} for row, buckets in self.by_length.items()},
             **({"unknown_words": {name: {"unknown": count, "words": total} for name, (count, total)
                                   in self.unknown.items()}} if self.unknown else {}),
+            **({"label_recall": {row: {label: found / total if total else None for label, (found, total) in labels.items()}
+                                 for row, labels in self.label_recall.items()}} if self.label_recall else {}),
         }
 
     def table(self) -> str:
@@ -71,6 +75,8 @@ class Report:
             else:  # no span of two or more words on either side (every sentence too short): nothing to score
                 corpus = f"{'n/a':>10s} {'n/a':>6s} {'n/a':>7s}"
             lines.append(f"{name + mark:{width}s} {100 * m.sentence_f1:8.1f} {corpus}")
+        if self.label_recall:
+            lines.append("\n" + label_recall_table(self.label_recall))
         if self.agreement:
             lines.append("\n" + agreement_table(self.agreement))
         lines += [f"\ngold words unknown to {name}: {100 * count / max(total, 1):.1f}% ({count:,} of {total:,})"
@@ -84,6 +90,32 @@ class Report:
             lines.append(f"{bucket:10s} {count:6d} "
                          + " ".join(f"{100 * self.by_length[r][bucket].sentence_f1:16.1f}" for r in rows))
         return "\n".join(lines)
+
+
+def label_recall_table(recall: dict[str, dict[str, tuple[int, int]]]) -> str:
+    """Per row, the share of the gold constituents of each category whose span the predicted trees hold."""
+    labels = list(next(iter(recall.values())))
+    width = max(28, *(len(name) + 2 for name in recall))
+    counts = next(iter(recall.values()))
+    lines = ["label recall (gold constituents of each category whose span the trees hold)",
+             f"{'':{width}s} " + " ".join(f"{label:>6s}" for label in labels),
+             f"{'(gold constituents)':{width}s} " + " ".join(f"{counts[label][1]:6d}" for label in labels)]
+    for name, row in recall.items():
+        lines.append(f"{name:{width}s} " + " ".join(f"{100 * found / max(total, 1):6.1f}" for found, total in row.values()))
+    return "\n".join(lines)
+
+
+def label_recall(predicted: list, gold: list[GoldTree]) -> dict[str, tuple[int, int]]:
+    """For each of RECALL_LABELS: (gold constituents of it whose span the predicted tree holds, gold
+    constituents of it), counting the spans the F1 protocol counts (two or more words, not the whole sentence)."""
+    found = {label: [0, 0] for label in RECALL_LABELS}
+    for tree, g in zip(predicted, gold):
+        held = trees.spans(tree)
+        for start, end, label in g.labels:
+            if label in found and end - start >= 2 and (start, end) != (0, len(g.words)):
+                found[label][0] += (start, end) in held
+                found[label][1] += 1
+    return {label: (hit, total) for label, (hit, total) in found.items()}
 
 
 def agreement_table(agreement: dict[str, SpanMetric]) -> str:
@@ -331,8 +363,11 @@ def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main
     lengths = [len(g.words) for g in gold]
     by_length = {name: _by_length(ts, gold_spans, lengths)
                  for name, ts in ((main_row, predicted[main_row]), *baselines.items())}
+    recall = {}
+    if any(g.labels for g in gold):
+        recall = {name: label_recall(ts, gold) for name, ts in (*predicted.items(), *baselines.items())}
     return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {}, notes or [],
-                  gold)
+                  gold, label_recall=recall)
 
 
 def _score(predicted: list, gold_spans: list[set]) -> SpanMetric:

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .. import config as config_module
 from ..config import Config
-from ..files import InputError, Messages, UserError, progress_bar, refuse_overwriting, write_text
+from ..files import InputError, Messages, UserError, plural, progress_bar, refuse_overwriting, write_text
 from ..models import checkpoint, native, registry
 from ..models.onlstm import LanguageModel, State, count_parameters, cross_entropy, detach_state
 from ..output import draw
@@ -284,6 +284,8 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     registry.check_trainable(config.model.kind)
     world = distributed.World.from_env()
+    if registry.trains_on_sentences(config.model.kind):
+        return _train_on_sentences(config, out_dir, world, resume, force, quiet, messages)
     device = world.device_for(distributed.resolve_device(config.train.device))
     requested = config.train.precision
     config = dataclasses.replace(config, train=dataclasses.replace(config.train,
@@ -302,7 +304,8 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         state = _restore_state(loop, payload, saved)
         if world.is_main:
             _announce(loop, state)
-            loop.messages.say(precision.describe(requested, config.train.precision, device, loop.model.BF16_PARTS))
+            loop.messages.say(precision.describe(requested, config.train.precision, device, loop.model.BF16_PARTS,
+                                                     loop.model.FP32_PARTS))
         epochs = _run_epochs(loop, state)
         interrupted = state.position is not None
         test_ppl = _final_test(loop) if world.is_main and streams.test is not None and not interrupted else None
@@ -311,6 +314,20 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         world.close()
     best = _exp(state.best_loss) if streams.valid is not None and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main, loop.stopped_by)
+
+
+def _train_on_sentences(config: Config, out_dir: Path, world: distributed.World, resume: bool, force: bool,
+                        quiet: bool, messages: Messages) -> Result:
+    if world.size > 1:
+        raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
+    device = distributed.resolve_device(config.train.device)
+    requested = config.train.precision
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                   precision=precision.resolve(requested, device)))
+    rundir.check(out_dir, resume, force)
+    refuse_overwriting({f"the run's {path.name}": path for path in rundir.written_files(out_dir)},
+                       [config.data.train, config.data.valid, config.data.test])
+    return train_sentences(config, out_dir, requested, device, resume, force, quiet, messages)
 
 
 def _resume_state(payload: dict[str, Any], source: Path) -> TrainState:
@@ -553,3 +570,241 @@ def resume_config(out_dir: Path) -> dict[str, Any]:
     """The config a run was started with, as a raw dict, for --resume."""
     rundir.check(out_dir, resume=True, force=False)
     return checkpoint.read(out_dir / "last.pt")["config"]
+
+
+# Models trained on whole sentences (a PCFG, models/pcfg.py): maximum marginal likelihood, sentence batches of one
+# length band, Adam, the model kept by held-out likelihood. The run directory, lock, signals, time limits and the
+# resume state (TrainState, its position = the next batch of the epoch) are the language model's.
+
+ADAM_BETAS = (0.75, 0.999)  # TN-PCFG's (and compound PCFG's) optimiser
+
+
+@dataclass
+class Sentences:
+    tokenizer: Tokenizer
+    vocab: Vocab
+    train: list[Tensor]  # each sentence's ids
+    valid: list[Tensor]
+    test: list[Tensor]
+
+
+@dataclass
+class _SentenceLoop:
+    config: Config
+    data: Sentences
+    model: torch.nn.Module
+    device: torch.device
+    out_dir: Path
+    quiet: bool
+    messages: Messages
+    optimizer: torch.optim.Optimizer
+    started: float = field(default_factory=time.time)
+    saved_at: float = field(default_factory=time.time)
+    stopped_by: int | None = None
+
+
+def split_sentences(ids: Tensor) -> list[Tensor]:
+    """An `<eos>`-separated id stream as one tensor of ids per sentence."""
+    ids = ids.long()
+    ends = (ids == 1).nonzero().squeeze(1)  # Vocab: id 1 is <eos>
+    starts = torch.cat([ends.new_zeros(1), ends[:-1] + 1])
+    return [ids[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def load_sentences(config: Config, vocab: Vocab | None = None) -> Sentences:
+    """The corpus files as sentences of ids (through the token cache, as `load_corpus`)."""
+    data = config.data
+    if not data.train:
+        raise InputError("no training file: give --train FILE or set data.train in the config")
+    reader = corpus.training_reader(data)
+    root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
+    backward = config.model.direction == "backward"
+    with corpus.read_once([data.train, data.valid, data.test], root) as readable:
+        train = corpus.training_entry(readable[data.train], reader, corpus.Limits(data.max_vocab, data.min_freq),
+                                      root, workers, backward)
+        if vocab is not None and vocab.words != train.vocab.words:
+            train = corpus.encoded_entry(readable[data.train], reader, vocab, root, workers, backward)
+        vocab = vocab or train.vocab
+        other = {path: split_sentences(corpus.encoded_entry(readable[path], reader, vocab, root, workers, backward).ids)
+                 for path in (data.valid, data.test) if path}
+    return Sentences(tokenizer_of(data), vocab, split_sentences(train.ids), other.get(data.valid, []),
+                     other.get(data.test, []))
+
+
+def length_batches(sentences: list[Tensor], batch_size: int, longest: int, rng: random.Random) -> list[list[int]]:
+    """Batches of sentences of 2..`longest` words, each of neighbouring lengths (sorted by length, ties in a
+    random order), the batches in a random order."""
+    kept = [k for k, s in enumerate(sentences) if 2 <= len(s) <= longest]
+    rng.shuffle(kept)
+    kept.sort(key=lambda k: len(sentences[k]))
+    batches = [kept[i : i + batch_size] for i in range(0, len(kept), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def padded(sentences: list[Tensor], device: torch.device) -> tuple[Tensor, list[int]]:
+    lengths = [len(s) for s in sentences]
+    rows = torch.zeros(len(sentences), max(lengths), dtype=torch.long)
+    for row, s in zip(rows, sentences):
+        row[: len(s)] = s
+    return rows.to(device), lengths
+
+
+def epoch_longest(cfg, epoch: int) -> int:
+    """The longest training sentence of an epoch: max_length, or the curriculum's (start_length, growing by
+    length_step an epoch up to max_length)."""
+    if not cfg.start_length:
+        return cfg.max_length
+    return min(cfg.max_length, cfg.start_length + (epoch - 1) * cfg.length_step)
+
+
+@torch.no_grad()
+def held_out(model, sentences: list[Tensor], device: torch.device, products: torch.dtype | None = None,
+             tokens_per_batch: int = 2000) -> tuple[float, int]:
+    """(- sum of log p(sentence), words + one end per sentence) over the sentences of two or more words: the
+    PCFG's exact likelihood (an upper bound on perplexity as the PCFG papers report it: a string's
+    probability, with the length implied, per word and end)."""
+    model.eval()
+    order = sorted((k for k, s in enumerate(sentences) if len(s) >= 2), key=lambda k: len(sentences[k]))
+    total, count, first = 0.0, 0, 0
+    while first < len(order):
+        size = max(1, tokens_per_batch // len(sentences[order[first]]))
+        batch = [sentences[k] for k in order[first : first + size]]
+        words, lengths = padded(batch, device)
+        total -= model.log_likelihood(words, lengths, products).sum().item()
+        count += sum(lengths) + len(lengths)
+        first += size
+    return total, count
+
+
+def train_sentences(config: Config, out_dir: Path, requested: str, device: torch.device, resume: bool, force: bool,
+                    quiet: bool, messages: Messages) -> Result:
+    """Train a model of whole sentences (`model.log_likelihood`) into `out_dir`, as `train` does a language
+    model: best.pt by held-out likelihood, last.pt to resume (also every train.checkpoint_minutes)."""
+    payload = checkpoint.read(out_dir / "last.pt") if resume else None
+    saved = _resume_state(payload, out_dir / "last.pt") if payload else None
+    if payload:
+        _check_resumable(payload, config, out_dir / "last.pt")
+    data = load_sentences(config, Vocab(payload["vocab"]) if payload else None)
+    with rundir.RunDirectory(out_dir, resume, force):
+        torch.manual_seed(config.train.seed)
+        model = registry.build(len(data.vocab), config.model).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr, betas=ADAM_BETAS)
+        loop = _SentenceLoop(config, data, model, device, out_dir, quiet, messages, optimizer)
+        state = TrainState(phase="adam")
+        if payload and saved:
+            model.load_state_dict(payload["state_dict"])
+            optimizer.load_state_dict(payload["training_state"]["optimizer"])
+            torch.set_rng_state(payload["training_state"]["rng"]["torch"])
+            state = saved
+        rundir.trim_metrics(out_dir / "metrics.jsonl", state.epoch)
+        write_text(out_dir / "config.toml", config_module.to_toml(config))
+        messages.say(f"{count_parameters(model):,} parameters, vocabulary {len(data.vocab):,}, "
+                     f"{plural(len(data.train), 'training sentence')}, device {device}")
+        messages.say(precision.describe(requested, config.train.precision, device, model.BF16_PARTS, model.FP32_PARTS))
+        records = []
+        with _StopFlag() as stop:
+            while state.epoch <= config.train.epochs:
+                stats = _sentence_epoch(loop, state, stop)
+                if stats is None:
+                    _save_sentence_state(loop, state)
+                    loop.stopped_by = stop.signal or signal.SIGINT
+                    messages.say(f"interrupted in epoch {state.epoch}; continue with --resume")
+                    break
+                records.append(_end_sentence_epoch(loop, state, stats))
+                if _limit_reached(loop, state):
+                    break
+        test_ppl = None
+        if data.test and state.position is None and (out_dir / "best.pt").exists():
+            best = checkpoint.load(out_dir / "best.pt", device)
+            nll, count = held_out(best.model, data.test, device, precision.product_dtype(config.train.precision))
+            test_ppl = _exp(nll / max(1, count))
+            messages.say(f"test ppl {test_ppl:.2f} (best.pt)")
+    best_ppl = _exp(state.best_loss) if math.isfinite(state.best_loss) else None
+    return Result(out_dir, count_parameters(model), best_ppl, test_ppl, records, True, loop.stopped_by)
+
+
+def sentence_step(model, optimizer: torch.optim.Optimizer, words: Tensor, lengths: list[int], clip: float,
+                  products: torch.dtype | None) -> float:
+    """One optimizer step on the batch's mean negative log-likelihood; returns that mean."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = -model.log_likelihood(words, lengths, products).mean()
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    return loss.item()
+
+
+def _sentence_epoch(loop: _SentenceLoop, state: TrainState, stop: _StopFlag) -> dict[str, float] | None:
+    """Train from `state.position` (the next batch of this epoch's order). Returns statistics, or None if
+    interrupted."""
+    cfg = loop.config.train
+    products = precision.product_dtype(cfg.precision)
+    batches = length_batches(loop.data.train, cfg.batch_size, epoch_longest(cfg, state.epoch),
+                             random.Random(cfg.seed * 100003 + state.epoch))
+    pos = state.position or EpochPosition()
+    began = time.time()
+    bar = progress_bar(len(batches), f"epoch {state.epoch}", "batch", quiet=loop.quiet, initial=pos.start)
+    loop.model.train()
+    while pos.start < len(batches):
+        if stop.requested:
+            bar.close()
+            state.position = dataclasses.replace(pos, seconds=pos.seconds + time.time() - began)
+            return None
+        words, lengths = padded([loop.data.train[k] for k in batches[pos.start]], loop.device)
+        nll = sentence_step(loop.model, loop.optimizer, words, lengths, cfg.clip, products)
+        if not math.isfinite(nll):
+            bar.close()
+            raise TrainingStopped(f"the training loss became {nll} at step {state.step + 1} of epoch {state.epoch}; "
+                                  f"{loop.out_dir / 'last.pt'} keeps the last saved state (try a lower lr or clip)")
+        state.step += 1
+        pos.start += 1
+        pos.loss_sum += nll * len(lengths)
+        pos.tokens += sum(lengths) + len(lengths)
+        bar.update(1)
+        bar.set_postfix(ppl=f"{_exp(pos.loss_sum / max(1, pos.tokens)):.1f}")
+        if time.time() - loop.saved_at > cfg.checkpoint_minutes * 60:
+            state.position = dataclasses.replace(pos, seconds=pos.seconds + time.time() - began)
+            _save_sentence_state(loop, state)
+            state.position = None
+        if _limit_reached(loop, state):
+            break
+    bar.close()
+    seconds = pos.seconds + time.time() - began
+    return {"train_loss": pos.loss_sum / max(1, pos.tokens), "tokens_per_s": pos.tokens / max(seconds, 1e-9),
+            "seconds": seconds}
+
+
+def _end_sentence_epoch(loop: _SentenceLoop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
+    """Held-out likelihood; best.pt when it is the best yet; the metrics line; last.pt."""
+    cfg = loop.config.train
+    valid = loop.data.valid
+    if valid:
+        nll, count = held_out(loop.model, valid, loop.device, precision.product_dtype(cfg.precision))
+        val_loss = nll / max(1, count)
+    else:
+        val_loss = stats["train_loss"]
+    if val_loss < state.best_loss:
+        state.best_loss = val_loss
+        checkpoint.save(loop.out_dir / "best.pt", loop.model, loop.data.vocab, loop.data.tokenizer, loop.config)
+    record = {"epoch": state.epoch, "train_loss": round(stats["train_loss"], 5),
+              "valid_ppl": round(_exp(val_loss), 3) if valid else None, "lr": loop.optimizer.param_groups[0]["lr"],
+              "phase": state.phase, "tokens_per_s": round(stats["tokens_per_s"], 1),
+              "seconds": round(stats["seconds"], 2), "longest": epoch_longest(cfg, state.epoch)}
+    state.val_history.append(val_loss)
+    state.epoch += 1
+    state.position = None
+    rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
+    _save_sentence_state(loop, state)
+    loop.messages.say(rundir.format_record(record))
+    return record
+
+
+def _save_sentence_state(loop: _SentenceLoop, state: TrainState) -> None:
+    elapsed = state.elapsed + time.time() - loop.started
+    training_state = {**state.to_dict(), "optimizer": loop.optimizer.state_dict(), "rng": {"torch": torch.get_rng_state()},
+                      "elapsed": elapsed}
+    checkpoint.save(loop.out_dir / "last.pt", loop.model, loop.data.vocab, loop.data.tokenizer, loop.config,
+                    training_state)
+    loop.saved_at = time.time()

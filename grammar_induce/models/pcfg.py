@@ -1,0 +1,226 @@
+"""A neural PCFG with many symbols through a low-rank binary rule tensor: TN-PCFG (Yang, Zhao and Tu, "PCFGs
+Can Do Better: Inducing Probabilistic Context-Free Grammars with Many Symbols", NAACL 2021).
+
+The grammar (the paper's section 3; symbols are m = NT nonterminals then T preterminals):
+
+    p(S -> A)      = softmax_A(root_mlp(s_root))                      (root, over the NT nonterminals)
+    p(T -> w)      = softmax_w(term_mlp(s_T))                         (emission, over the vocabulary)
+    p(A -> B C)    = sum_r U[A, r] V[B, r] W[C, r]                    (eq. 5: the rank-r decomposition)
+    U = softmax_r(f_U(E_NT)),  V = softmax_B(f_V(E)),  W = softmax_C(f_W(E))      (eq. 7)
+
+U's rows sum to one over the rank and V's, W's columns over the symbols, so sum_{B,C} p(A -> B C) = sum_r U[A, r]
+= 1: the grammar is a proper PCFG, and the m x m x m tensor is never built. There are no unary chains: a
+preterminal emits one word, a nonterminal rewrites to two symbols.
+
+The inside algorithm runs in the rank space (Yang et al. 2022, "Dynamic programming in rank space"): with
+x[i, j] = sum_k L[i, k] * R[k, j] (elementwise over the rank) and L[i, j] = x[i, j] U^T V_NT, R[i, j] =
+x[i, j] U^T W_NT, the cost is O(n^3 r + n^2 r^2), and the partition is (p_root U) . x[0, n]. Values are
+probabilities with one log scale per span (the largest part of each sum divided out), so nothing
+underflows and no logarithm or exponential is taken per rank entry. The scales carry no gradient: the
+value a span stands for is x * exp(scale), and the gradient through x alone is the exact one.
+
+A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlogZ/dx[i, j, r] (x is
+homogeneous in each span's weight), so one backward pass gives every span's marginal; the tree is the
+minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (models/structs.py), as the paper
+evaluates. Its induced labels (`NT-17`) are each span's most probable nonterminal: the nonterminal A with the
+largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .. import trees
+from ..config import ModelConfig
+from ..trees import Tree
+from . import structs
+from .kind import ModelKind
+from .reading import Parsed
+
+TINY = 1e-30  # the smallest scale divided out of a span's values (an impossible span stays 0, not NaN)
+
+
+class ResLayer(nn.Module):
+    """x + relu(W2 relu(W1 x)): the residual block of the paper's MLPs (after Kim et al. 2019)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.linear = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim), nn.ReLU())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear(x) + x
+
+
+def residual_mlp(dim: int, out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(dim, dim), ResLayer(dim), ResLayer(dim), nn.Linear(dim, out))
+
+
+@dataclass
+class Grammar:
+    """The rule distributions, as probabilities (emission as log-probabilities, read per word)."""
+
+    root: Tensor  # (NT,) p(S -> A)
+    emission: Tensor  # (T, V) log p(T -> w)
+    head: Tensor  # (NT, r) U
+    left: Tensor  # (NT + T, r) V
+    right: Tensor  # (NT + T, r) W
+
+
+@dataclass
+class Chart:
+    """The inside pass over a batch, by span width w (index w; 0 and, for x, 1 are unused): x[w] (B, n-w+1, r)
+    the normalised inside values in the rank space, scale[w] (B, n-w+1) their log scales, left[w]/right[w]
+    (B, n-w+1, r) the spans' values as a left or right child."""
+
+    x: list[Tensor | None]
+    scale: list[Tensor]
+    left: list[Tensor | None]
+    right: list[Tensor | None]
+    log_z: Tensor  # (B,)
+
+
+class TNPCFG(ModelKind):
+    """`nonterminals`, `preterminals`, `rank` and `symbol_dim` of the model config (the paper: 250, 500, 500,
+    256)."""
+
+    NAME, YIELDS, LABEL, SEARCH = "pcfg", "trees", "a TN-PCFG", "MBR CKY over span marginals"
+    BF16_PARTS = "the rank-space products (leaves and every span's children) in bfloat16"
+    FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
+    LABELS = True
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__()
+        nt, t, r, s = config.nonterminals, config.preterminals, config.rank, config.symbol_dim
+        self.nt, self.t = nt, t
+        self.root_emb = nn.Parameter(torch.randn(1, s))
+        self.root_mlp = residual_mlp(s, nt)
+        self.term_emb = nn.Parameter(torch.randn(t, s))
+        self.term_mlp = residual_mlp(s, vocab_size)
+        self.symbol_emb = nn.Parameter(torch.randn(nt + t, s))
+        self.head_mlp = nn.Sequential(nn.Linear(s, s), nn.ReLU(), nn.Linear(s, r))
+        self.left_mlp = nn.Sequential(nn.Linear(s, s), nn.ReLU(), nn.Linear(s, r))
+        self.right_mlp = nn.Sequential(nn.Linear(s, s), nn.ReLU(), nn.Linear(s, r))
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_normal_(p)
+
+    def grammar(self) -> Grammar:
+        symbols = self.symbol_emb
+        return Grammar(self.root_mlp(self.root_emb).softmax(-1).squeeze(0),
+                       self.term_mlp(self.term_emb).log_softmax(-1),
+                       self.head_mlp(symbols[: self.nt]).softmax(-1),
+                       self.left_mlp(symbols).softmax(0),
+                       self.right_mlp(symbols).softmax(0))
+
+    def inside(self, words: Tensor, lengths: Sequence[int], grammar: Grammar | None = None,
+               products: torch.dtype | None = None) -> Chart:
+        """The inside pass over `words` (B, n) ids padded at the end; log Z of each sentence (a sentence of one
+        word, which no binary rule covers, gets log Z 0). `products`: the dtype of the rank-space products
+        (None: float32)."""
+        g = grammar or self.grammar()
+        batch, n = words.shape
+        emission = g.emission.t()[words]  # (B, n, T) log p(T -> w_i)
+        top = emission.detach().amax(-1)
+        leaves = torch.cat([g.left[self.nt :], g.right[self.nt :]], dim=1)  # (T, 2r)
+        rank = g.head.shape[1]
+        to_children = torch.cat([g.head.t() @ g.left[: self.nt], g.head.t() @ g.right[: self.nt]], dim=1)  # (r, 2r)
+        first = _product((emission - top[..., None]).exp(), leaves, products)
+        chart = Chart([None, None], [top, top], [None, first[..., :rank]], [None, first[..., rank:]],
+                      words.new_zeros(batch, dtype=torch.float))
+        for w in range(2, n + 1):
+            x, scale = _combine(chart, w, n)
+            chart.x.append(x)
+            chart.scale.append(scale)
+            both = _product(x, to_children, products) if w < n else None
+            chart.left.append(None if both is None else both[..., :rank])
+            chart.right.append(None if both is None else both[..., rank:])
+        root = g.root @ g.head  # (r,)
+        chart.log_z = torch.stack([_log_total(chart, b, length, root) for b, length in enumerate(lengths)])
+        return chart
+
+    def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None) -> Tensor:
+        """log p(sentence) under the grammar, per sentence (B,)."""
+        return self.inside(words, lengths, products=products).log_z
+
+    def span_marginals(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
+                       labels: bool = False) -> tuple[Tensor, Chart, tuple[list, list, list] | None]:
+        """(B, n+1, n+1) the marginal probability of every span of two or more words (i < j), the chart, and
+        (with `labels`) the gradients of log Z at each width's x, left and right."""
+        with torch.enable_grad():
+            g = self.grammar()
+            chart = self.inside(words, lengths, g, products)
+            widths = range(2, words.shape[1] + 1)
+            wanted = [chart.x[w] for w in widths]
+            if labels:
+                wanted += [chart.left[w] for w in widths if chart.left[w] is not None]
+                wanted += [chart.right[w] for w in widths if chart.right[w] is not None]
+            grads = torch.autograd.grad(chart.log_z.sum(), wanted, allow_unused=True)
+        n = words.shape[1]
+        marginals = words.new_zeros(words.shape[0], n + 1, n + 1, dtype=torch.float)
+        for k, w in enumerate(widths):
+            if grads[k] is not None:
+                starts = torch.arange(n - w + 1)
+                marginals[:, starts, starts + w] = (chart.x[w] * grads[k]).sum(-1).detach().float()
+        extra = None
+        if labels:
+            m = len(widths)
+            extra = (list(grads[:m]), list(grads[m : m + m - 1]), list(grads[m + m - 1 :]))
+        return marginals, chart, extra
+
+    @torch.no_grad()
+    def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
+             products: torch.dtype | None = None) -> list[Parsed]:
+        """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
+        nonterminal (`NT-k`); the rows are `<eos> w1 ... wn <eos>`, sorted by length."""
+        lengths = [len(w) for w in words]
+        ids = tokens[:, 1 : max(lengths) + 1].to(self.device)
+        marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
+        found = structs.best_trees(marginals, lengths, words)
+        g = self.grammar()
+        return [Parsed(list(w), [], [], "forward", tree, self.span_labels(tree, g, chart, grads, b, lengths[b]))
+                for b, (w, tree) in enumerate(zip(words, found))]
+
+    def span_labels(self, tree: Tree, g: Grammar, chart: Chart, grads: tuple[list, list, list], b: int,
+                    length: int) -> dict[tuple[int, int], str]:
+        """Each span of `tree` (two or more words) with its most probable nonterminal, `NT-k`: the largest
+        inside(i, j, A) * outside(i, j, A), both up to the span's scale."""
+        _, left_grads, right_grads = grads
+        labels = {}
+        for i, j in trees.spans(tree, whole=True):
+            w = j - i
+            inside = g.head @ chart.x[w][b, i]  # (NT,)
+            if w == length:
+                outside = g.root
+            else:
+                outside = g.left[: self.nt] @ left_grads[w - 2][b, i] + g.right[: self.nt] @ right_grads[w - 2][b, i]
+            labels[i, j] = f"NT-{int((inside * outside).argmax())}"
+        return labels
+
+
+def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
+    if products is None:
+        return x @ weight
+    return (x.to(products) @ weight.to(products)).float()
+
+
+def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor]:
+    """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w]."""
+    starts = n - w + 1
+    left = torch.stack([chart.left[d][:, :starts] for d in range(1, w)], dim=2)  # (B, starts, w-1, r)
+    right = torch.stack([chart.right[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
+    scales = torch.stack([chart.scale[d][:, :starts] + chart.scale[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
+    top = scales.amax(2)
+    weights = (scales - top[..., None]).exp()  # (B, starts, w-1)
+    x = (left * right * weights[..., None]).sum(2)
+    norm = x.detach().amax(-1).clamp_min(TINY)
+    return x / norm[..., None], top + norm.log()
+
+
+def _log_total(chart: Chart, b: int, length: int, root: Tensor) -> Tensor:
+    if length < 2:
+        return chart.scale[1].new_zeros(())
+    return (chart.x[length][b, 0] @ root).clamp_min(TINY).log() + chart.scale[length][b, 0]

@@ -1,0 +1,303 @@
+"""The TN-PCFG family (models/pcfg.py): the grammar is proper, the rank-space inside pass equals brute force over
+every tree and labelling, marginals and trees follow, and the family trains, resumes, parses and evaluates."""
+
+import math
+import os
+import signal
+
+import pytest
+import torch
+
+from grammar_induce import trees
+from grammar_induce.config import ModelConfig
+from grammar_induce.models import checkpoint, structs
+from grammar_induce.models.pcfg import TNPCFG
+from grammar_induce.workflows import train as train_module
+from grammar_induce.workflows.train import train
+
+from .conftest import QUIET, tiny_config
+
+NT, T, V = 3, 4, 7
+
+
+@pytest.fixture(scope="module")
+def small():
+    torch.manual_seed(0)
+    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8)).double()
+    with torch.no_grad():
+        return model, model.grammar()
+
+
+def all_trees(i, j):
+    """Every binary bracketing of words i..j-1 as nested (left, right, split) tuples."""
+    if j - i == 1:
+        yield i
+        return
+    for k in range(i + 1, j):
+        for left in all_trees(i, k):
+            for right in all_trees(k, j):
+                yield (left, right, k)
+
+
+def spans_of(tree, i, j):
+    if isinstance(tree, int):
+        return set()
+    return {(i, j)} | spans_of(tree[0], i, tree[2]) | spans_of(tree[1], tree[2], j)
+
+
+def symbol_inside(g, words, tree, i, j):
+    """(m,) the probability that each symbol yields words i..j-1 with this bracketing, summed over labellings,
+    computed with the full m x m x m rule tensor (the brute force the rank space avoids)."""
+    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
+    value = torch.zeros(NT + T, dtype=torch.double)
+    if isinstance(tree, int):
+        value[NT:] = g.emission.exp()[:, words[i]]
+        return value
+    left, right = symbol_inside(g, words, tree[0], i, tree[2]), symbol_inside(g, words, tree[1], tree[2], j)
+    value[:NT] = torch.einsum("abc,b,c->a", rules, left, right)
+    return value
+
+
+def brute_force(g, words):
+    """{frozenset of spans: p(sentence, tree)} over every binary tree."""
+    n = len(words)
+    return {frozenset(spans_of(t, 0, n)): float(g.root @ symbol_inside(g, words, t, 0, n)[:NT])
+            for t in all_trees(0, n)}
+
+
+def test_the_grammar_is_a_proper_pcfg(small):
+    _, g = small
+    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
+    assert torch.allclose(rules.sum((1, 2)), torch.ones(NT, dtype=torch.double))
+    assert torch.allclose(g.emission.exp().sum(-1), torch.ones(T, dtype=torch.double))
+    assert math.isclose(float(g.root.sum()), 1.0)
+    assert (rules >= 0).all()
+
+
+def test_partition_and_marginals_equal_brute_force_over_every_tree(small):
+    model, g = small
+    sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]
+    ids = torch.tensor([s + [0] * (5 - len(s)) for s in sentences])
+    lengths = [len(s) for s in sentences]
+    marginals, chart, _ = model.span_marginals(ids, lengths)
+    for b, words in enumerate(sentences):
+        trees_p = brute_force(g, words)
+        z = sum(trees_p.values())
+        assert chart.log_z[b].item() == pytest.approx(math.log(z), rel=1e-9)
+        for i in range(len(words)):
+            for j in range(i + 2, len(words) + 1):
+                expected = sum(p for spans, p in trees_p.items() if (i, j) in spans) / z
+                assert float(marginals[b, i, j]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_mbr_tree_has_the_largest_sum_of_span_marginals(small):
+    model, _ = small
+    words = [3, 1, 4, 1, 5, 2]
+    marginals, _, _ = model.span_marginals(torch.tensor([words]), [6])
+    best = max(all_trees(0, 6), key=lambda t: sum(float(marginals[0, i, j]) for i, j in spans_of(t, 0, 6)))
+    names = [str(w) for w in words]
+    found = structs.best_trees(marginals, [6], [names])[0]
+    assert trees.spans(found, whole=True) == spans_of(best, 0, 6)
+
+
+def test_each_span_is_labelled_with_its_most_probable_nonterminal(small):
+    """The label of a span is the nonterminal with the largest marginal of (span, nonterminal), computed here
+    by brute force: every tree and every labelling, the span's symbol fixed."""
+    model, g = small
+    words = [3, 1, 4, 1]
+    tokens = torch.tensor([[1, *words, 1]])
+    reading = model.read(tokens, [[str(w) for w in words]])[0]
+    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
+
+    def labelled(tree, i, j, span, symbol):
+        value = symbol_inside(g, words, tree, i, j) if isinstance(tree, int) else None
+        if value is None:
+            left = labelled(tree[0], i, tree[2], span, symbol)
+            right = labelled(tree[1], tree[2], j, span, symbol)
+            value = torch.zeros(NT + T, dtype=torch.double)
+            value[:NT] = torch.einsum("abc,b,c->a", rules, left, right)
+        if (i, j) == span:
+            keep = torch.zeros_like(value)
+            keep[symbol] = value[symbol]
+            value = keep
+        return value
+
+    assert reading.labels and set(reading.labels) == trees.spans(reading.parsed_tree, whole=True)
+    for span, label in reading.labels.items():
+        mass = [sum(float(g.root @ labelled(t, 0, 4, span, a)[:NT]) for t in all_trees(0, 4)) for a in range(NT)]
+        assert label == f"NT-{max(range(NT), key=lambda a: mass[a])}"
+
+
+def test_long_sentences_neither_underflow_nor_differ_from_log_space(small):
+    """60 words: probabilities near 1e-100 stay exact through the per-span scales (a log-space symbol inside
+    pass, in double precision, as the reference)."""
+    model, g = small
+    torch.manual_seed(1)
+    words = torch.randint(0, V, (1, 60))
+    log_z = model.log_likelihood(words, [60]).item()
+    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right).log()
+    n = 60
+    chart = {}
+    for i in range(n):
+        v = torch.full((NT + T,), -math.inf, dtype=torch.double)
+        v[NT:] = g.emission[:, words[0, i]]
+        chart[i, i + 1] = v
+    for w in range(2, n + 1):
+        for i in range(n - w + 1):
+            j = i + w
+            parts = torch.stack([(rules + chart[i, k][None, :, None] + chart[k, j][None, None, :]).logsumexp((1, 2))
+                                 for k in range(i + 1, j)])
+            v = torch.full((NT + T,), -math.inf, dtype=torch.double)
+            v[:NT] = parts.logsumexp(0)
+            chart[i, j] = v
+    expected = float((g.root.log() + chart[0, n][:NT]).logsumexp(0))
+    assert expected < -100
+    assert log_z == pytest.approx(expected, rel=1e-9)
+
+
+def test_bf16_products_stay_close_to_float32():
+    torch.manual_seed(0)
+    model = TNPCFG(50, ModelConfig(kind="pcfg", nonterminals=8, preterminals=16, rank=32, symbol_dim=16))
+    words = torch.randint(0, 50, (4, 12))
+    full = model.log_likelihood(words, [12, 12, 9, 2])
+    reduced = model.log_likelihood(words, [12, 12, 9, 2], torch.bfloat16)
+    assert torch.allclose(full, reduced, rtol=2e-2)
+    assert float(model.log_likelihood(words[:1, :1], [1])) == 0.0  # one word: no binary rule covers it
+
+
+def pcfg_config(**train):
+    return tiny_config(model={"kind": "pcfg", "nonterminals": 4, "preterminals": 6, "rank": 8, "symbol_dim": 16},
+                       train={"lr": 0.01, "clip": 3.0, "epochs": 2, "batch_size": 16, "weight_decay": 0.0,
+                              "max_length": 20, **train})
+
+
+def test_a_pcfg_trains_parses_and_evaluates_with_labels(tmp_path):
+    from grammar_induce import api
+
+    result = train(pcfg_config(), tmp_path / "run", **QUIET)
+    assert result.best_valid_ppl is not None and math.isfinite(result.best_valid_ppl)
+    epochs = [r["valid_ppl"] for r in result.epochs]
+    assert len(epochs) == 2 and epochs[1] < epochs[0]  # it learns
+    parser = api.load(tmp_path / "run" / "best.pt", labels=True)
+    tree = parser.parse("the old man saw a dog")
+    assert tree.leaves() == "the old man saw a dog".split()
+    assert all(t.label().startswith("NT-") for t in tree.subtrees() if t.height() > 2)
+    plain = api.load(tmp_path / "run" / "best.pt").parse("the old man saw a dog")
+    assert {t.label() for t in plain.subtrees()} == {"X"} and plain.leaves() == tree.leaves()
+    report = api.evaluate(parser, gold=tiny_config().data.valid.replace(".txt", ".trees"))
+    assert set(report.label_recall["pcfg (MBR CKY over span marginals)"]) == {"NP", "VP", "PP", "SBAR", "ADJP", "ADVP"}
+
+
+def test_a_pcfg_resumes_to_the_same_weights_after_a_signal_and_after_a_crash(tmp_path, monkeypatch):
+    """Interrupted by SIGINT inside epoch 1, then killed (an exception) inside epoch 2 after a periodic save,
+    resumed each time: the same weights as a run that went straight through."""
+    config = pcfg_config(checkpoint_minutes=1e-9)  # last.pt after every step
+    train(config, tmp_path / "straight", **QUIET)
+    original = train_module.sentence_step
+    calls = {"n": 0}
+
+    def step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 12:
+            raise RuntimeError("killed")
+        value = original(*args, **kwargs)
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return value
+
+    monkeypatch.setattr(train_module, "sentence_step", step)
+    out = tmp_path / "interrupted"
+    train(config, out, **QUIET)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(config, out, resume=True, **QUIET)
+    monkeypatch.setattr(train_module, "sentence_step", original)
+    train(config, out, resume=True, **QUIET)
+    a = torch.load(tmp_path / "straight" / "last.pt", weights_only=True)
+    b = torch.load(out / "last.pt", weights_only=True)
+    assert calls["n"] == 12 and b["training_state"]["epoch"] == 3
+    for key in a["state_dict"]:
+        assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
+
+
+def test_a_pcfg_is_a_teacher_and_an_ensemble_member_beside_a_language_model(tmp_path, tiny_run):
+    from grammar_induce import api
+
+    train(pcfg_config(epochs=1), tmp_path / "pcfg", **QUIET)
+    pcfg, lm = tmp_path / "pcfg" / "best.pt", tiny_run / "best.pt"
+    sentence = "the old man saw a dog near the river"
+    both = api.load(pcfg, lm)
+    votes = [api.load(m).parse(sentence) for m in (pcfg, lm)]
+    assert both.parse(sentence).leaves() == sentence.split()
+    # two voters: span voting keeps every span both trees hold
+    def held(t):
+        return trees.spans(trees.from_nested(t))
+    assert held(votes[0]) & held(votes[1]) <= held(both.parse(sentence))
+    student = api.distill(pcfg, lm, train=tiny_config().data.train, valid=tiny_config().data.valid,
+                          out=tmp_path / "student", epochs=1, emb_size=8, hidden_size=8)
+    assert student.parse(sentence).leaves() == sentence.split()
+    made = checkpoint.load(tmp_path / "student" / "best.pt").provenance
+    assert made["teachers"] == [str(pcfg), str(lm)]
+
+
+@pytest.fixture(scope="module")
+def tiny_pcfg(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pcfg") / "run"
+    train(pcfg_config(epochs=1), out, **QUIET)
+    return out / "best.pt"
+
+
+def test_labels_travel_through_ptb_jsonl_and_are_refused_where_no_model_induces_them(tiny_pcfg, tiny_run):
+    import json
+
+    from click.testing import CliRunner
+
+    from grammar_induce.cli import main
+
+    def run(*args):
+        return CliRunner().invoke(main, ["parse", "--model", str(tiny_pcfg), *args, "the old man saw a dog"])
+
+    plain, labelled, record = run("--format", "ptb"), run("--format", "ptb", "--labels"), run("--format", "jsonl", "--labels")
+    assert plain.exit_code == labelled.exit_code == record.exit_code == 0
+    import nltk
+
+    a, b = nltk.Tree.fromstring(plain.output), nltk.Tree.fromstring(labelled.output)
+    assert "NT-" not in plain.output and a.treepositions() == b.treepositions() and a.leaves() == b.leaves()
+    line = json.loads(record.output)
+    spans = {(i, j): label for i, j, label in line["labels"]}
+    assert set(spans) == trees.spans(line["tree"], whole=True) and all(v.startswith("NT-") for v in spans.values())
+    assert labelled.output.startswith(f"({spans[0, 6]} ")  # the root's label
+    assert labelled.output.count("(NT-") == len(spans) and plain.output.count("(X") == labelled.output.count("(X") + len(spans)
+    refused = CliRunner().invoke(main, ["parse", "--model", str(tiny_run / "best.pt"), "--labels", "a dog"])
+    assert refused.exit_code != 0 and "labels" in refused.output and "PCFG" in refused.output
+
+
+def test_the_spacy_component_gives_a_pcfgs_labels_when_asked(tiny_pcfg):
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("grammar_induce", config={"model": str(tiny_pcfg), "labels": True})
+    sent = nlp("the old man saw a dog .")[:]
+    constituents = [c for c in sent._.constituents if len(c) > 1]
+    assert all(len(c._.labels) == 1 and c._.labels[0].startswith("NT-") for c in constituents)
+    assert sent._.parse_string.startswith(f"({sent._.labels[0]} ") and "(X" not in sent._.parse_string.split(" ")[0]
+    assert sent._.tree.label() == sent._.labels[0]
+    plain = spacy.blank("en")
+    plain.add_pipe("grammar_induce", config={"model": str(tiny_pcfg)})
+    assert plain("the old man saw a dog .")[:]._.labels == ()
+
+
+def test_family_weights_balance_the_families_and_a_weightless_member_never_votes(tiny_pcfg, tiny_run):
+    from grammar_induce import api
+    from grammar_induce.files import SettingError
+    from grammar_induce.inference.ensemble import ParseOptions, resolve_weights
+
+    kinds = ["onlstm", "onlstm", "pcfg"]
+    assert resolve_weights(ParseOptions(weights="family"), kinds) == (0.5, 0.5, 1.0)
+    assert resolve_weights(ParseOptions(weights=(2, 1, 1)), kinds) == (2.0, 1.0, 1.0)
+    with pytest.raises(SettingError, match="2 numbers for 3 models"):
+        resolve_weights(ParseOptions(weights=(1, 1)), kinds)
+    sentence = "the old man saw a dog near the river with a telescope"
+    lm, pcfg = tiny_run / "best.pt", tiny_pcfg
+    for first, second in ((lm, pcfg), (pcfg, lm)):
+        alone = api.load(first).parse(sentence)
+        assert api.load(first, second, weights=(1, 0)).parse(sentence) == alone
+    assert api.load(lm, lm, pcfg, weights="family").parse(sentence) == api.load(lm, pcfg).parse(sentence)
