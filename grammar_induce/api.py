@@ -46,7 +46,12 @@ class ModelSpec:
     def resolve(cls, specs: Sequence[str | Path]) -> ModelSpec:
         """Paths stay paths; a shipped model's name becomes its files. A single name brings its own
         layers, decoder and combiner (an ensemble of names and paths parses with the defaults)."""
-        specs = specs or (pretrained.DEFAULT_MODEL,)
+        specs = [spec for item in specs for spec in (item if isinstance(item, (list, tuple)) else [item])]
+        for spec in specs:
+            if not isinstance(spec, (str, Path)) or not str(spec).strip():
+                raise SettingError("model", f"takes a checkpoint's path or a shipped model's name, not {spec!r} "
+                                   "(grammar-induce models lists the names)")
+        specs = specs or [pretrained.DEFAULT_MODEL]
         found = [(spec, pretrained.find(spec)) for spec in specs]
         for spec, entry in found:
             if entry is None and not Path(spec).exists():
@@ -104,6 +109,8 @@ class Parser:
         if isinstance(lines, (str, bytes)):
             raise TypeError("parse_many takes an iterable of sentences, not one " + type(lines).__name__ +
                             " (a str would be parsed character by character): use parse, or wrap it in a list")
+        if not isinstance(lines, Iterable):
+            raise TypeError(f"parse_many takes an iterable of sentences, not {type(lines).__name__}")
         k = 0
         for line in lines:
             if line is pause:
@@ -111,9 +118,14 @@ class Parser:
                 continue
             k += 1
             tokens = [line] if isinstance(line, str) else line
-            if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+            if not isinstance(tokens, (list, tuple)):
                 raise TypeError(f"sentence {k}: a str, or a list of str tokens, not {type(line).__name__}")
-            for token in tokens:
+            for j, token in enumerate(tokens, 1):
+                if not isinstance(token, str):
+                    raise TypeError(f"sentence {k}: token {j} is {type(token).__name__} {token!r}, not a str")
+                if not isinstance(line, str) and (not token or any(ch.isspace() for ch in token)):
+                    raise ValueError(f"sentence {k}: token {j} {token!r} is " + ("empty" if not token else
+                                     "more than one token (it holds a space): a token is a word with no space"))
                 try:
                     check_text(token, f"sentence {k}")
                 except InputError as e:
@@ -176,6 +188,11 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
     from .inference.ensemble import COMBINERS, ParseOptions
     from .trees import DECODERS
 
+    for setting, flag in (("pretokenized", pretokenized), ("labels", labels)):
+        if not isinstance(flag, bool):
+            raise SettingError(setting, f"must be True or False, not {flag!r}")
+    if isinstance(layer, bool):
+        raise SettingError("layer", f"takes a number, one number per model, or auto, not {layer!r}")
     for setting, value, allowed in (("distance", distance, ("forget", "input")), ("decoder", decoder, DECODERS),
                                     ("combine", combine, COMBINERS), ("precision", precision, PRECISIONS)):
         if value is not None and value not in allowed:
@@ -196,7 +213,7 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
     defaults = ParseOptions()
     return ParseOptions(layers, auto, distance, decoder or spec.decoder or defaults.decoder,
                         combine or spec.combine or defaults.combine, batch_size, precision,
-                        spec.right_voter if right_voter is None else right_voter, pretokenized, labels is True,
+                        spec.right_voter if right_voter is None else right_voter, pretokenized, labels,
                         _weights(weights))
 
 
@@ -212,26 +229,41 @@ def _weights(weights: Sequence[float] | str | None) -> tuple[float, ...] | str:
 
 def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: str | Path, *, max_length: int = 0,
              treebank: str = "ptb", punct_tags: str | None = None, skip_bad: bool = False, seed: int = 0,
-             labeled: bool = False, quiet: bool = True) -> Report:
+             labeled: bool = False, quiet: bool = True, pred_format: str | None = None) -> Report:
     """Score a parser, trees aligned with the gold trees (nltk.Trees or bracket strings), or a file of such
     trees (a Path, one per line; `labeled` for PTB-style trees) against gold trees with the paper's
     protocol: the numbers `grammar-induce evaluate` prints, as a Report (`.rows[name].sentence_f1`,
-    `.table()`, `.to_dict()`). `treebank`: ptb or ctb, which leaves count as words (or `punct_tags`)."""
+    `.table()`, `.to_dict()`). `treebank`: ptb or ctb, which leaves count as words (or `punct_tags`).
+    `pred_format` (a file): brackets, ptb, json or jsonl, what `parse --format` wrote; default: told by its first
+    character."""
     from .text.treebank import TagFilter
     from .workflows import scoring
 
     if isinstance(predicted, str):
         predicted = Path(predicted)  # a path as a str: the file of trees it names
-    gold = str(gold)
+    if not isinstance(predicted, (Parser, Path, Iterable)) or isinstance(predicted, bytes):
+        raise TypeError(f"evaluate scores a parser, trees or a file of trees, not {type(predicted).__name__}")
+    gold = _path("gold", gold, "a gold treebank: a file or folder of trees, or nltk:<corpus>")
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0:
+        raise SettingError("max_length", f"must be a whole number of at least 0 (0: every sentence), not {max_length!r}")
     batch_size = predicted.options.batch_size if isinstance(predicted, Parser) else 64
     options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, punct_tags), max_length, skip_bad,
                                   batch_size, seed, quiet=quiet)
     if isinstance(predicted, Parser):
         return scoring.evaluate_models(predicted.models, options, predicted.options)
     if isinstance(predicted, Path):
-        return scoring.evaluate_file(predicted, options, labeled=labeled)
+        if pred_format is not None and pred_format not in scoring.PRED_FORMATS:
+            raise SettingError("pred_format", f"must be one of {', '.join(scoring.PRED_FORMATS)}, not {pred_format!r}")
+        return scoring.evaluate_file(predicted, options, labeled=labeled or pred_format == "ptb", fmt=pred_format)
     return scoring.evaluate_trees("trees", [(k, _checked_tree(tree, k)) for k, tree in enumerate(predicted, 1)],
                                   options, labeled=labeled)
+
+
+def _path(setting: str, value: object, what: str) -> str:
+    """A file or folder setting as a str, or a SettingError saying what it takes."""
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise SettingError(setting, f"takes {what} (a str or Path), not {value!r}")
+    return str(value)
 
 
 def _checked_tree(tree: nltk.Tree | str | None, k: int) -> nltk.Tree | str:
@@ -254,6 +286,13 @@ def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: st
     Returns the student as a Parser; its checkpoint is `out`/best.pt."""
     from .workflows.distillation import DistillSettings
     from .workflows.distillation import distill as run
+
+    if not teachers:
+        raise SettingError("teachers", "are missing: give one or more models (paths or shipped names) whose trees "
+                           "the student learns")
+    for setting, value in (("train", train), ("valid", valid)):
+        _path(setting, value, "a text file, one sentence per line")
+    out = Path(_path("out", out, "the student's output folder")).expanduser()
 
     try:
         checked = DistillSettings(**settings)

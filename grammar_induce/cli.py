@@ -344,9 +344,10 @@ def _input_files(input_path: str | None) -> list[str]:
 @main.command()
 @click.option("--model", "model_names", multiple=True, help=MODEL_HELP)
 @click.option("--pred", "pred_path", type=click.Path(path_type=Path), default=None,
-              help="file of predicted trees instead of a model, one per line")
-@click.option("--pred-format", type=click.Choice(["brackets", "ptb"]), default="brackets", show_default=True,
-              help="unlabeled brackets, or labelled PTB trees (recognised on their own too)")
+              help="file of predicted trees instead of a model, one per sentence")
+@click.option("--pred-format", type=click.Choice(["brackets", "ptb", "json", "jsonl"]), default=None,
+              help="what parse --format wrote: unlabeled brackets, labelled PTB trees (a line each or spread over "
+              "lines, as .mrg files), nested JSON lists, or JSONL records [default: told by the file's first tree]")
 @click.option("--gold", default=None, help="gold trees: a .mrg or one-tree-per-line file, a folder of .mrg, "
               "or nltk:treebank [default: the quick start's synthetic test trees]")
 @click.option("--treebank", "preset", type=click.Choice(["ptb", "ctb"]), default="ptb", show_default=True,
@@ -395,7 +396,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
         _ignored(["layers", "distance", "decoder", "combine", "right_voter", "weights", "batch_size", "precision",
                   "device"],
                  "with --pred (they choose how a model parses)")
-        report = api.evaluate(pred_path, gold, labeled=pred_format == "ptb", **settings)
+        report = api.evaluate(pred_path, gold, pred_format=pred_format, **settings)
     texts = {json_path: lambda: scoring.report_json(report) + "\n",
              save_trees: lambda: "".join(to_brackets(t) + "\n" for t in report.predicted),
              report_path: lambda: scoring.report_html(report, report_sentences)}
@@ -414,7 +415,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="1: learn the teachers' trees; more: parse again with the student beside the teachers, learn again")
 @click.option("--confident", is_flag=True, help="learn only the spans most members agree on (the rest of each tree is free)")
-@click.option("--max-length", type=click.IntRange(min=2), default=40, show_default=True,
+@click.option("--max-length", type=click.IntRange(min=3), default=40, show_default=True,
               help="learn from sentences of at most N words (the tree CRF is cubic in the length)")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=141, show_default=True, help="random seed of the student")
 @click.option("--force", is_flag=True, help="write over a folder that holds a student already")

@@ -30,9 +30,9 @@ class InputError(UserError):
     """A problem with a user's file or argument."""
 
 
-class SettingError(InputError):
+class SettingError(InputError, ValueError):
     """A setting that cannot be used, said in the API's words (`layer 4 is out of range ...`); the command
-    line says the same of its flag (`--layer 4 ...`)."""
+    line says the same of its flag (`--layer 4 ...`). A ValueError, as Python's convention has a bad value."""
 
     def __init__(self, setting: str, detail: str):
         super().__init__(f"{setting} {detail}")
@@ -44,7 +44,7 @@ class SettingError(InputError):
 
 def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
     """Yield (line number, text) of a UTF-8 file (or binary stream, e.g. stdin) as it is read, without
-    a leading byte-order mark; undecodable bytes and control characters (NUL ...) are errors naming the line."""
+    a byte-order mark at a line's start (a file's, or one of several files joined); undecodable bytes and control characters (NUL ...) are errors naming the line."""
     if not isinstance(source, (str, Path)):
         yield from _decoded_lines(source, Path("<stdin>"))
         return
@@ -70,8 +70,7 @@ def _decoded_lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
             text = line.removesuffix(b"\n").decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as e:
             raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {e.start + 1} of the line)") from None
-        if lineno == 1:
-            text = text.removeprefix("\ufeff")
+        text = text.removeprefix("\ufeff")  # a file's byte-order mark (or one of files joined together)
         check_text(text, f"{path}:{lineno}")
         yield lineno, text
 

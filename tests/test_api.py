@@ -130,3 +130,33 @@ def test_importing_the_package_loads_no_torch_and_loading_a_model_does(tiny_run)
         "print('torch' in sys.modules)\n")
     first, second = out.strip().splitlines()
     assert first.startswith("0.") and " False False " in first and "'load'" in first and second == "True"
+
+
+def test_bad_arguments_get_errors_a_python_user_can_act_on(tiny_run, tmp_path):
+    model = tiny_run / "best.pt"
+    parser = gi.load(model)
+    with pytest.raises(ValueError, match="decoder must be one of"):
+        gi.load(model, decoder="nope")  # a SettingError is a ValueError
+    for bad in (None, ""):
+        with pytest.raises(ValueError, match="model takes a checkpoint's path or a shipped model's name"):
+            gi.load(bad)
+    assert len(gi.load([str(model), str(model)]).models) == 2  # a list, as spaCy's config gives it
+    with pytest.raises(ValueError, match="pretokenized must be True or False, not 'false'"):
+        gi.load(model, pretokenized="false")
+    with pytest.raises(ValueError, match="layer takes a number"):
+        gi.load(model, layer=True)
+    with pytest.raises(ValueError, match="token 1 'a b' is more than one token"):
+        list(parser.parse_many([["a b", "c"]]))
+    with pytest.raises(ValueError, match="token 1 '' is empty"):
+        list(parser.parse_many([["", "c"]]))
+    with pytest.raises(TypeError, match="sentence 1: token 2 is int 1, not a str"):
+        list(parser.parse_many([["a", 1]]))
+    with pytest.raises(TypeError, match="parse_many takes an iterable of sentences, not NoneType"):
+        list(parser.parse_many(None))
+    for gold in (None, ["a.mrg"]):
+        with pytest.raises(ValueError, match="gold takes a gold treebank"):
+            gi.evaluate(parser, gold=gold)
+    with pytest.raises(TypeError, match="evaluate scores a parser, trees or a file of trees, not int"):
+        gi.evaluate(5, gold=str(QUICKSTART_GOLD))
+    with pytest.raises(ValueError, match="max_length must be a whole number of at least 0"):
+        gi.evaluate(parser, gold=str(QUICKSTART_GOLD), max_length=-1)

@@ -84,3 +84,60 @@ def test_a_folder_with_a_student_is_kept_unless_forced(student, tiny_run):
     result = cli("distill", "--model", tiny_run / "best.pt", "--train", SYNTHETIC / "valid.txt", "--valid",
                  SYNTHETIC / "valid.txt", "--out", student)
     assert result.exit_code == 1 and "holds a student (best.pt); use --force" in result.output
+
+
+def test_an_existing_folder_of_other_files_or_of_the_training_text_is_never_written_into(tiny_run, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "round-1.pt").write_text("a user's own file")
+    (folder / "distill.jsonl").write_text("a user's own log")
+    train = lines("train.txt", 40, folder)
+    valid = lines("valid.txt", 10, tmp_path)
+    for out in (folder, folder):  # with and without --force: never
+        for force in ((), ("--force",)):
+            result = cli("distill", "--model", tiny_run / "best.pt", "--train", train, "--valid", valid, "--out", out,
+                         *force)
+            assert result.exit_code != 0 and "holds other files" in result.output, result.output
+    assert (folder / "round-1.pt").read_text() == "a user's own file"
+    assert (folder / "distill.jsonl").read_text() == "a user's own log"
+
+
+def test_a_second_distillation_into_a_folder_in_use_is_refused_naming_the_holder(tiny_run, tmp_path):
+    from grammar_induce.runtime import rundir
+
+    work = tmp_path / "out.partial"
+    work.mkdir()
+    lock = rundir.take_lock(work, "")  # as a live run holds it
+    try:
+        for resume in ((), ("--resume",)):
+            result = cli("distill", "--model", tiny_run / "best.pt", "--train", lines("train.txt", 40, tmp_path),
+                         "--valid", lines("valid.txt", 10, tmp_path), "--out", tmp_path / "out", *resume)
+            assert result.exit_code != 0
+            assert f"out: in use by process {__import__('os').getpid()} on " in result.output, result.output
+    finally:
+        rundir.release_lock(work, lock)
+
+
+def test_text_of_sentences_of_one_or_two_words_is_refused_before_anything_is_parsed(tiny_run, tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("the dog\nbarked\na cat\n")
+    result = cli("distill", "--model", tiny_run / "best.pt", "--train", short, "--valid", short,
+                 "--out", tmp_path / "out")
+    assert result.exit_code != 0
+    assert "none of its 3 sentences has 3 to 40 words (a sentence of 1 or 2 words has only one tree)" in result.output
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+
+
+def test_an_out_folder_under_home_is_expanded_not_made_literally(tiny_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    gi.distill(tiny_run / "best.pt", train=lines("train.txt", 60, tmp_path), valid=lines("valid.txt", 20, tmp_path),
+               out="~/student", epochs=1, log=None, **SMALL)
+    assert (tmp_path / "home" / "student" / "best.pt").exists() and not (tmp_path / "~").exists()
+
+
+def test_distill_without_a_teacher_says_so(tmp_path):
+    with pytest.raises(ValueError, match="teachers are missing: give one or more models"):
+        gi.distill(train=tmp_path / "t.txt", valid=tmp_path / "v.txt", out=tmp_path / "o")
+    with pytest.raises(ValueError, match="out takes the student's output folder"):
+        gi.distill("en", train=tmp_path / "t.txt", valid=tmp_path / "v.txt", out=None)

@@ -195,3 +195,25 @@ def test_one_layer_for_all_models_or_one_per_model(tiny_model):
     per_model = sentence_results([tiny_model, tiny_model], SENTENCES, ParseOptions(layers=(3, 1), decoder="gap"))
     assert [r.members[1].tree for r in per_model if r.tree] == [
         read_sentences(tiny_model, [s])[0].tree(1, decoder="gap") for s in SENTENCES if s]
+
+
+def test_a_batch_holds_a_bounded_number_of_words_whatever_batch_size_asks(tiny_model, monkeypatch):
+    from grammar_induce.inference import members as members_module
+
+    seen = []
+    original = type(tiny_model.model).read
+
+    def read(self, tokens, words, *args, **kwargs):
+        seen.append(sum(len(w) for w in words))
+        return original(self, tokens, words, *args, **kwargs)
+
+    monkeypatch.setattr(members_module, "BATCH_WORDS", 60)
+    monkeypatch.setattr(type(tiny_model.model), "read", read)
+    sentences = ["the dog barked".split()] * 100 + [["w"] * 80]
+    bounded = read_sentences(tiny_model, sentences, batch_size=100000)
+    assert max(seen[:-1]) <= 60 and seen[-1] == 80  # a longer sentence goes alone
+    monkeypatch.setattr(members_module, "BATCH_WORDS", 1 << 20)
+    unbounded = read_sentences(tiny_model, sentences, batch_size=100000)
+    for a, b in zip(unbounded, bounded):  # the same distances, to float rounding (other batch shapes)
+        for row_a, row_b in zip(a.forget, b.forget):
+            assert row_a == pytest.approx(row_b, rel=1e-5, abs=1e-6)

@@ -61,8 +61,8 @@ def test_distill_with_no_sentence_short_enough_is_refused_with_the_count(tiny_ru
     text = tmp_path / "long.txt"
     text.write_text("a b c d e\nf g h i j k\n")
     result = cli("distill", "--model", tiny_run / "best.pt", "--train", text, "--valid", text, "--out",
-                 tmp_path / "student", "--max-length", "2")
-    one_line_error(result, "none of the 2 training sentences has 2 to 2 words")
+                 tmp_path / "student", "--max-length", "3")
+    one_line_error(result, "long.txt: none of its 2 sentences has 3 to 3 words")
 
 
 # --- 10. the API checks what the CLI checks, at load, in the same words -------------------------------
@@ -174,7 +174,7 @@ def test_distill_never_writes_over_a_language_model(tiny_run, tmp_path):
     before = (run / "best.pt").read_bytes()
     text = small_text(tmp_path)
     result = cli("distill", "--model", tiny_run / "best.pt", "--train", text, "--valid", text, "--out", run, "--force")
-    one_line_error(result, "its best.pt is a language model (onlstm), not a distilled student")
+    one_line_error(result, "its best.pt is an ON-LSTM language model (onlstm), not a distilled student")
     assert (run / "best.pt").read_bytes() == before and not (tmp_path / "run.partial").exists()
 
 

@@ -249,8 +249,9 @@ def test_brackets_typed_as_words_survive_parsing_and_rescoring(tiny_run, tmp_pat
 def test_eos_and_unk_typed_by_a_user_are_ordinary_unknown_words(tiny_model):
     typed = read_sentences(tiny_model, ["the dog <eos> saw a cat".split(), "the dog <unk> saw a cat".split()])
     unknown = read_sentences(tiny_model, ["the dog qqqq saw a cat".split()])[0]
-    for parsed in typed:
-        assert parsed.forget == unknown.forget
+    for parsed in typed:  # a batch of two against a batch of one: equal to float32 rounding, not bit for bit
+        for got, expected in zip(parsed.forget, unknown.forget):
+            assert got == pytest.approx(expected, rel=1e-5, abs=1e-6)
         assert len(trees.leaves(parsed.tree(2))) == 6
 
 

@@ -80,3 +80,49 @@ def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backw
                     for f, b in zip(*parsed)), SpanMetric())
     assert [m.sentence_f1 for m in report.agreement.values()] == pytest.approx([pairwise.sentence_f1] * 2)
     assert "mean pairwise F1" in report.table()
+
+
+def test_a_gold_tree_of_traces_only_is_skipped_with_where_and_why_and_its_blank_prediction_aligned(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (-NONE- *)) (VP (-NONE- *T*-1)))\n(S (NP (DT the) (NN dog)) (VP (VBD barked)))\n")
+    blank_first = tmp_path / "parse.txt"  # what parse writes for the gold words: a blank line for no words
+    blank_first.write_text("\n((the dog) barked)\n")
+    for pred in (blank_first, tmp_path / "aligned.txt"):
+        if pred.name == "aligned.txt":
+            pred.write_text("((the dog) barked)\n")
+        report = evaluate_file(pred, EvalOptions(str(gold), quiet=True), labeled=False)
+        assert report.sentences == 1 and report.skipped == 1 and report.rows["predicted"].sentence_f1 == 1.0
+        assert report.notes == [f"1 gold tree skipped: {gold}:1 (no words once traces and punctuation are left out)"]
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("(a b)\n((the dog) barked)\n")
+    with pytest.raises(InputError, match=r"wrong.txt:1: a tree for the gold tree at .*gold.mrg:1, which is skipped"):
+        evaluate_file(wrong, EvalOptions(str(gold), quiet=True), labeled=False)
+
+
+def test_predictions_in_every_format_parse_writes_are_scored_alike(tiny_model, tmp_path):
+    from grammar_induce import api
+
+    gold = tmp_path / "gold.mrg"  # trees spread over lines, as .mrg files write them
+    gold.write_text("(S\n  (NP (DT the) (NN dog))\n  (VP (VBD saw)\n    (NP (DT a) (NN cat))))\n"
+                    "(S (NP (DT a) (NN cat)) (VP (VBD ran)))\n")
+    assert evaluate_file(gold, EvalOptions(str(gold), quiet=True), labeled=True).rows["predicted"].sentence_f1 == 1.0
+    parser = api.Parser([tiny_model], ParseOptions())
+    scores = set()
+    for fmt in ("brackets", "ptb", "json", "jsonl"):
+        pred = tmp_path / f"pred.{fmt}"
+        from grammar_induce.output.formats import render
+        pred.write_text("".join(render(r, fmt) + "\n" for r in parser.analyse_many(["the dog saw a cat", "a cat ran"])))
+        scores.add(api.evaluate(pred, gold).rows["predicted"].sentence_f1)
+    assert len(scores) == 1
+    ascii_file = tmp_path / "pred.ascii"
+    ascii_file.write_text("      X\n   ___|___\n  the   dog\n")
+    with pytest.raises(InputError, match=r"not a file of bracketed trees \(.*ascii drawings and pictures cannot be scored\)"):
+        api.evaluate(ascii_file, gold)
+
+
+def test_a_missing_nltk_corpus_says_how_to_get_it(monkeypatch, tmp_path):
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    with pytest.raises(InputError, match=r"nltk:treebank: nltk's data has no corpus 'treebank': download it .*NLTK_DATA"):
+        read_gold("nltk:treebank", TagFilter())

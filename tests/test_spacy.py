@@ -111,3 +111,28 @@ def test_chinese_with_the_jieba_segmenter():
     for sent in doc.sents:
         assert sent._.tree.leaves() == [t.text for t in sent]
         assert "".join(sent._.tree.leaves()) == sent.text.replace(" ", "")
+
+
+def test_pipe_with_worker_processes_returns_the_same_trees(nlp):
+    texts = ["The dog barked. A cat sat.", "Birds sing in the old tree."] * 3
+    alone = [[s._.parse_string for s in doc.sents] for doc in nlp.pipe(texts)]
+    parallel = [[s._.parse_string for s in doc.sents] for doc in nlp.pipe(texts, n_process=2, batch_size=2)]
+    assert parallel == alone
+
+
+def test_whitespace_tokens_are_no_leaves_and_brackets_are_written_as_the_treebank_does(nlp):
+    import nltk
+
+    doc = nlp("The dog  \n barked (loudly) .")
+    sent = doc[:]
+    assert sent._.parse_string.count("(X") == 6  # 7 leaves: 6 nodes, and no leaf of whitespace
+    read = nltk.Tree.fromstring(sent._.parse_string)
+    assert read.leaves() == ["The", "dog", "barked", "-LRB-", "loudly", "-RRB-", "."]
+    assert sent._.tree.leaves() == ["The", "dog", "barked", "(", "loudly", ")", "."]
+    assert all(not c.text.isspace() for c in sent._.constituents)
+    assert nlp("   \n\n  \t ")[:]._.parse_string is None
+
+
+def test_an_empty_model_list_is_refused():
+    with pytest.raises(ValueError, match="model is an empty list"):
+        english([])

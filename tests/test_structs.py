@@ -131,3 +131,17 @@ def test_a_student_trained_on_one_tree_per_sentence_reproduces_them():
         optimizer.step()
     words = [[w for w in trees.leaves(t)] for t in targets]
     assert model.trees(tokens, lengths, words) == targets
+
+
+def test_the_students_long_line_search_is_the_greedy_split_without_a_chart(monkeypatch):
+    """Past EXACT_LIMIT the student scores only the spans the greedy split looks at: the same tree as the greedy
+    split over the full chart of span scores."""
+    torch.manual_seed(3)
+    student = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=1)).eval()
+    words = [f"w{k}" for k in range(25)]
+    tokens = torch.randint(2, 30, (1, 27))
+    with torch.no_grad():
+        chart = student.span_scores(tokens, [25])[0]
+    expected = trees.tree_of_splits(words, structs.greedy_splits(lambda i, j: float(chart[i, j]), 25))
+    monkeypatch.setattr(structs, "EXACT_LIMIT", 10)
+    assert student.trees(tokens, [25], [words]) == [expected]

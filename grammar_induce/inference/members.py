@@ -8,7 +8,7 @@ the words reversed); each model kind turns its rows into readings in reading ord
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import torch
@@ -23,6 +23,8 @@ from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers
 
 Readings = list[list[Parsed | None]]  # per member, per sentence (None: an empty sentence)
 CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk
+CHUNK_LINES = 1 << 14  # ... and of at most this many lines, whatever the batch size asked for
+BATCH_WORDS = 1 << 13  # a batch holds at most this many words (one longer sentence alone): memory follows the work
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Members:
     @property
     def chunk(self) -> int:
         """How many sentences are read at a time; layers by agreement are chosen on the first chunk."""
-        return CHUNK_BATCHES * self.options.batch_size
+        return chunk_lines(self.options.batch_size)
 
     @property
     def chooses_layers(self) -> bool:
@@ -91,6 +93,10 @@ class Members:
                 for member, layer in zip(readings, o.layers)]
 
 
+def chunk_lines(batch_size: int) -> int:
+    return min(CHUNK_BATCHES * batch_size, CHUNK_LINES)
+
+
 def check_members(models: list[LoadedModel]) -> None:
     """Every model must yield distances or trees, and all must split and normalise words alike."""
     for loaded in models:
@@ -117,8 +123,7 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     direction = loaded.config.model.direction
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Parsed | None] = [None] * len(sentences)
-    for first in range(0, len(order), batch_size):
-        batch = order[first : first + batch_size]
+    for batch in _batches(order, sentences, batch_size):
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
         for k, reading in zip(batch, loaded.model.read(tokens, words, n_layers, products)):
@@ -126,6 +131,18 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
         if progress is not None:
             progress(len(batch))
     return results
+
+
+def _batches(order: list[int], sentences: list[list[str]], batch_size: int) -> Iterator[list[int]]:
+    """`order` (sorted by length) in batches of at most `batch_size` sentences and BATCH_WORDS words."""
+    batch: list[int] = []
+    for k in order:
+        if batch and (len(batch) == batch_size or (len(batch) + 1) * len(sentences[k]) > BATCH_WORDS):
+            yield batch
+            batch = []
+        batch.append(k)
+    if batch:
+        yield batch
 
 
 def token_rows(loaded: LoadedModel, sentences: list[list[str]]) -> torch.Tensor:

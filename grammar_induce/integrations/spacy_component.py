@@ -21,6 +21,7 @@ Registered through the `spacy_factories` entry point; nothing else in grammar_in
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -60,8 +61,14 @@ def _parent(span: Span) -> Span | None:
 
 
 def _parse_string(span: Span) -> str | None:
+    """The tree as one line of bracket text that any bracket reader reads back: brackets in words written as the
+    Penn Treebank does (-LRB-, -RRB-), as benepar writes them."""
     tree = _tree(span)
-    return None if tree is None else tree.pformat(margin=1 << 30)
+    if tree is None:
+        return None
+    for position in tree.treepositions("leaves"):
+        tree[position] = trees.escape(tree[position])
+    return tree.pformat(margin=1 << 30)
 
 
 def _tree(span: Span):
@@ -89,6 +96,10 @@ class GrammarInduce:
     def __init__(self, nlp: Language, name: str, model: str | list[str], **options: Any):
         self.name = name
         self.models = [model] if isinstance(model, str) else list(model)
+        if not self.models:
+            raise ValueError("model is an empty list: name a model (a shipped name or a checkpoint path; a list of "
+                             "them for an ensemble)")
+        self.process = os.getpid()
         self.options = options
         # a checkpoint path that is not there may be the copy nlp.to_disk keeps beside the pipeline, which
         # from_disk loads next; anything else (a bad name, a bad setting) is refused here, at add_pipe
@@ -107,14 +118,26 @@ class GrammarInduce:
     def pipe(self, docs: Iterable[Doc], batch_size: int = 128) -> Iterator[Doc]:
         """Parse every sentence of a batch of documents together (batches of sentences of similar length
         fill the models better than one call per document)."""
+        self._in_this_process()
         for batch in minibatch(docs, size=batch_size):
             sentences = [sent for doc in batch for sent in _sentences(doc)]
-            tokens = [[token.text for token in sent] for sent in sentences]
-            for sent, result in zip(sentences, self.parser.analyse_many(tokens)):
-                _store(sent, result.tree)
+            positions = [[token.i for token in sent if not token.is_space] for sent in sentences]
+            tokens = [[sent.doc[i].text for i in kept] for sent, kept in zip(sentences, positions)]
+            for sent, kept, result in zip(sentences, positions, self.parser.analyse_many(tokens)):
+                if result.tree is not None:
+                    _store(sent, result.tree, kept)
                 if result.tree is not None and result.labels:
-                    _store_labels(sent, result.tree, result.labels, result.is_word)
+                    _store_labels(sent, result.tree, result.labels, result.is_word, kept)
             yield from batch
+
+    def _in_this_process(self) -> None:
+        """In a worker that spaCy forked for `nlp.pipe(n_process=N)`, torch runs on one thread: the parent's
+        OpenMP threads do not exist in the child, and the first parallel region there would wait for them forever."""
+        if os.getpid() != self.process:
+            import torch
+
+            torch.set_num_threads(1)
+            self.process = os.getpid()
 
     def to_disk(self, path: str | Path, exclude: Iterable[str] = ()) -> None:
         """The config names the model; a local checkpoint (not a shipped name) is copied beside it."""
@@ -146,42 +169,48 @@ def _sentences(doc: Doc) -> list[Span]:
     return [doc[:]] if len(doc) else []
 
 
-def _store(sent: Span, tree: trees.Tree | None) -> None:
-    """The tree's constituents as token offsets in the doc's user data (spaCy keeps it with the doc)."""
+def _store(sent: Span, tree: trees.Tree, positions: list[int]) -> None:
+    """The tree's constituents as token offsets in the doc's user data (spaCy keeps it with the doc): leaf k is
+    the doc's token positions[k] (whitespace tokens are no leaves; a constituent's span runs over those inside)."""
     data = sent.doc.user_data
-    if tree is None:
-        return
     data[NAME, "tree", sent.start, sent.end] = tree
-    todo = [(tree, sent.start)]
-    while todo:
-        node, start = todo.pop()
-        if isinstance(node, str):
-            continue
-        end = start + len(trees.leaves(node))
-        children, offset = [], start
-        for child in node:
-            width = 1 if isinstance(child, str) else len(trees.leaves(child))
-            children.append((offset, offset + width))
-            data[NAME, "parent", offset, offset + width] = (start, end)
-            todo.append((child, offset))
-            offset += width
+    spans = _node_spans(tree, positions)
+    for (start, end), children in spans.items():
         data[NAME, "spans", start, end] = children
+        for child in children:
+            data[NAME, "parent", *child] = (start, end)
+    if spans:  # the sentence is the root, whitespace at its ends included
+        data[NAME, "spans", sent.start, sent.end] = root_children = list(spans.values())[-1]
+        for child in root_children:
+            data[NAME, "parent", *child] = (sent.start, sent.end)
 
 
-def _store_labels(sent: Span, tree: trees.Tree, labels: dict, is_word: list[bool] | None) -> None:
-    """Each constituent's induced label, by its token offsets in the doc (see trees.node_labels)."""
-    data = sent.doc.user_data
-    data[NAME, "labels", sent.start, sent.end] = (labels, is_word)
-    names = iter(trees.node_labels(tree, labels, is_word))
-    starts, position = [], sent.start
+def _node_spans(tree: trees.Tree, positions: list[int]) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """Each node's doc span (first leaf's token to last leaf's, inclusive) and its children's, in walk order."""
+    found: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    stack: list[list[tuple[int, int]]] = [[]]
+    leaf = 0
     for event in trees.walk(tree):
         if event is trees.OPEN:
-            starts.append((position, next(names)))
+            stack.append([])
         elif event is trees.CLOSE:
-            start, label = starts.pop()
-            data[NAME, "label", start, position] = label
+            children = stack.pop()
+            span = (children[0][0], children[-1][1])
+            found[span] = children
+            stack[-1].append(span)
         else:
-            position += 1
+            stack[-1].append((positions[leaf], positions[leaf] + 1))
+            leaf += 1
+    return found
+
+
+def _store_labels(sent: Span, tree: trees.Tree, labels: dict, is_word: list[bool] | None, positions: list[int]) -> None:
+    """Each constituent's induced label, by its doc span (see trees.node_labels)."""
+    data = sent.doc.user_data
+    data[NAME, "labels", sent.start, sent.end] = (labels, is_word)
+    names = iter(trees.node_labels(tree, labels, is_word, order="close"))
+    for span in _node_spans(tree, positions):
+        data[NAME, "label", *span] = next(names)
 
 
 @Language.factory(NAME, default_config=DEFAULT_CONFIG)

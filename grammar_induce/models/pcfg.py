@@ -41,6 +41,7 @@ from . import structs
 from .kind import ModelKind
 from .reading import Parsed
 
+CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
 TINY = 1e-30  # the smallest scale divided out of a span's values (an impossible span stays 0, not NaN)
 
 
@@ -176,13 +177,23 @@ class TNPCFG(ModelKind):
              products: torch.dtype | None = None) -> list[Parsed]:
         """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
         nonterminal (`NT-k`); the rows are `<eos> w1 ... wn <eos>`, sorted by length."""
-        lengths = [len(w) for w in words]
-        ids = tokens[:, 1 : max(lengths) + 1].to(self.device)
-        marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
-        found = structs.best_trees(marginals, lengths, words)
         g = self.grammar()
-        return [Parsed(list(w), [], [], "forward", tree, self.span_labels(tree, g, chart, grads, b, lengths[b]))
-                for b, (w, tree) in enumerate(zip(words, found))]
+        rank = g.head.shape[1]
+        readings: list[Parsed] = []
+        start = 0
+        while start < len(words):  # parts whose charts (and their gradients) fit in CHART_BYTES
+            size = len(words) - start
+            while size > 1 and size * 16 * rank * (len(words[start + size - 1]) + 1) ** 2 > CHART_BYTES:
+                size = max(1, min(size - 1, CHART_BYTES // (16 * rank * (len(words[start + size - 1]) + 1) ** 2)))
+            part = words[start : start + size]
+            lengths = [len(w) for w in part]
+            ids = tokens[start : start + size, 1 : max(lengths) + 1].to(self.device)
+            marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
+            found = structs.best_trees(marginals, lengths, part)
+            readings += [Parsed(list(w), [], [], "forward", tree, self.span_labels(tree, g, chart, grads, b, lengths[b]))
+                         for b, (w, tree) in enumerate(zip(part, found))]
+            start += size
+        return readings
 
     def span_labels(self, tree: Tree, g: Grammar, chart: Chart, grads: tuple[list, list, list], b: int,
                     length: int) -> dict[tuple[int, int], str]:
@@ -210,14 +221,35 @@ def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
 def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor]:
     """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w]."""
     starts = n - w + 1
-    left = torch.stack([chart.left[d][:, :starts] for d in range(1, w)], dim=2)  # (B, starts, w-1, r)
-    right = torch.stack([chart.right[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
+    lefts = [chart.left[d][:, :starts] for d in range(1, w)]  # views of the chart: nothing copied to keep
+    rights = [chart.right[w - d][:, d : d + starts] for d in range(1, w)]
     scales = torch.stack([chart.scale[d][:, :starts] + chart.scale[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
     top = scales.amax(2)
-    weights = (scales - top[..., None]).exp()  # (B, starts, w-1)
-    x = (left * right * weights[..., None]).sum(2)
+    weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
+    x = SplitSum.apply(weights, w - 1, *lefts, *rights)
     norm = x.detach().amax(-1).clamp_min(TINY)
     return x / norm[..., None], top + norm.log()
+
+
+class SplitSum(torch.autograd.Function):
+    """sum_d weights[..., d] * L_d * R_d over the split points d, keeping for the backward pass only the chart's
+    own tensors (the L_d and R_d are views of them), not the (B, starts, w-1, r) products autograd would keep:
+    the memory of a sentence is its chart's, O(n^2 r), not O(n^3 r)."""
+
+    @staticmethod
+    def forward(ctx, weights: Tensor, parts: int, *children: Tensor) -> Tensor:
+        ctx.parts = parts
+        ctx.save_for_backward(weights, *children)
+        left, right = torch.stack(children[:parts], 2), torch.stack(children[parts:], 2)
+        return (left.mul_(right).mul_(weights[..., None])).sum(2)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        weights, *children = ctx.saved_tensors
+        left, right = torch.stack(children[: ctx.parts], 2), torch.stack(children[ctx.parts :], 2)
+        scaled = grad[:, :, None, :] * weights[..., None]  # (B, starts, w-1, r)
+        grad_left, grad_right = (scaled * right).unbind(2), (scaled.mul_(left)).unbind(2)
+        return None, None, *grad_left, *grad_right
 
 
 def _log_total(chart: Chart, b: int, length: int, root: Tensor) -> Tensor:

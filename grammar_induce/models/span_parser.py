@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from .. import trees
 from ..config import ModelConfig
 from ..trees import Tree
 from . import structs
@@ -45,6 +46,19 @@ class SpanParser(ModelKind):
         `tokens`: (B, N+2) ids, `<eos>` before and after each sentence's words (padding after that is
         never read). `block` > 0: the span features of that many floats at most at a time (parsing long
         lines in bounded memory); 0: all at once, as training does."""
+        f, b = self._fenceposts(tokens, lengths)
+        n = tokens.shape[1] - 2
+        if not block:
+            return self._scores(f, b, 0, n + 1)
+        scores = f.new_zeros(f.shape[0], n + 1, n + 1)
+        rows = max(1, block // (f.shape[0] * (n + 1) * f.shape[2]))
+        for i in range(0, n + 1, rows):
+            scores[:, i : i + rows, i:] = self._scores(f, b, i, min(n + 1, i + rows))
+        return scores
+
+    def _fenceposts(self, tokens: Tensor, lengths: Sequence[int]) -> tuple[Tensor, Tensor]:
+        """(B, N+1, H) each: the forward and the backward states at every fencepost, projected (a span's
+        features are their differences)."""
         hidden_size = self.encoder.hidden_size
         x = self.dropout(self.embedding(tokens))
         packed = nn.utils.rnn.pack_padded_sequence(x, [n + 2 for n in lengths], batch_first=True, enforce_sorted=False)
@@ -55,14 +69,7 @@ class SpanParser(ModelKind):
         forward = states[:, : n + 1, :hidden_size]  # fencepost k: after word k (position 0: the first <eos>)
         backward = states[:, 1 : n + 2, hidden_size:]  # fencepost k: before word k+1, read from the right
         weight_f, weight_b = self.project.weight[:, :hidden_size], self.project.weight[:, hidden_size:]
-        f, b = forward @ weight_f.t(), backward @ weight_b.t()  # (B, N+1, H) each
-        if not block:
-            return self._scores(f, b, 0, n + 1)
-        scores = f.new_zeros(f.shape[0], n + 1, n + 1)
-        rows = max(1, block // (f.shape[0] * (n + 1) * f.shape[2]))
-        for i in range(0, n + 1, rows):
-            scores[:, i : i + rows, i:] = self._scores(f, b, i, min(n + 1, i + rows))
-        return scores
+        return forward @ weight_f.t(), backward @ weight_b.t()
 
     def _scores(self, f: Tensor, b: Tensor, first: int, last: int) -> Tensor:
         """Scores of the spans from fenceposts first..last-1 to every fencepost from `first` on:
@@ -94,5 +101,26 @@ class SpanParser(ModelKind):
 
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]]) -> list[Tree]:
-        """Each sentence's highest-scoring tree."""
-        return structs.best_trees(self.span_scores(tokens, lengths, SPAN_BLOCK), lengths, words)
+        """Each sentence's highest-scoring tree: CKY over every span's score; past structs.EXACT_LIMIT words the
+        greedy split, which scores only the spans it looks at (memory linear in the length)."""
+        if max(lengths) <= structs.EXACT_LIMIT:
+            return structs.best_trees(self.span_scores(tokens, lengths, SPAN_BLOCK), lengths, words)
+        return [self.greedy_tree(tokens[b : b + 1, : n + 2], words[b]) for b, n in enumerate(lengths)]
+
+    def greedy_tree(self, tokens: Tensor, words: Sequence[str]) -> Tree:
+        """structs.greedy_splits's tree (top down, each span split where its two parts score the most, leftmost
+        on ties), each split's candidate parts scored at once from the fenceposts."""
+        f, b = self._fenceposts(tokens, [len(words)])
+        f, b = f[0], b[0]  # (n+1, H)
+
+        def scores(starts: Tensor, ends: Tensor) -> Tensor:
+            spans = f[ends] - f[starts] + b[starts] - b[ends]
+            return self.score(torch.relu(spans + self.project.bias)).squeeze(-1)
+
+        def best_split(i: int, j: int) -> int:
+            k = torch.arange(i + 1, j)
+            left = torch.where(k - i >= 2, scores(torch.full_like(k, i), k), 0.0)
+            right = torch.where(j - k >= 2, scores(k, torch.full_like(k, j)), 0.0)
+            return i + 1 + int((left + right).argmax())  # the first maximum: the leftmost split
+
+        return trees.tree_of_splits(words, structs.splits_top_down(best_split, len(words)))

@@ -100,12 +100,17 @@ def greedy_splits(score: Callable[[int, int], float], n: int) -> dict[tuple[int,
     def part(i: int, j: int) -> float:
         return score(i, j) if j - i >= 2 else 0
 
+    return splits_top_down(lambda i, j: max(range(i + 1, j), key=lambda m: (part(i, m) + part(m, j), -m)), n)
+
+
+def splits_top_down(best_split: Callable[[int, int], int], n: int) -> dict[tuple[int, int], int]:
+    """Every span's split point, from the whole sentence down, each span split at `best_split(i, j)`."""
     splits, todo = {}, [(0, n)]
     while todo:
         i, j = todo.pop()
         if j - i < 2:
             continue
-        k = max(range(i + 1, j), key=lambda m: (part(i, m) + part(m, j), -m))
+        k = best_split(i, j)
         splits[i, j] = k
         todo += [(i, k), (k, j)]
     return splits

@@ -90,28 +90,38 @@ class RunDirectory:
         return self
 
     def _lock(self) -> None:
-        path = self.out_dir / LOCK_FILE
-        self.lock_file = open(path, "a+")  # noqa: SIM115 - held open for the run's life
-        try:
-            fcntl.flock(self.lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.lock_file.seek(0)
-            holder = self.lock_file.read().strip() or "another process"
-            self.lock_file.close()
-            self.lock_file = None
-            raise InputError(f"{self.out_dir}: in use by {holder}; wait for it or train into another --out") from None
-        self.lock_file.seek(0)
-        self.lock_file.truncate()
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
-        self.lock_file.write(f"process {os.getpid()} on {socket.gethostname()}, started {started}")
-        self.lock_file.flush()
+        self.lock_file = take_lock(self.out_dir, "train into another --out")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.lock_file is not None:
-            (self.out_dir / LOCK_FILE).unlink(missing_ok=True)
-            self.lock_file.close()  # releases the flock
+            release_lock(self.out_dir, self.lock_file)
         if exc_type is not None and self.created and not existing_run_files(self.out_dir):
             shutil.rmtree(self.out_dir, ignore_errors=True)
+
+
+def take_lock(folder: Path, advice: str):
+    """Lock `folder` for this process (an flock on its `.lock`, which names the process, host and start); a
+    folder another process holds is an InputError naming the holder. Returns the open lock file."""
+    path = folder / LOCK_FILE
+    lock_file = open(path, "a+")  # noqa: SIM115 - held open for the lock's life
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock_file.seek(0)
+        holder = lock_file.read().strip() or "another process"
+        lock_file.close()
+        raise InputError(f"{folder}: in use by {holder}; wait for it or {advice}") from None
+    lock_file.seek(0)
+    lock_file.truncate()
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    lock_file.write(f"process {os.getpid()} on {socket.gethostname()}, started {started}")
+    lock_file.flush()
+    return lock_file
+
+
+def release_lock(folder: Path, lock_file) -> None:
+    (folder / LOCK_FILE).unlink(missing_ok=True)
+    lock_file.close()  # releases the flock
 
 
 def append_metrics(path: Path, record: dict[str, Any]) -> None:

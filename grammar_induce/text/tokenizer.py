@@ -35,6 +35,11 @@ _AMPERSAND = re.compile(r"[A-Za-z]+&[A-Za-z]+")  # AT&T, S&L: one word, as the P
 # tokenizer splits only the line's final period; abbreviations (Mr., Inc., U.S., etc.) are left alone
 _SENTENCE_END = re.compile(r"(?:[a-z]{2,}|[0-9]+|%)\.")
 _ABBREVIATIONS = frozenset("etc vs cf viz approx".split())
+# one token whatever a splitter makes of it: a web address, an e-mail address, a number with a decimal point
+# or thousands separators (ASCII, after width folding: ８,９９９ and １２．５ too); a final . , ; : ! ? ) stays out
+_WHOLE = re.compile(r"(?:https?://|www\.)[!-~]*[A-Za-z0-9/#=_&%+~-]|[A-Za-z0-9.+_-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+                    r"\.[A-Za-z]{2,}"
+                    r"|[0-9]+(?:[.,][0-9]+)+")
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
     period in the middle of the line is split off when a capitalised word follows."""
     tokenizer = _treebank_tokenizer()
     try:
-        spans = list(tokenizer.span_tokenize(line))
+        spans = _kept_whole(line, list(tokenizer.span_tokenize(line)))
     except ValueError:  # nltk could not find a token it rewrote in the text: its tokens as they are
         return tokenizer.tokenize(line)
     tokens: list[str] = []
@@ -130,10 +135,26 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
     return [piece for k, token in enumerate(tokens) for piece in _split_period(token, tokens[k + 1 : k + 3])]
 
 
+def _kept_whole(line: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Token spans with the pieces of one of `_WHOLE`'s matches (an address, a number) joined into one; a piece
+    running past the match keeps its rest as a token of its own."""
+    for match in _WHOLE.finditer(line):
+        start, end = match.span()
+        inside = [k for k, (a, b) in enumerate(spans) if a < end and b > start]
+        if len(inside) < 2:
+            continue
+        first, last = spans[inside[0]], spans[inside[-1]]
+        pieces = [(first[0], start)] * (first[0] < start) + [(start, end)] + [(end, last[1])] * (last[1] > end)
+        spans[inside[0] : inside[-1] + 1] = pieces
+    return spans
+
+
 def _split_period(token: str, after: list[str]) -> list[str]:
-    """`rose.` -> `rose` `.` when the next word (after a closing quote or bracket) is capitalised."""
+    """`rose.` -> `rose` `.` when the next word (after a closing quote or bracket) is capitalised (`N`, the PTB
+    text's number, is not: `nov. N` stays)."""
     following = next((t for t in after if any(ch.isalnum() for ch in t)), "")
-    if following[:1].isupper() and _SENTENCE_END.fullmatch(token) and token[:-1] not in _ABBREVIATIONS:
+    capitalised = following[:1].isupper() and following != NUMBER_WORD
+    if capitalised and _SENTENCE_END.fullmatch(token) and token[:-1] not in _ABBREVIATIONS:
         return [token[:-1], "."]
     return [token]
 
@@ -141,12 +162,13 @@ def _split_period(token: str, after: list[str]) -> list[str]:
 def _jieba_split(line: str, fold_width: bool) -> list[str]:
     """Chinese words by jieba, each as typed. With `fold_width`, jieba reads full-width digits and letters as
     their ASCII twins (it splits `１２日` digit by digit otherwise); the tokens keep the typed characters."""
-    seen = "".join(f if len(f := unicodedata.normalize("NFKC", c)) == 1 else c for c in line) if fold_width else line
-    tokens, at = [], 0
+    folded = "".join(f if len(f := unicodedata.normalize("NFKC", c)) == 1 else c for c in line)
+    seen = folded if fold_width else line
+    spans, at = [], 0
     for piece in _jieba().lcut(seen):  # the pieces spell the line, character for character
-        tokens += line[at : at + len(piece)].split()
+        spans.append((at, at + len(piece)))
         at += len(piece)
-    return tokens
+    return [token for a, b in _kept_whole(folded, spans) for token in line[a:b].split()]
 
 
 @functools.cache

@@ -11,8 +11,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
-from ..files import InputError, Messages, read_lines
+from ..files import InputError, Messages, plural, read_lines
 from ..trees import Tree, leaves
 
 # The 36 word tags of the paper's code; every other tag is dropped.
@@ -61,29 +62,24 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
     preprocessing, or malformed when `skip_bad`). When the tag filter drops most leaves (Chinese
     trees scored as English, say), the warning is a note in `messages`.
     """
-    gold, skipped = [], 0
+    gold: list[GoldTree] = []
+    skipped: list[tuple[int, str, str]] = []  # (position among the file's trees, file:line, why)
     tag_counts: Counter[str] = Counter()
-    for source, text in _tree_strings(spec, skip_bad):
+    for position, (source, text) in enumerate(_tree_strings(spec, skip_bad)):
         if text is None:  # malformed, and skip_bad is on
-            skipped += 1
+            skipped.append((position, source, "malformed"))
             continue
         try:
             tree = parse_bracketed(text, source)
-        except InputError:
-            if not skip_bad:
-                raise
-            skipped += 1
-            continue
-        tag_counts.update(tag for _, tag in tree.pos())
-        try:
+            tag_counts.update(tag for _, tag in tree.pos())
             kept = preprocess(tree, tags, source)
         except InputError:
             if not skip_bad:
                 raise
-            skipped += 1
+            skipped.append((position, source, "malformed"))
             continue
         if kept is None:
-            skipped += 1
+            skipped.append((position, source, "no words once traces and punctuation are left out"))
             continue
         gold.append(GoldTree(source, leaves(kept), kept, labelled_spans(tree, tags)))
     warning = _filter_warning(spec, tags, tag_counts)
@@ -91,7 +87,20 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
         raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))
     if messages is not None and warning:
         messages.note(warning)
-    return gold, skipped
+    if messages is not None and skipped:
+        shown = ", ".join(f"{where} ({why})" for _, where, why in skipped[:3])
+        messages.note(f"{plural(len(skipped), 'gold tree')} skipped: {shown}" + (", ..." if len(skipped) > 3 else ""))
+    return gold, Skipped(skipped)
+
+
+class Skipped(int):
+    """How many gold trees were skipped (an int, as reports count them), with `trees`: each one's position
+    among the file's trees, its file:line and why."""
+
+    def __new__(cls, found: list[tuple[int, str, str]]) -> Self:
+        count = super().__new__(cls, len(found))
+        count.trees = tuple(found)
+        return count
 
 
 def _filter_warning(spec: str, tags: TagFilter, tag_counts: Counter[str]) -> str | None:
@@ -182,7 +191,10 @@ def _nltk_tree_strings(spec: str) -> Iterator[tuple[str, str]]:
     try:
         reader = getattr(nltk.corpus, name)
         fileids = reader.fileids()
-    except (AttributeError, LookupError, OSError) as e:
+    except LookupError:
+        raise InputError(f"{spec}: nltk's data has no corpus {name!r}: download it (python -m nltk.downloader {name}) "
+                         "or point NLTK_DATA at the folder that holds corpora/" + name) from None
+    except (AttributeError, OSError) as e:
         raise InputError(f"{spec}: nltk cannot load this corpus ({str(e).strip().splitlines()[0]})") from None
     for fileid in fileids:
         yield from split_trees(Path(reader.abspath(fileid)))

@@ -22,16 +22,17 @@ from pathlib import Path
 import torch
 
 from .. import trees
-from ..config import Config, ModelConfig
+from ..config import Config, ConfigError, ModelConfig
 from ..files import InputError, Messages, atomic_write, plural, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine
 from ..inference.members import Members, check_members, read_sentences, token_rows
 from ..inference.voting import span_votes
 from ..metrics import SpanMetric
-from ..models import checkpoint
+from ..models import checkpoint, registry
 from ..models.checkpoint import LoadedModel
 from ..models.reading import Parsed
 from ..models.span_parser import SpanParser
+from ..runtime import rundir
 from ..runtime.rundir import append_metrics
 from ..trees import Tree
 
@@ -57,8 +58,9 @@ class DistillSettings:
         """Settings checked before any teacher parses, in the API's words."""
         for name in ("epochs", "rounds", "student_batch_size", "max_length", "emb_size", "hidden_size", "n_layers"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "max_length" else 1):
-                raise InputError(f"{name} must be a whole number of at least {2 if name == 'max_length' else 1}, "
+            least = 3 if name == "max_length" else 1  # a sentence of 1 or 2 words has only one tree
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InputError(f"{name} must be a whole number of at least {least}, "
                                  f"got {value!r}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"lr must be a positive number, got {self.lr!r}")
@@ -102,11 +104,14 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     if state is not None and state["settings"] != asdict(settings):
         raise InputError(f"{work}: the interrupted run's settings differ ({state['settings']}); resume it with them")
     train_words, valid_words = sentences_of(train_path, teachers[0]), sentences_of(valid_path, teachers[0])
+    learnable(train_words, settings.max_length, train_path)  # before the teachers parse anything
     created = not work.exists()
     work.mkdir(parents=True, exist_ok=True)
+    lock = rundir.take_lock(work, "distill into another --out")
     try:
         _rounds(teachers, train_words, valid_words, options, settings, work, messages, state, (train_path, valid_path))
     except BaseException:
+        rundir.release_lock(work, lock)
         if created and not (work / STATE).exists():  # nothing to resume: leave no folder behind
             shutil.rmtree(work, ignore_errors=True)
         elif (work / STATE).exists():
@@ -116,6 +121,7 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     for name in _student_files(settings.rounds):
         os.replace(work / name, out_dir / name)
     shutil.rmtree(work, ignore_errors=True)
+    lock.close()  # its file went with the folder
     return out_dir / "best.pt"
 
 
@@ -132,7 +138,13 @@ def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -
     without one)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: is a file, not a folder")
+    if (holder := rundir.lock_holder(work)) is not None:
+        raise InputError(f"{out_dir}: in use by {holder}; wait for it or distill into another --out")
     best = out_dir / "best.pt"
+    others = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() and not best.exists() else []
+    if others:
+        raise InputError(f"{out_dir}: holds other files ({', '.join(others[:4])}{', ...' if len(others) > 4 else ''}) "
+                         "and no student: distill writes into a new or empty folder (or over a student, with --force)")
     if best.exists():
         kind = _kind_of(best)
         if kind != SpanParser.NAME:
@@ -151,7 +163,12 @@ def _kind_of(path: Path) -> str:
         kind = checkpoint.read(path)["config"]["model"]["kind"]
     except (InputError, KeyError, TypeError):
         return "not a grammar-induce checkpoint"
-    return "student" if kind == SpanParser.NAME else f"a language model ({kind})"
+    if kind == SpanParser.NAME:
+        return "student"
+    try:
+        return f"{registry.kind_of(kind).LABEL} ({kind})"
+    except ConfigError:
+        return f"a model of an unknown kind ({kind})"
 
 
 def _read_state(work: Path) -> dict:
@@ -267,6 +284,15 @@ def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:
     return {span for span, count in span_votes(trees_of_members).items() if 2 * count > len(trees_of_members)}
 
 
+def learnable(sentences: list[list[str]], max_length: int, source: str = "the training text") -> list[int]:
+    """The sentences a student learns from: 3 to `max_length` words (one of 1 or 2 words has only one tree)."""
+    usable = [k for k, words in enumerate(sentences) if 3 <= len(words) <= max_length]
+    if not usable:
+        raise InputError(f"{source}: none of its {plural(len(sentences), 'sentence')} has 3 to {max_length} words "
+                         "(a sentence of 1 or 2 words has only one tree): nothing to learn from")
+    return usable
+
+
 def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings: DistillSettings,
                   round_number: int, out_dir: Path, messages: Messages, state: dict | None = None,
                   options: ParseOptions | None = None) -> LoadedModel:
@@ -282,10 +308,7 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     student = LoadedModel(model, teacher.vocab, teacher.tokenizer, config, str(out_dir / f"round-{round_number}.pt"))
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     kept = train.confident if settings.confident else [trees.spans(t, whole=True) for t in train.trees]
-    usable = [k for k, words in enumerate(train.words) if 2 <= len(words) <= settings.max_length]
-    if not usable:
-        raise InputError(f"none of the {plural(len(train.words), 'training sentence')} has 2 to {settings.max_length} "
-                         "words: nothing to learn from (raise the maximum length)")
+    usable = learnable(train.words, settings.max_length)
     best_f1, best_state, start = -1.0, None, 1
     if state is not None:
         model.load_state_dict(state["model"])

@@ -18,7 +18,7 @@ import torch
 from .. import trees
 from ..files import InputError, Messages, plural, replace_folder, write_text
 from ..inference.ensemble import ParseOptions, member_agreement
-from ..inference.members import CHUNK_BATCHES, Members
+from ..inference.members import Members, chunk_lines
 from ..metrics import SpanMetric
 from ..models.checkpoint import LoadedModel
 from ..output.formats import MemberResult, SentenceResult, render
@@ -112,7 +112,7 @@ def worker_count(requested: int, chunks: list[list], batch_size: int, models: li
     fits = max(1, available_memory() // 2 // (WORKER_BYTES + model_bytes))
     lines = sum(len(chunk) for chunk in chunks)
     shown = f"{plural(lines, 'line')}" if len(chunks) < requested else f"at least {plural(lines, 'line')}"
-    chunked = (f"the input is {shown}, {plural(len(chunks), 'chunk')} of up to {CHUNK_BATCHES * batch_size:,} lines "
+    chunked = (f"the input is {shown}, {plural(len(chunks), 'chunk')} of up to {chunk_lines(batch_size):,} lines "
                "(a process parses a chunk at a time)")
     caps = [(len(chunks), chunked),
             (os.cpu_count() or 1, f"this machine has {os.cpu_count()} cores"),
@@ -241,7 +241,7 @@ def _chunks(lines: Iterable[str], batch_size: int, stream: bool) -> Iterator[lis
     """Lines in chunks of 64 batches: sorting by length inside a chunk keeps batches full. A stream (a
     pipe, a terminal, a generator) goes a batch at a time, and a PAUSE in it parses what has come, so
     trees appear as the lines do."""
-    size = batch_size if stream else CHUNK_BATCHES * batch_size  # as the member path reads them
+    size = batch_size if stream else chunk_lines(batch_size)  # as the member path reads them
     chunk: list[str] = []
     for line in lines:
         if line is PAUSE:

@@ -217,10 +217,46 @@ def _short_name(source: str) -> str:
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
-def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool, messages: Messages | None = None) -> Report:
-    """Score a file of predicted trees, one per line, aligned with the gold trees (all of them, or those
-    within --max-length, as `evaluate --max-length N --save-trees` writes them)."""
-    return evaluate_trees(pred_path, list(read_lines(pred_path)), options, labeled, messages)
+PRED_FORMATS = ("brackets", "ptb", "json", "jsonl")  # what `parse --format` writes that can be scored
+
+
+def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool, messages: Messages | None = None,
+                  fmt: str | None = None) -> Report:
+    """Score a file of predicted trees, aligned with the gold trees (all of them, or those within --max-length,
+    as `evaluate --max-length N --save-trees` writes them): `fmt` brackets or ptb (a tree a line, or trees spread
+    over lines as .mrg files write them), json (nested lists, a line each) or jsonl (`parse --format jsonl`'s
+    records); None: told by the first tree's first character. A blank line is a sentence with no tree."""
+    return evaluate_trees(pred_path, predicted_trees(Path(pred_path), fmt), options, labeled, messages)
+
+
+def predicted_trees(path: Path, fmt: str | None) -> list[tuple[int, object]]:
+    """(line number, tree text or object, "" for none) of each sentence of a file of predicted trees."""
+    lines = list(read_lines(path))
+    first = next((text.strip() for _, text in lines if text.strip()), "(")
+    fmt = fmt or {"{": "jsonl", "[": "json", '"': "json"}.get(first[:1], "brackets")
+    if fmt in ("json", "jsonl"):
+        return [(n, _json_tree(path, n, text, fmt)) for n, text in lines]
+    stray = next((n for n, text in lines if not text.lstrip().startswith("(") and len(text.split()) > 1), None)
+    if stray is not None:  # (a tree of one word is the word alone)
+        raise InputError(f"{path}:{stray}: not a file of bracketed trees (--pred-format takes {', '.join(PRED_FORMATS)}: "
+                         "what parse writes with --format; ascii drawings and pictures cannot be scored)")
+    if all(text.count("(") == text.count(")") for _, text in lines):
+        return lines  # a tree a line, as parse writes them: blank lines kept
+    from ..text.treebank import split_trees
+
+    return [(int(source.rsplit(":", 1)[1]), text) for source, text in split_trees(path)]
+
+
+def _json_tree(path: Path, lineno: int, text: str, fmt: str) -> object:
+    if not text.strip():
+        return ""
+    try:
+        value = json.loads(text)
+        tree = value["tree"] if fmt == "jsonl" else value
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{path}:{lineno}: not a {fmt} line of parse's output (expected "
+                         + ('{"tree": ...}' if fmt == "jsonl" else "a tree as nested lists") + ")") from None
+    return "" if tree is None else tree
 
 
 def evaluate_trees(source: str | Path, lines: list[tuple[int, object]], options: EvalOptions, labeled: bool,
@@ -230,6 +266,7 @@ def evaluate_trees(source: str | Path, lines: list[tuple[int, object]], options:
     noted = _report_messages(messages)
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
     short = within_length(gold, options.max_length)
+    lines = _without_skipped(lines, gold, skipped, source)
     if len(lines) not in (len(gold), len(short)):
         within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
         counts = f"{source}: {plural(len(lines), 'predicted tree')} for {plural(len(gold), 'gold tree')}{within}"
@@ -284,6 +321,19 @@ def _read_predicted(path: Path, lineno: int, text: object, gold: GoldTree, label
 
 
 WORDS = Tokenizer("treebank")  # which tokens are words (not punctuation) when predicted tokens differ from gold
+
+
+def _without_skipped(lines: list[tuple[int, object]], gold: list[GoldTree], skipped, source) -> list:
+    """The predictions without those of skipped gold trees, where there is one per gold tree of the file (the
+    blank line `parse` writes for a sentence of traces only, say): a prediction with words there is refused."""
+    if not skipped or len(lines) != len(gold) + skipped:
+        return lines
+    positions = {position for position, _, _ in skipped.trees}
+    for k, (n, text) in enumerate(lines):
+        if k in positions and text not in ("", None) and (not isinstance(text, str) or text.strip()):
+            where = next(w for p, w, _ in skipped.trees if p == k)
+            raise InputError(f"{source}:{n}: a tree for the gold tree at {where}, which is skipped (it has no words)")
+    return [line for k, line in enumerate(lines) if k not in positions]
 
 
 def _read_tree(text: object, source: str, labeled: bool, tags: TagFilter | None) -> trees.Tree | None:
