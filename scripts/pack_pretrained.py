@@ -3,6 +3,7 @@
 
     python scripts/pack_pretrained.py --language en --pair RUN_DIR [--student STUDENT.pt] --gold GOLD
     python scripts/pack_pretrained.py --language zh --student STUDENT.pt --gold ctb51/dev.trees --valid DEV_TEXT
+    python scripts/pack_pretrained.py --language en --pcfg runs/pcfg/ptb/best.pt --gold GOLD   (ptb-pcfg)
 
 RUN_DIR holds forward/ and backward/ run directories. Each best.pt (the epoch with the best validation
 perplexity, as the paper keeps) is written with float16 weights (float32 when loaded) and the language's
@@ -144,11 +145,27 @@ def pack_student(language: Language, student: Path, gold: str, log: dict) -> dic
     return {language.code: entry}
 
 
+def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tuple[str | None, str | None],
+              log: dict) -> dict[str, dict]:
+    """A trained PCFG (its best.pt: the best held-out likelihood) as PREFIX-pcfg (ptb-pcfg, zh-pcfg)."""
+    name = f"{language.code if language.code != 'en' else language.prefix}-pcfg"
+    pack(source, pretrained.MODELS_DIR / f"{name}.pt", language.tokenizer)
+    shipped = checkpoint.load(pretrained.MODELS_DIR / f"{name}.pt")
+    full = replace(checkpoint.load(source), tokenizer=language.tokenizer)
+    entry, log[name] = entry_of(language, gold, [f"{name}.pt"], "pcfg", [shipped], ParseOptions(), [full])
+    for key, path in (("valid_ppl", perplexity_files[0]), ("test_ppl", perplexity_files[1])):
+        if path:
+            entry[key] = log[name][key] = round(perplexity(shipped, path, 1), 2)
+    log[name]["run"] = _run_summary(source.parent)
+    return {name: entry}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--language", choices=LANGUAGES, default="en")
     parser.add_argument("--pair", type=Path, help="a folder with forward/ and backward/ runs")
     parser.add_argument("--student", type=Path, help="a distilled student's checkpoint")
+    parser.add_argument("--pcfg", type=Path, help="a trained PCFG's best.pt (shipped as ptb-pcfg or zh-pcfg)")
     parser.add_argument("--gold", required=True)
     parser.add_argument("--valid", help="text for the validation perplexity [en: PTB valid]")
     parser.add_argument("--test", help="text for the test perplexity [en: PTB test]")
@@ -165,6 +182,8 @@ def main() -> None:
         entries |= pack_student(language, args.student, args.gold, log)
     if args.pair:
         entries |= pack_pair(language, args.pair, args.gold, (args.valid, args.test), log)
+    if args.pcfg:
+        entries |= pack_pcfg(language, args.pcfg, args.gold, (args.valid, args.test), log)
     ordered = dict(sorted(entries.items(), key=lambda item: (item[0] != pretrained.DEFAULT_MODEL,
                                                             item[1]["language"] != "en")))  # stable: packing order
     pretrained.INDEX.write_text(to_toml(ordered))

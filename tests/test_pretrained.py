@@ -47,6 +47,8 @@ def test_weights_are_float16_on_disk_and_float32_when_loaded(name):
     assert sum(p.numel() for p in loaded.model.parameters()) == entry.parameters
     if entry.direction == "student":
         assert loaded.config.model.kind == "student" and loaded.provenance["kind"] == "distilled"
+    elif entry.direction == "pcfg":
+        assert loaded.config.model.kind == "pcfg"
     else:
         assert loaded.config.model.direction == entry.direction
     english = Tokenizer("treebank", lowercase=True, replace_digits=True)

@@ -23,7 +23,7 @@ INDEX = MODELS_DIR / "models.toml"
 class Pretrained:
     name: str
     files: tuple[str, ...]  # in MODELS_DIR
-    direction: str  # forward, backward, or forward+backward for a pair
+    direction: str  # forward, backward, or forward+backward for a pair; student, pcfg: a model of that kind
     training_text: str
     licence: str
     parameters: int
@@ -89,6 +89,8 @@ def table() -> str:
 def _how(m: Pretrained) -> str:
     if m.direction == "student":
         return "CKY over its span scores"
+    if m.direction == "pcfg":
+        return "MBR CKY over its span marginals; labels with --labels"
     how = f"layers {','.join(map(str, m.layers)) or 'middle'}, {m.decoder} decoder"
     if len(m.files) > 1:
         how += f", {m.combine}" + (f", right-branching voter {m.right_voter:g}" if m.right_voter else "")

@@ -201,10 +201,14 @@ def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int, products: tor
 
 def perplexity(loaded: checkpoint.LoadedModel, path: str, batch_size: int) -> float:
     """A trained model's perplexity on a text file read as its training read text (the paper's
-    measure: the file as one stream in `batch_size` rows, bptt-long windows, the state carried)."""
+    measure: the file as one stream in `batch_size` rows, bptt-long windows, the state carried; a model of
+    whole sentences: `held_out`'s, per word and sentence end)."""
     data = loaded.config.data
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.direction == "backward")
+    if registry.trains_on_sentences(loaded.config.model.kind):
+        nll, count = held_out(loaded.model, split_sentences(entry.ids), loaded.model.device)
+        return _exp(nll / max(1, count))
     source = batchify(entry.ids, batch_size, path).to(loaded.model.device)
     return _exp(evaluate_loss(loaded.model, source, loaded.config.train.bptt))
 
