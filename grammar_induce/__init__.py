@@ -1,7 +1,8 @@
 """Unsupervised grammar induction with ON-LSTM (Shen et al., "Ordered Neurons", ICLR 2019).
 
 The Python API (see README): `load` models by path or shipped name, `Parser.parse` sentences into
-`nltk.Tree`s, `evaluate` them against gold trees, `distill` an ensemble into a student parser. Importing the package loads no torch; loading a
+`nltk.Tree`s, `evaluate` them against gold trees, `train` a model (an ON-LSTM, a PCFG) and `distill` an ensemble
+into a student parser. Importing the package loads no torch; loading a
 model does.
 """
 
@@ -11,7 +12,7 @@ from importlib import metadata as _metadata
 # torch warns on import when numpy is absent; nothing here needs numpy.
 _warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-__all__ = ["Parser", "__version__", "distill", "evaluate", "load", "to_nltk"]
+__all__ = ["Parser", "__version__", "distill", "evaluate", "load", "to_nltk", "train"]
 
 try:
     __version__ = _metadata.version("grammar-induce")
@@ -21,7 +22,7 @@ except _metadata.PackageNotFoundError:  # run from a source tree that was never 
 
 def __getattr__(name: str):
     """The API's names, imported on first use (so `import grammar_induce` stays light)."""
-    if name in ("Parser", "distill", "evaluate", "load", "to_nltk"):
+    if name in ("Parser", "distill", "evaluate", "load", "to_nltk", "train"):
         from . import api
 
         return getattr(api, name)

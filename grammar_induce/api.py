@@ -272,6 +272,35 @@ def _checked_tree(tree: nltk.Tree | str | None, k: int) -> nltk.Tree | str:
     return tree
 
 
+def train(config: str | Path | None = None, out: str | Path | None = None, *, settings: dict | None = None,
+          overrides: Sequence[str] = (), resume: bool = False, force: bool = False, quiet: bool = True,
+          log: Callable[[str], None] | None = print, messages: Messages | None = None):
+    """Train a model of the config's kind (an ON-LSTM language model, or a PCFG: `model.kind = "pcfg"`) into the
+    run folder `out` (default: runs/<config name>), as `grammar-induce train` does: `config` a TOML file (default:
+    the quick start's), then `settings` ({"train.epochs": 3, "data.train": "my.txt"}), then `overrides`
+    ("section.key=value" strings, as --set); `resume` goes on from `out`/last.pt with the config it was started
+    with. `log` is given each line of the training log, and each note as "note: ..." (None: silent).
+    Returns the run's result (`out_dir`, `best_valid_ppl`, `test_ppl`, `epochs`); its model is `out`/best.pt."""
+    from . import config as config_module
+    from .workflows import train as run
+
+    source = Path(_path("config", config, "a TOML config file")) if config is not None else QUICKSTART_CONFIG
+    out = Path(_path("out", out, "the run folder")).expanduser() if out is not None else Path("runs") / source.stem
+    raw = run.resume_config(out) if resume else config_module.load(source)
+    for key, value in (settings or {}).items():
+        section, dot, name = str(key).partition(".")
+        if not dot:
+            raise SettingError("settings", f"are keyed section.key (train.epochs), not {key!r}")
+        raw.setdefault(section, {})[name] = value
+    checked = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))
+    if messages is None:
+        messages = Messages(say=log, tell=lambda text: log(f"note: {text}")) if log else Messages()
+    return run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages)
+
+
+QUICKSTART_CONFIG = Path(__file__).parent / "resources" / "quickstart.toml"
+
+
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
             distance: str = "forget", decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
             precision: str = "fp32", device: str | None = None, right_voter: float | None = None,

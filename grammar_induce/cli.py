@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -112,14 +112,29 @@ def main() -> None:
     """Unsupervised grammar induction with ON-LSTM (Shen et al., ICLR 2019)."""
 
 
+def config_options(command):
+    """Options shared by `train` and `prepare`: the config, how its text is read, and --set."""
+    for option in reversed([
+        click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+                     help="TOML config [default: the quick start's, shipped in the package]"),
+        click.option("--tokenizer", type=click.Choice(config_module.TOKENIZERS), default=None,
+                     help="how lines split into words: spaces, jieba (Chinese), characters, or treebank (English text "
+                     "split the Penn Treebank way, punctuation set aside) [default: the config's]"),
+        click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
+                     help="read sentences left to right or right to left [default: forward]"),
+        click.option("--workers", type=click.IntRange(min=0), default=None,
+                     help="processes that tokenize with jieba on a first run [default: one per core]"),
+        click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key"),
+    ]):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-              help="TOML config [default: the quick start's, shipped in the package]")
+@config_options
 @click.option("--train", "train_file", default=None, help="training text, one sentence per line")
 @click.option("--valid", "valid_file", default=None, help="validation text")
 @click.option("--test", "test_file", default=None, help="test text")
-@click.option("--tokenizer", type=click.Choice(config_module.TOKENIZERS), default=None,
-              help="how lines split into words: spaces, jieba (Chinese), characters, or treebank (English text split the Penn Treebank way, punctuation set aside) [default: the config's]")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="run directory [default: runs/<config name>]")
 @device_option
@@ -130,34 +145,29 @@ def main() -> None:
               help="stop at the first epoch end past this wall time [default: no limit]")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None,
               help="random seed of the run [default: the config's]")
-@click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
-              help="read sentences left to right or right to left [default: forward]")
 @precision_option(None)
 @click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
               help="also keep the models of the last N epochs (epoch-K.pt) for a snapshot ensemble")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="processes that tokenize with jieba on a first run [default: one per core]")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key")
 @click.option("--resume", is_flag=True, help="continue the run in --out from its last.pt")
 @click.option("--force", is_flag=True, help="overwrite an existing run directory")
 @click.option("--quiet", is_flag=True, help="no progress bars")
 @user_errors
 def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
           max_minutes, seed, direction, precision, keep_epochs, workers, overrides, resume, force, quiet) -> None:
-    """Train an ON-LSTM language model (the paper's AWD-LSTM recipe)."""
-    from .workflows import train as train_workflow
+    """Train a model of the config's kind: an ON-LSTM language model (the paper's AWD-LSTM recipe, the default),
+    or a PCFG (model.kind = "pcfg", configs/pcfg-ptb.toml)."""
+    from . import api
 
-    config_path = config_path or QUICKSTART_CONFIG
-    out_dir = out_dir or Path("runs") / config_path.stem
-    raw = train_workflow.resume_config(out_dir) if resume else config_module.load(config_path)
     flags = {
         "data.train": _absolute(train_file), "data.valid": _absolute(valid_file), "data.test": _absolute(test_file),
         "data.tokenizer": tokenizer, "train.device": device, "train.epochs": epochs, "train.max_steps": max_steps,
         "train.max_minutes": max_minutes, "train.seed": seed, "model.direction": direction,
         "train.keep_epochs": keep_epochs, "data.workers": workers, "train.precision": precision,
     }
-    config = _config(raw, flags, overrides, config_path)
-    result = train_workflow.train(config, out_dir, resume=resume, force=force, quiet=quiet, messages=_messages())
+    settings = {key: value for key, value in flags.items() if value is not None}
+    out_dir = out_dir or Path("runs") / (config_path or QUICKSTART_CONFIG).stem
+    result = api.train(config_path, out_dir, settings=settings, overrides=list(overrides), resume=resume, force=force,
+                       quiet=quiet, messages=_messages())
     if result.main_process and result.best_valid_ppl is not None:
         click.echo(f"best valid ppl {result.best_valid_ppl:.2f}; model in {out_dir.resolve() / 'best.pt'}")
     if result.stopped_by is not None:
@@ -166,15 +176,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
 
 @main.command()
 @click.argument("text_file", type=click.Path(path_type=Path))
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-              help="TOML config whose [data] settings to use [default: the quick start's]")
-@click.option("--tokenizer", type=click.Choice(config_module.TOKENIZERS), default=None,
-              help="how lines split into words [default: the config's]")
-@click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
-              help="the order a model will read the sentences in [default: forward]")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="processes that tokenize with jieba [default: one per core]")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key")
+@config_options
 @user_errors
 def prepare(text_file, config_path, tokenizer, direction, workers, overrides) -> None:
     """Tokenize a training file into the token cache ahead of training, and say what it holds."""
@@ -484,7 +486,9 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> tuple
     if Path(input_path).is_dir():
         raise InputError(f"{input_path}: is a folder, not a file of sentences")
     if input_path == "-" and not _stdin_is_a_file():  # a pipe or a terminal: lines come over time
-        return _live_lines(sys.stdin.buffer), True
+        from .workflows.parse import live_lines
+
+        return live_lines(sys.stdin.buffer), True
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)), False
 
 
@@ -496,39 +500,6 @@ def _stdin_is_a_file() -> bool:
         return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
     except (AttributeError, OSError, ValueError):  # replaced by a stream without a descriptor (a test runner's)
         return False
-
-
-def _live_lines(stream) -> Iterator[object]:
-    """The stream's lines as they come, read in a thread; parse.PAUSE whenever none has come for a moment."""
-    import queue
-    import threading
-
-    from .files import read_lines
-    from .workflows.parse import PAUSE
-
-    lines: queue.Queue = queue.Queue(maxsize=4096)
-    end = object()
-
-    def read() -> None:
-        try:
-            for _, text in read_lines(stream):
-                lines.put(text)
-        except BaseException as e:  # noqa: BLE001 - handed to the reading side, which raises it
-            lines.put(e)
-        lines.put(end)
-
-    threading.Thread(target=read, daemon=True).start()
-    while True:
-        try:
-            item = lines.get(timeout=0.2)
-        except queue.Empty:
-            yield PAUSE
-            item = lines.get()
-        if item is end:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
 
 
 def _stdin_is_terminal() -> bool:

@@ -4,6 +4,7 @@ import json
 
 import nltk
 import pytest
+import torch
 from click.testing import CliRunner
 
 import grammar_induce as gi
@@ -12,6 +13,7 @@ from grammar_induce.cli import QUICKSTART_GOLD, main
 from grammar_induce.files import InputError
 from grammar_induce.trees import from_nested, leaves, parse_brackets, to_brackets
 
+from .conftest import ROOT
 from .test_imports import run_python
 
 SENTENCES = ["the dog saw a cat", "", "he liked the old farmer 's red car", "mary"]
@@ -160,3 +162,19 @@ def test_bad_arguments_get_errors_a_python_user_can_act_on(tiny_run, tmp_path):
         gi.evaluate(5, gold=str(QUICKSTART_GOLD))
     with pytest.raises(ValueError, match="max_length must be a whole number of at least 0"):
         gi.evaluate(parser, gold=str(QUICKSTART_GOLD), max_length=-1)
+
+
+def test_train_from_python_is_what_the_command_line_trains(tmp_path):
+    from grammar_induce.models import checkpoint
+
+    tiny = ROOT / "configs" / "tiny.toml"
+    settings = {"train.max_steps": 4, "train.device": "cpu"}
+    result = gi.train(tiny, tmp_path / "api", settings=settings, overrides=["train.seed=7"], log=None)
+    cli("train", "--config", tiny, "--out", tmp_path / "cli", "--max-steps", 4, "--device", "cpu", "--seed", 7,
+        "--quiet")
+    assert result.out_dir == tmp_path / "api" and result.best_valid_ppl is not None
+    a, b = (checkpoint.read(tmp_path / run / "best.pt") for run in ("api", "cli"))
+    assert a["config"] == b["config"]
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    with pytest.raises(ValueError, match="settings are keyed section.key"):
+        gi.train(tiny, tmp_path / "bad", settings={"epochs": 2})

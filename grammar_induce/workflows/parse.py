@@ -16,7 +16,7 @@ from typing import ClassVar
 import torch
 
 from .. import trees
-from ..files import InputError, Messages, plural, replace_folder, write_text
+from ..files import InputError, Messages, plural, read_lines, replace_folder, write_text
 from ..inference.ensemble import ParseOptions, member_agreement
 from ..inference.members import Members, chunk_lines
 from ..metrics import SpanMetric
@@ -346,3 +346,34 @@ def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list
 def _member_name(member: MemberResult) -> str:
     path = Path(member.source)
     return f"{path.parent.name}/{path.name} ({member.direction}, layer {member.layer})"
+
+
+def live_lines(stream) -> Iterator[object]:
+    """The stream's lines (a pipe, a terminal) as they come, read in a thread; PAUSE whenever none has come for a
+    moment, so that `parse` parses what has come."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue(maxsize=4096)
+    end = object()
+
+    def read() -> None:
+        try:
+            for _, text in read_lines(stream):
+                lines.put(text)
+        except BaseException as e:  # noqa: BLE001 - handed to the reading side, which raises it
+            lines.put(e)
+        lines.put(end)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        try:
+            item = lines.get(timeout=0.2)
+        except queue.Empty:
+            yield PAUSE
+            item = lines.get()
+        if item is end:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
