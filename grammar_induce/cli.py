@@ -99,7 +99,8 @@ def precision_option(default: str | None):
     shown = f"[default: {default}]" if default else "[default: the config's]"
     return click.option("--precision", type=click.Choice(config_module.PRECISIONS), default=default,
                         help="matrix products in float32, in bfloat16 (needs CPU or GPU bfloat16 hardware; "
-                        f"several times faster), or auto: bf16 where the hardware has it {shown}")
+                        f"several times faster where it pays), or auto: whichever runs this work faster here, measured at the "
+                        f"start and said {shown}")
 
 
 def device_option(command):

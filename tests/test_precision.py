@@ -143,7 +143,7 @@ def test_train_refuses_bf16_without_the_hardware_before_making_the_run(tmp_path,
 
 
 @pytest.mark.parametrize(("units", "requested", "line", "recorded"), [
-    ("AVX-512 BF16", "auto", "precision bf16 (AVX-512 BF16): matrix products", "bf16"),
+    ("AVX-512 BF16", "bf16", "precision bf16 (AVX-512 BF16): matrix products", "bf16"),
     (None, "auto", "precision auto -> fp32: this CPU has no bfloat16", "fp32"),
     (None, None, "precision fp32: everything in float32", "fp32"),
 ])
@@ -195,3 +195,38 @@ def test_the_lstm_baseline_keeps_its_layers_and_state_in_float32_under_bf16(with
         model={"kind": "lstm"}))
     assert abs(loss.item() - fp32_loss.item()) < 0.01 * fp32_loss.item()
     assert "torch's LSTM layers in float32" in precision.describe("bf16", "bf16", CPU, model.BF16_PARTS)
+
+
+@pytest.mark.parametrize("slow, expected", [(BF16, "fp32"), (None, "bf16")])
+def test_auto_measures_the_work_and_never_picks_the_slower_precision(with_bf16_units, monkeypatch, slow, expected):
+    import time
+
+    monkeypatch.setattr(precision, "MEASURED", {})
+    ran = []
+
+    def run(dtype):
+        ran.append(dtype)
+        time.sleep(0.02 if dtype == slow else 0.0)
+
+    probe = precision.Probe(("toy", slow), run)
+    assert precision.resolve("auto", CPU, probe) == expected
+    assert ran.count(None) == ran.count(BF16) == precision.REPEATS + 1
+    assert precision.resolve("auto", CPU, probe) == expected and len(ran) == 2 * (precision.REPEATS + 1)  # once
+    line = precision.describe("auto", expected, CPU, probe=probe)
+    assert line.startswith(f"precision {'auto -> fp32' if expected == 'fp32' else 'bf16'}") and "ms in bf16" in line
+
+
+def test_auto_says_what_it_chose_for_a_parse_and_a_training_run(with_bf16_units, monkeypatch, tmp_path):
+    from grammar_induce.files import Messages
+    from grammar_induce.workflows.train import train
+
+    monkeypatch.setattr(precision, "MEASURED", {})
+    lines = []
+
+    train(tiny_config(train={"precision": "auto", "max_steps": 2}), tmp_path / "run", quiet=True,
+          messages=Messages(say=lines.append))
+    chosen = next(line for line in lines if line.startswith("precision "))
+    assert "auto measured this work at" in chosen
+    result = CliRunner().invoke(main, ["parse", "--model", str(tmp_path / "run" / "best.pt"), "--precision", "auto",
+                                       "the dog barked"])
+    assert result.exit_code == 0 and "note: precision" in result.output and "auto measured this work at" in result.output

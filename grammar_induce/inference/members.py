@@ -34,6 +34,7 @@ class Members:
 
     models: list[LoadedModel]
     options: ParseOptions
+    chosen: str = ""  # what `auto` chose and why, for a note
 
     @classmethod
     def of(cls, models: list[LoadedModel], options: ParseOptions) -> Members:
@@ -42,8 +43,15 @@ class Members:
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
                                + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.LABEL))
         weights = resolve_weights(options, [m.config.model.kind for m in models])
-        return cls(models, replace(options, precision=precision.resolve(options.precision, models[0].model.device),
-                                   weights=weights))
+        device, probe = models[0].model.device, parse_probe(models, options.batch_size)
+        if options.precision == "auto" and probe is None:  # nothing would run in bfloat16
+            resolved, chosen = "fp32", "precision auto -> fp32: these models run no products in bfloat16"
+        else:
+            resolved = precision.resolve(options.precision, device, probe)
+            chosen = precision.describe(options.precision, resolved, device, "the models' products in bfloat16",
+                                        "the rest in float32", probe)
+        return cls(models, replace(options, precision=resolved, weights=weights),
+                   chosen if options.precision == "auto" else "")
 
     @property
     def layers_fixed(self) -> bool:
@@ -91,6 +99,28 @@ class Members:
         o = self.options
         return [[p.tree(layer, o.distance, o.decoder) for p in member if p is not None]
                 for member, layer in zip(readings, o.layers)]
+
+
+PROBE_WORDS = 20  # the sentences `auto` times a parse on, at most PROBE_ROWS of them
+PROBE_ROWS = 32
+
+
+def parse_probe(models: list[LoadedModel], batch_size: int) -> precision.Probe | None:
+    """`auto`'s probe of a parse: every member reading a batch of PROBE_WORDS-word sentences of random words
+    (None when no member has products to run in bfloat16)."""
+    if not any(m.model.BF16_PARTS for m in models):
+        return None
+    rows = min(batch_size, PROBE_ROWS)
+    generator = torch.Generator().manual_seed(0)
+    words = [[f"w{k}" for k in range(PROBE_WORDS)]] * rows
+
+    def run(dtype: torch.dtype | None) -> None:
+        for m in models:
+            tokens = torch.randint(2, len(m.vocab), (rows, PROBE_WORDS + 2), generator=generator)
+            m.model.read(tokens.to(m.model.device), words, None, dtype)
+
+    key = tuple((m.config.model.kind, tuple(m.config.to_dict()["model"].values()), len(m.vocab)) for m in models)
+    return precision.Probe((*key, rows), run)
 
 
 def chunk_lines(batch_size: int) -> int:

@@ -71,6 +71,8 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     """
     messages = messages or Messages()
     members = Members.of(models, options)  # checked, the precision resolved once
+    if members.chosen:
+        messages.note(members.chosen)
     options, world = members.options, World.from_env()
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
                            writes_output=world.is_main, distance=options.distance, auto_layers=members.chooses_layers)

@@ -302,6 +302,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     if payload:
         _check_resumable(payload, config, out_dir / "last.pt")
     streams = load_corpus(config, world, Vocab(payload["vocab"]) if payload else None)
+    config, probe = measured_precision(config, requested, len(streams.vocab), device, world)
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
         loop = _start_loop(config, streams, out_dir, payload, saved, world, device, quiet, messages)
@@ -309,7 +310,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         if world.is_main:
             _announce(loop, state)
             loop.messages.say(precision.describe(requested, config.train.precision, device, loop.model.BF16_PARTS,
-                                                     loop.model.FP32_PARTS))
+                                                 loop.model.FP32_PARTS, probe))
         epochs = _run_epochs(loop, state)
         interrupted = state.position is not None
         test_ppl = _final_test(loop) if world.is_main and streams.test is not None and not interrupted else None
@@ -318,6 +319,37 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         world.close()
     best = _exp(state.best_loss) if streams.valid is not None and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(loop.model), best, test_ppl, epochs, world.is_main, loop.stopped_by)
+
+
+PROBE_WORDS = 20  # a sentence model's probe: a training batch of sentences this long
+
+
+def measured_precision(config: Config, requested: str, vocab_size: int, device: torch.device,
+                       world: distributed.World) -> tuple[Config, precision.Probe | None]:
+    """The config with `auto` measured on a probe of one training step (forward and backward of a new model of
+    the config on random ids of the training batch's shape), where bfloat16 hardware leaves a choice (a
+    single process: under torchrun every process keeps bf16, so that all run alike); and the probe."""
+    if requested != "auto" or config.train.precision != "bf16" or world.size > 1:
+        return config, None
+    model = registry.build(vocab_size, config.model).to(device)
+    generator = torch.Generator().manual_seed(0)
+    cfg = config.train
+    if registry.trains_on_sentences(config.model.kind):
+        words = torch.randint(2, vocab_size, (cfg.batch_size, PROBE_WORDS), generator=generator).to(device)
+
+        def run(dtype: torch.dtype | None) -> None:
+            model.log_likelihood(words, [PROBE_WORDS] * cfg.batch_size, dtype).sum().backward()
+    else:
+        data = torch.randint(0, vocab_size, (cfg.bptt + 1, cfg.batch_size), generator=generator).to(device)
+
+        def run(dtype: torch.dtype | None) -> None:
+            out = model(data[:-1], model.init_hidden(cfg.batch_size), products=dtype)
+            cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), data[1:].reshape(-1)).backward()
+
+    key = (config.model.kind, tuple(config.to_dict()["model"].values()), vocab_size, cfg.batch_size, cfg.bptt)
+    probe = precision.Probe(key, run)
+    chosen = precision.resolve(requested, device, probe)
+    return dataclasses.replace(config, train=dataclasses.replace(cfg, precision=chosen)), probe
 
 
 def _train_on_sentences(config: Config, out_dir: Path, world: distributed.World, resume: bool, force: bool,
@@ -331,7 +363,7 @@ def _train_on_sentences(config: Config, out_dir: Path, world: distributed.World,
     rundir.check(out_dir, resume, force)
     refuse_overwriting({f"the run's {path.name}": path for path in rundir.written_files(out_dir)},
                        [config.data.train, config.data.valid, config.data.test])
-    return train_sentences(config, out_dir, requested, device, resume, force, quiet, messages)
+    return train_sentences(config, out_dir, requested, device, resume, force, quiet, messages, world)
 
 
 def _resume_state(payload: dict[str, Any], source: Path) -> TrainState:
@@ -682,7 +714,7 @@ def held_out(model, sentences: list[Tensor], device: torch.device, products: tor
 
 
 def train_sentences(config: Config, out_dir: Path, requested: str, device: torch.device, resume: bool, force: bool,
-                    quiet: bool, messages: Messages) -> Result:
+                    quiet: bool, messages: Messages, world: distributed.World) -> Result:
     """Train a model of whole sentences (`model.log_likelihood`) into `out_dir`, as `train` does a language
     model: best.pt by held-out likelihood, last.pt to resume (also every train.checkpoint_minutes)."""
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
@@ -690,6 +722,7 @@ def train_sentences(config: Config, out_dir: Path, requested: str, device: torch
     if payload:
         _check_resumable(payload, config, out_dir / "last.pt")
     data = load_sentences(config, Vocab(payload["vocab"]) if payload else None)
+    config, probe = measured_precision(config, requested, len(data.vocab), device, world)
     with rundir.RunDirectory(out_dir, resume, force):
         torch.manual_seed(config.train.seed)
         model = registry.build(len(data.vocab), config.model).to(device)
@@ -705,7 +738,8 @@ def train_sentences(config: Config, out_dir: Path, requested: str, device: torch
         write_text(out_dir / "config.toml", config_module.to_toml(config))
         messages.say(f"{count_parameters(model):,} parameters, vocabulary {len(data.vocab):,}, "
                      f"{plural(len(data.train), 'training sentence')}, device {device}")
-        messages.say(precision.describe(requested, config.train.precision, device, model.BF16_PARTS, model.FP32_PARTS))
+        messages.say(precision.describe(requested, config.train.precision, device, model.BF16_PARTS, model.FP32_PARTS,
+                                        probe))
         records = []
         with _StopFlag() as stop:
             while state.epoch <= config.train.epochs:
