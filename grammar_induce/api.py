@@ -343,6 +343,8 @@ def to_nltk(tree: trees.Tree, labels: dict[tuple[int, int], str] | None = None,
 
     if isinstance(tree, str):
         return nltk.Tree(LABEL, [tree])
-    names = iter(trees.node_labels(tree, labels or {}, is_word, order="close"))
+    if not labels:
+        return trees.rebuild(tree, lambda children: nltk.Tree(LABEL, children))
+    names = iter(trees.node_labels(tree, labels, is_word, order="close"))
     return trees.rebuild(tree, lambda children: nltk.Tree(next(names), children))
 

@@ -145,3 +145,17 @@ def test_the_students_long_line_search_is_the_greedy_split_without_a_chart(monke
     expected = trees.tree_of_splits(words, structs.greedy_splits(lambda i, j: float(chart[i, j]), 25))
     monkeypatch.setattr(structs, "EXACT_LIMIT", 10)
     assert student.trees(tokens, [25], [words]) == [expected]
+
+
+def test_the_students_span_scores_are_the_projected_fencepost_differences():
+    """f_j - f_i + b_i - b_j, computed as (f_j - b_j) - (f_i - b_i): equal to float rounding."""
+    torch.manual_seed(5)
+    student = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=1)).eval()
+    tokens = torch.randint(2, 30, (3, 14))
+    with torch.no_grad():
+        f, b = student._fenceposts(tokens, [12, 12, 12])
+        written = (f[:, None, :] - f[:, :, None]) + (b[:, :, None] - b[:, None, :])
+        expected = student.score(torch.relu(written + student.project.bias)).squeeze(-1)
+        assert torch.allclose(student.span_scores(tokens, [12] * 3), expected, atol=1e-6)
+        upper = torch.ones(13, 13, dtype=torch.bool).triu(1)  # the spans i < j, all that is read
+        assert torch.allclose(student.span_scores(tokens, [12] * 3, block=64)[:, upper], expected[:, upper], atol=1e-6)

@@ -73,9 +73,11 @@ class SpanParser(ModelKind):
 
     def _scores(self, f: Tensor, b: Tensor, first: int, last: int) -> Tensor:
         """Scores of the spans from fenceposts first..last-1 to every fencepost from `first` on:
-        [f_j - f_i ; b_i - b_j] projected is f_j - f_i + b_i - b_j, for i on rows and j on columns."""
-        spans = (f[:, None, first:] - f[:, first:last, None]) + (b[:, first:last, None] - b[:, None, first:])
-        return self.score(torch.relu(spans + self.project.bias)).squeeze(-1)
+        [f_j - f_i ; b_i - b_j] projected is f_j - f_i + b_i - b_j = (f_j - b_j) - (f_i - b_i), for i on rows and
+        j on columns: one difference of two (B, N+1, H) tensors, the bias added to the columns before."""
+        g = f - b
+        columns = g[:, None, first:] + self.project.bias
+        return self.score(torch.relu_(columns - g[:, first:last, None])).squeeze(-1)
 
     def loss(self, tokens: Tensor, lengths: Sequence[int], kept: Sequence[set[tuple[int, int]]]) -> Tensor:
         """Mean negative log-probability of the trees that keep each sentence's `kept` spans (a whole
