@@ -251,7 +251,7 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
         _note(text)
     if all(m.model.YIELDS == "trees" for m in parser.models):
         kind = parser.models[0].model
-        _ignored(["layers", "distance", "decoder"], f"with {kind.LABEL} (its trees come from {kind.SEARCH}, not distances)")
+        _ignored(["layers", "distance", "decoder"], f"with {kind.DESCRIPTION} (its trees come from {kind.SEARCH}, not distances)")
     return parser
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(ROOT)]  # the PCFG's cases; tests/paper_onlstm.py
 from benchmark_pcfg import bench_pcfg_long_sentence, bench_pcfg_reference, bench_pcfg_training, pcfg_cases
 
 __all__ = ["bench_pcfg_long_sentence", "bench_pcfg_reference", "bench_pcfg_training"]
@@ -188,8 +188,8 @@ def bench_reference_training(name: str, device_name: str, batches: int) -> dict:
     import torch
 
     from grammar_induce.models.onlstm import ONLSTMLanguageModel
-    from grammar_induce.models.reference import reference_training_loss
     from grammar_induce.workflows.train import make_optimizer
+    from tests.paper_onlstm import reference_training_loss
 
     device = torch.device(device_name)
     cfg = model_config(name)
@@ -259,8 +259,8 @@ def bench_reference_parsing(name: str, device_name: str, count: int, scale_every
     """One sentence at a time through the plain per-step implementation."""
     import torch
 
-    from grammar_induce.models.reference import reference_distances
     from grammar_induce.trees import tree_from_distances
+    from tests.paper_onlstm import reference_distances
 
     device = torch.device(device_name)
     loaded = loaded_model(name, device)

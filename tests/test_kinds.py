@@ -1,6 +1,7 @@
 """A model kind is one class and one registry entry. A toy kind, defined in this file alone, that yields
-right-branching trees runs through loading, parse, evaluate, ensembles and the API; nothing outside the
-registry and the kinds asks which kind a model is."""
+right-branching trees runs through loading, parse, evaluate, ensembles and the API; a toy family that trains
+itself (a `log_likelihood`) goes through train and resume too; nothing outside the registry and the kinds asks
+which kind a model is."""
 
 import re
 
@@ -17,7 +18,7 @@ from grammar_induce.files import InputError, SettingError
 from grammar_induce.inference.voting import most_voted_trees
 from grammar_induce.models import checkpoint, registry
 from grammar_induce.models.kind import ModelKind
-from grammar_induce.models.reading import Parsed
+from grammar_induce.models.reading import Reading
 
 from .conftest import ROOT
 
@@ -27,14 +28,14 @@ SENTENCE = "the dog saw a cat near the river"
 class RightBranching(ModelKind):
     """The toy: every sentence's right-branching tree."""
 
-    NAME, YIELDS, LABEL, SEARCH = "toy-right", "trees", "a right-branching toy", "a rule"
+    NAME, YIELDS, DESCRIPTION, SEARCH = "toy-right", "trees", "a right-branching toy", "a rule"
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
         self.embedding = torch.nn.Embedding(vocab_size, 2)  # a weight: the checkpoint has a state and a device
 
-    def read(self, tokens, words, n_layers=None, products=None) -> list[Parsed]:
-        return [Parsed(list(w), [], [], "forward", trees.right_branching(w)) for w in words]
+    def read(self, tokens, words, n_layers=None, products=None) -> list[Reading]:
+        return [Reading(list(w), [], [], "forward", trees.right_branching(w)) for w in words]
 
 
 @pytest.fixture
@@ -96,3 +97,83 @@ def test_nothing_outside_the_registry_and_the_kinds_asks_which_kind_a_model_is()
              if not (path.parent.name == "models" and path.name in kinds)
              for k, line in enumerate(path.read_text().splitlines(), 1) if asking.search(line)]
     assert found == []
+
+
+class WidthCRF(ModelKind):
+    """A toy family that trains itself: a unigram model of the words times a tree CRF whose span scores are one
+    learned number per span width; `log_likelihood` is what `train` fits, `read` its CKY trees."""
+
+    NAME, YIELDS, DESCRIPTION, SEARCH = "toy-width", "trees", "a width-score toy", "CKY over width scores"
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__()
+        self.unigram = torch.nn.Parameter(torch.zeros(vocab_size))
+        self.width = torch.nn.Parameter(torch.zeros(64))
+
+    def span_scores(self, n: int) -> torch.Tensor:
+        i, j = torch.arange(n + 1).view(-1, 1), torch.arange(n + 1).view(1, -1)
+        return self.width[(j - i).clamp(0, 63)]
+
+    def log_likelihood(self, words, lengths, products=None):
+        from grammar_induce.models import structs
+
+        emitted = self.unigram.log_softmax(0)[words]
+        mask = torch.arange(words.shape[1]).view(1, -1) < torch.tensor(lengths).view(-1, 1)
+        scores = self.span_scores(words.shape[1]).expand(len(lengths), -1, -1)
+        tree_log_z = structs.inside(scores, lengths) - structs.inside(scores.detach() * 0, lengths)
+        return (emitted * mask).sum(1) + tree_log_z
+
+    @torch.no_grad()
+    def read(self, tokens, words, n_layers=None, products=None) -> list[Reading]:
+        from grammar_induce.models import structs
+
+        n = max(len(w) for w in words)
+        found = structs.best_trees(self.span_scores(n).expand(len(words), -1, -1), [len(w) for w in words], words)
+        return [Reading(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
+
+
+def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluate_ensembles_and_distill(
+        monkeypatch, tmp_path, tiny_run):
+    """Defined in this file alone: `train` fits it (and resumes it to the same weights after an interruption),
+    `parse`, `evaluate`, an ensemble beside a language model and `distill` take it like any model."""
+    import os
+    import signal
+
+    from grammar_induce.workflows import train as train_module
+
+    monkeypatch.setitem(registry.KINDS, WidthCRF.NAME, WidthCRF)
+    tiny = ROOT / "configs" / "tiny.toml"
+    settings = {"model.kind": WidthCRF.NAME, "train.lr": 0.05, "train.epochs": 2, "train.weight_decay": 0.0,
+                "train.device": "cpu", "train.max_length": 12}
+    straight = gi.train(tiny, tmp_path / "straight", settings=settings, log=None)
+    assert [e["valid_ppl"] for e in straight.epochs][1] < [e["valid_ppl"] for e in straight.epochs][0]
+    original, calls = train_module.sentence_step, {"n": 0}
+
+    def step_then_maybe_interrupt(*args, **kwargs):
+        calls["n"] += 1
+        value = original(*args, **kwargs)
+        if calls["n"] in (3, 40):
+            os.kill(os.getpid(), signal.SIGINT)
+        return value
+
+    monkeypatch.setattr(train_module, "sentence_step", step_then_maybe_interrupt)
+    out = tmp_path / "interrupted"
+    gi.train(tiny, out, settings=settings, log=None)
+    while torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] <= 2:
+        gi.train(tiny, out, resume=True, log=None)
+    a, b = (torch.load(path / "last.pt", weights_only=True)["state_dict"] for path in (tmp_path / "straight", out))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+    model = out / "best.pt"
+    assert checkpoint.load(model).model.width.detach().abs().sum() > 0  # it learned its width scores
+    tree = gi.load(model).parse(SENTENCE)
+    assert tree.leaves() == SENTENCE.split()
+    report = gi.evaluate(gi.load(model), gold=str(QUICKSTART_GOLD))
+    assert set(report.rows) >= {"toy-width (CKY over width scores)", "right-branching"}
+    both = gi.load(model, tiny_run / "best.pt")
+    assert both.parse(SENTENCE).leaves() == SENTENCE.split()
+    student = gi.distill(model, tiny_run / "best.pt", train=ROOT / "data" / "synthetic" / "valid.txt",
+                         valid=ROOT / "data" / "synthetic" / "test.txt", out=tmp_path / "student", epochs=1,
+                         emb_size=8, hidden_size=8, n_layers=1, max_length=12, log=None)
+    assert student.parse(SENTENCE).leaves() == SENTENCE.split()
+    assert checkpoint.load(tmp_path / "student" / "best.pt").provenance["teachers"][0] == str(model)

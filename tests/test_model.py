@@ -14,7 +14,8 @@ from grammar_induce.models.onlstm import (
     paper_layer,
 )
 from grammar_induce.models.recurrence import _Recurrence, recurrence
-from grammar_induce.models.reference import reference_distances
+
+from .paper_onlstm import reference_distances
 
 torch.set_default_dtype(torch.float32)
 
@@ -183,10 +184,10 @@ def test_parameter_count_of_the_paper_model():
 
 def test_the_paper_style_training_loss_is_the_models_without_dropout():
     """The benchmark's baseline (reference_training_loss) computes what training computes."""
-    from grammar_induce.models.reference import reference_training_loss
     from grammar_induce.workflows.train import lm_loss
 
     from .conftest import tiny_config
+    from .paper_onlstm import reference_training_loss
 
     no_dropout = {name: 0.0 for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop")}
     config = tiny_config(model=no_dropout)

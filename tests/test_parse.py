@@ -170,7 +170,7 @@ def test_parsing_in_worker_processes_gives_the_same_results_in_order(tiny_model,
 
 
 def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
-    from grammar_induce.inference.ensemble import Parsed, layers_by_agreement
+    from grammar_induce.inference.ensemble import Reading, layers_by_agreement
 
     words = list("abcdefgh")
     # gap scores of five trees: a balanced one, shared by member A's layer 3 and member B's layer 1, and four
@@ -178,8 +178,8 @@ def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
     shared = [0, 1, 2, 1, 3, 1, 2, 1]
     o1, o2, o3, o4 = ([0, *gaps] for gaps in ([7, 6, 5, 4, 3, 2, 1], [1, 2, 3, 4, 5, 6, 7], [3, 2, 1, 7, 4, 5, 6],
                                              [6, 5, 4, 3, 2, 7, 1]))
-    a = [Parsed(words, [o1, o2, shared], [o1] * 3)] * 4
-    b = [Parsed(words, [shared, o3, o4], [o1] * 3)] * 4
+    a = [Reading(words, [o1, o2, shared], [o1] * 3)] * 4
+    b = [Reading(words, [shared, o3, o4], [o1] * 3)] * 4
     assert layers_by_agreement([a, b], ParseOptions(decoder="gap")) == (3, 1)
     assert layers_by_agreement([a, a], ParseOptions()) == (2, 2)  # agreeing members keep the middle layers
 

@@ -196,13 +196,13 @@ def test_weighted_span_voting_equals_brute_force():
 
 
 def test_a_right_branching_voter_is_one_more_weighted_voter():
-    from grammar_induce.inference.ensemble import Parsed, ParseOptions, combine
+    from grammar_induce.inference.ensemble import ParseOptions, Reading, combine
 
     rng = random.Random(4)
     for n in range(3, 8):
         words = [f"w{k}" for k in range(n)]
         for _ in range(10):
-            members = [Parsed(words, [[rng.random() for _ in words]], [[0.0] * n]) for _ in range(2)]
+            members = [Reading(words, [[rng.random() for _ in words]], [[0.0] * n]) for _ in range(2)]
             voters = [m.tree(1) for m in members] + [trees.right_branching(words)]
             for weight in (0.5, 1.0):
                 voted = combine([members], [1, 1], ParseOptions(layers=(1, 1), right_voter=weight))[0]

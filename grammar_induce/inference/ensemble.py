@@ -2,7 +2,7 @@
 member agreement. A new combiner is one function and one entry in COMBINERS (a new decoder: one in
 trees.DECODERS); the command line's choices and the evaluation's rows follow the tables.
 
-Each member's reading of a sentence (models/reading.py: `Parsed`) is in reading order; its tree comes from
+Each member's reading of a sentence (models/reading.py: `Reading`) is in reading order; its tree comes from
 one layer's distances with a decoder (or is its own), and several members' trees are combined into one.
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import trees
 from ..files import SettingError, plural
 from ..metrics import SpanMetric
-from ..models.reading import Parsed, middle_layer
+from ..models.reading import Reading, middle_layer
 from ..trees import Tree
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int
     return [loaded.model.parse_layer(layer) for layer, loaded in zip(layers, models)]
 
 
-def layers_by_agreement(parsed: list[list[Parsed | None]], options: ParseOptions) -> tuple[int, ...]:
+def layers_by_agreement(parsed: list[list[Reading | None]], options: ParseOptions) -> tuple[int, ...]:
     """A layer for each member, chosen without gold trees: starting from the middle layers, each member in
     turn takes the layer whose trees agree best (pooled sentence F1) with the other members' current
     trees, until none changes. Members' layers carry different structure (a backward model's
@@ -96,7 +96,7 @@ def layers_by_agreement(parsed: list[list[Parsed | None]], options: ParseOptions
     return tuple(layers)
 
 
-def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
+def _span_voting(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The binary tree with the most member spans (MBR span voting; see voting.py), the sentences' charts
     in batches."""
     from .voting import most_voted_trees
@@ -111,13 +111,13 @@ def _span_voting(sentences: list[list[Parsed]], layers: list[int], options: Pars
                             weights)
 
 
-def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
+def _mean_gaps(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The gap decoder on the members' mean standardised gap scores."""
     if sentences and not all(p.has_gaps for p in sentences[0]):
         raise SettingError("combine", "mean needs gap scores, and a member yields trees of its own (a distilled "
                            "student scores spans): combine it with mbr")
 
-    def tree(members: list[Parsed]) -> Tree:
+    def tree(members: list[Reading]) -> Tree:
         scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]
         return trees.tree_from_gaps([sum(column) / len(scores) for column in zip(*scores)], members[0].words)
 
@@ -126,20 +126,20 @@ def _mean_gaps(sentences: list[list[Parsed]], layers: list[int], options: ParseO
 
 # name -> (per sentence, the members' readings; each member's layer; options) -> the ensemble's trees.
 # A new combiner: a function and an entry here (and in NEEDS_GAPS if it reads gap scores).
-COMBINERS: dict[str, Callable[[list[list[Parsed]], list[int], ParseOptions], list[Tree]]] = {
+COMBINERS: dict[str, Callable[[list[list[Reading]], list[int], ParseOptions], list[Tree]]] = {
     "mbr": _span_voting,
     "mean": _mean_gaps,
 }
 NEEDS_GAPS = {"mean"}  # combiners that read gap scores, which a member yielding trees of its own has not
 
 
-def combiners_for(sentences: list[list[Parsed]]) -> list[str]:
+def combiners_for(sentences: list[list[Reading]]) -> list[str]:
     """The combiners that can combine these members' readings."""
     gaps = not sentences or all(p.has_gaps for p in sentences[0])
     return [name for name in COMBINERS if gaps or name not in NEEDS_GAPS]
 
 
-def combine(sentences: list[list[Parsed]], layers: list[int], options: ParseOptions) -> list[Tree]:
+def combine(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The ensemble's tree of each sentence (a list of its members' distances) by `options.combine`;
     one member's tree is its own."""
     if sentences and len(sentences[0]) == 1:

@@ -15,13 +15,13 @@ import torch
 
 from ..files import InputError, SettingError
 from ..models.checkpoint import LoadedModel
-from ..models.reading import Parsed, model_order
+from ..models.reading import Reading, model_order
 from ..runtime import precision
 from ..text.tokenizer import EOS
 from ..trees import Tree
 from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers, resolve_weights
 
-Readings = list[list[Parsed | None]]  # per member, per sentence (None: an empty sentence)
+Readings = list[list[Reading | None]]  # per member, per sentence (None: an empty sentence)
 CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk
 CHUNK_LINES = 1 << 14  # ... and of at most this many lines, whatever the batch size asked for
 BATCH_WORDS = 1 << 13  # a batch holds at most this many words (one longer sentence alone): memory follows the work
@@ -41,7 +41,7 @@ class Members:
         check_members(models)
         if options.labels and (len(models) > 1 or not models[0].model.LABELS):
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
-                               + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.LABEL))
+                               + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
         weights = resolve_weights(options, [m.config.model.kind for m in models])
         device, probe = models[0].model.device, parse_probe(models, options.batch_size)
         if options.precision == "auto" and probe is None:  # nothing would run in bfloat16
@@ -131,7 +131,7 @@ def check_members(models: list[LoadedModel]) -> None:
     """Every model must yield distances or trees, and all must split and normalise words alike."""
     for loaded in models:
         if loaded.model.YIELDS == "nothing":
-            raise InputError(f"{loaded.source}: {loaded.model.LABEL} has no distances to parse with "
+            raise InputError(f"{loaded.source}: {loaded.model.DESCRIPTION} has no distances to parse with "
                              "(train an ON-LSTM: model.kind = \"onlstm\")")
     first = models[0]
     for loaded in models[1:]:
@@ -143,7 +143,7 @@ def check_members(models: list[LoadedModel]) -> None:
 @torch.no_grad()
 def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
                    progress: Callable[[int], object] | None = None, n_layers: int | None = None,
-                   products: torch.dtype | None = None) -> list[Parsed | None]:
+                   products: torch.dtype | None = None) -> list[Reading | None]:
     """One model's reading of each sentence (a list of words as written); empty sentences get None.
 
     Sentences are sorted by length and padded at the end: a model reads from the start, so padding never
@@ -152,7 +152,7 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     """
     direction = loaded.config.model.direction
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
-    results: list[Parsed | None] = [None] * len(sentences)
+    results: list[Reading | None] = [None] * len(sentences)
     for batch in _batches(order, sentences, batch_size):
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)

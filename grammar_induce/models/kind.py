@@ -1,7 +1,7 @@
 """The one interface every model kind has (`ModelKind`): what the rest of the code may ask of a model.
 
 A kind is a torch module built from (vocabulary size, ModelConfig). It reads a batch of sentences as rows
-of token ids and yields, per sentence, a reading (`Parsed`): every layer's distances (`YIELDS =
+of token ids and yields, per sentence, a reading (`Reading`): every layer's distances (`YIELDS =
 "distances"`), or a tree of its own (`"trees"`); a plain language model yields neither (`"nothing"`).
 Its name is stored in its checkpoint (config `model.kind`) and looked up in registry.KINDS on load.
 """
@@ -16,17 +16,17 @@ from torch import Tensor, nn
 
 from ..files import SettingError
 from ..runtime.precision import FULL_PARTS
-from .reading import Parsed, middle_layer
+from .reading import Reading, middle_layer
 
 
 class ModelKind(nn.Module):
     NAME: ClassVar[str]  # stored in the checkpoint: config model.kind
     YIELDS: ClassVar[str]  # "distances" | "trees" | "nothing"
-    LABEL: ClassVar[str]  # how messages name a model of this kind: "an ON-LSTM language model"
+    DESCRIPTION: ClassVar[str]  # how messages name a model of this kind: "an ON-LSTM language model"
     SEARCH: ClassVar[str] = ""  # a kind that yields trees: how it finds them ("CKY"), for its evaluation row and notes
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log
     FP32_PARTS: ClassVar[str] = FULL_PARTS  # and what stays float32
-    LABELS: ClassVar[bool] = False  # its readings carry induced labels of its tree's spans (Parsed.labels)
+    LABELS: ClassVar[bool] = False  # its readings carry induced labels of its tree's spans (Reading.labels)
 
     @property
     def device(self) -> torch.device:
@@ -49,9 +49,9 @@ class ModelKind(nn.Module):
         return layer
 
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None) -> list[Parsed]:
+             products: torch.dtype | None = None) -> list[Reading]:
         """Each sentence's reading. `tokens`: (B, T) ids of `<eos> w1 ... wn <eos>` in the model's order (a
         backward model's reversed), padded with `<eos>`, the rows sorted by length (the longest last);
         `words`: each row's words in reading order. `n_layers`: only the lowest layers are needed;
         `products`: the dtype of the matrix products (None: float32)."""
-        raise NotImplementedError(f"{self.LABEL} yields nothing to parse with")
+        raise NotImplementedError(f"{self.DESCRIPTION} yields nothing to parse with")

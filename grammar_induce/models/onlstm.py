@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from .kind import ModelKind
-from .reading import Parsed, model_order
+from .reading import Reading, model_order
 from .recurrence import linear, recurrence
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
@@ -220,7 +220,7 @@ class LanguageModel(ModelKind):
 
 
 class ONLSTMLanguageModel(LanguageModel):
-    NAME, YIELDS, LABEL = "onlstm", "distances", "an ON-LSTM language model"
+    NAME, YIELDS, DESCRIPTION = "onlstm", "distances", "an ON-LSTM language model"
     BF16_PARTS = "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the input maps' " \
                  "master-gate rows in float32"
 
@@ -238,14 +238,14 @@ class ONLSTMLanguageModel(LanguageModel):
         return self.config.n_layers
 
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None) -> list[Parsed]:
+             products: torch.dtype | None = None) -> list[Reading]:
         """Each sentence's distances of every layer (up to `n_layers`), in reading order: those of the
         `<eos>` on either side dropped, so distance t belongs to word t."""
         distances = self.distances(tokens.t().to(self.device), n_layers=n_layers, products=products)
         longest, direction = len(words[-1]), self.config.direction
         forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
         inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
-        return [Parsed(list(w), [model_order(d[: len(w)], direction) for d in f],
+        return [Reading(list(w), [model_order(d[: len(w)], direction) for d in f],
                        [model_order(d[: len(w)], direction) for d in i], direction)
                 for w, f, i in zip(words, forget, inp)]
 
@@ -253,7 +253,7 @@ class ONLSTMLanguageModel(LanguageModel):
 class LSTMLanguageModel(LanguageModel):
     """The AWD-LSTM baseline (Merity et al., ICLR 2018) with the same embedding, dropouts and decoder."""
 
-    NAME, LABEL = "lstm", "an lstm language model"
+    NAME, DESCRIPTION = "lstm", "an lstm language model"
     BF16_PARTS = "the decoder's products in bfloat16, torch's LSTM layers in float32"
 
     def __init__(self, vocab_size: int, config: ModelConfig):

@@ -39,7 +39,7 @@ from ..config import ModelConfig
 from ..trees import Tree
 from . import structs
 from .kind import ModelKind
-from .reading import Parsed
+from .reading import Reading
 
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
 TINY = 1e-30  # the smallest scale divided out of a span's values (an impossible span stays 0, not NaN)
@@ -88,7 +88,7 @@ class TNPCFG(ModelKind):
     """`nonterminals`, `preterminals`, `rank` and `symbol_dim` of the model config (the paper: 250, 500, 500,
     256)."""
 
-    NAME, YIELDS, LABEL, SEARCH = "pcfg", "trees", "a TN-PCFG", "MBR CKY over span marginals"
+    NAME, YIELDS, DESCRIPTION, SEARCH = "pcfg", "trees", "a TN-PCFG", "MBR CKY over span marginals"
     BF16_PARTS = "the rank-space products (leaves and every span's children) in bfloat16"
     FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
     LABELS = True
@@ -174,12 +174,12 @@ class TNPCFG(ModelKind):
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None) -> list[Parsed]:
+             products: torch.dtype | None = None) -> list[Reading]:
         """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
         nonterminal (`NT-k`); the rows are `<eos> w1 ... wn <eos>`, sorted by length."""
         g = self.grammar()
         rank = g.head.shape[1]
-        readings: list[Parsed] = []
+        readings: list[Reading] = []
         start = 0
         while start < len(words):  # parts whose charts (and their gradients) fit in CHART_BYTES
             size = len(words) - start
@@ -190,7 +190,7 @@ class TNPCFG(ModelKind):
             ids = tokens[start : start + size, 1 : max(lengths) + 1].to(self.device)
             marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
             found = structs.best_trees(marginals, lengths, part)
-            readings += [Parsed(list(w), [], [], "forward", tree, self.span_labels(tree, g, chart, grads, b, lengths[b]))
+            readings += [Reading(list(w), [], [], "forward", tree, self.span_labels(tree, g, chart, grads, b, lengths[b]))
                          for b, (w, tree) in enumerate(zip(part, found))]
             start += size
         return readings

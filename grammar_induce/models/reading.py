@@ -1,4 +1,4 @@
-"""What a model kind yields for one sentence (`Parsed`): every layer's distances, or a tree of its own; and
+"""What a model kind yields for one sentence (`Reading`): every layer's distances, or a tree of its own; and
 how it is read (reading order vs a model's, the middle layer). torch-free: the decoders, the combiners and
 the command line's choices read it without loading a model."""
 
@@ -11,7 +11,7 @@ from ..trees import Tree
 
 
 @dataclass(frozen=True)
-class Parsed:
+class Reading:
     """One model's reading of one sentence, in reading order: per-layer distances (a language model with
     master gates), or its own tree (a kind that yields trees, as the distilled student does)."""
 

@@ -39,4 +39,4 @@ def check_trainable(name: str) -> None:
     if not trainable(kind_of(name)):
         trainable_names = ", ".join(n for n, cls in KINDS.items() if trainable(cls))
         raise ConfigError(f"model.kind {name!r}: train makes language models and PCFGs ({trainable_names}); "
-                          f"{kind_of(name).LABEL} is made otherwise (a student: by distill)")
+                          f"{kind_of(name).DESCRIPTION} is made otherwise (a student: by distill)")

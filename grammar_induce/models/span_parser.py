@@ -20,7 +20,7 @@ from ..config import ModelConfig
 from ..trees import Tree
 from . import structs
 from .kind import ModelKind
-from .reading import Parsed
+from .reading import Reading
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
 SCORE_CELLS = 1 << 24  # floats of span scores at a time when parsing (64 MB): long lines go fewer at a time
@@ -30,7 +30,7 @@ class SpanParser(ModelKind):
     """Span scores from a BiLSTM; `emb_size`, `hidden_size` (per direction and of the MLP), `n_layers`
     (of the BiLSTM) and `dropout` of the model config."""
 
-    NAME, YIELDS, LABEL, SEARCH = "student", "trees", "a distilled student", "CKY"  # it scores spans: trees by CKY
+    NAME, YIELDS, DESCRIPTION, SEARCH = "student", "trees", "a distilled student", "CKY"  # it scores spans: trees by CKY
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
@@ -90,7 +90,7 @@ class SpanParser(ModelKind):
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None) -> list[Parsed]:
+             products: torch.dtype | None = None) -> list[Reading]:
         """Each sentence's CKY tree, the batch in parts small enough that its (B, N+1, N+1) span scores fit
         in SCORE_CELLS (the rows are sorted by length, the longest last)."""
         step = max(1, SCORE_CELLS // (len(words[-1]) + 1) ** 2)
@@ -99,7 +99,7 @@ class SpanParser(ModelKind):
             part = words[start : start + step]
             rows = tokens[start : start + step, : len(part[-1]) + 2]
             found += self.trees(rows.to(self.device), [len(w) for w in part], part)
-        return [Parsed(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
+        return [Reading(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
 
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]]) -> list[Tree]:

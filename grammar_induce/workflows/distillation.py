@@ -30,7 +30,7 @@ from ..inference.voting import span_votes
 from ..metrics import SpanMetric
 from ..models import checkpoint, registry
 from ..models.checkpoint import LoadedModel
-from ..models.reading import Parsed
+from ..models.reading import Reading
 from ..models.span_parser import SpanParser
 from ..runtime import rundir
 from ..runtime.rundir import append_metrics
@@ -166,7 +166,7 @@ def _kind_of(path: Path) -> str:
     if kind == SpanParser.NAME:
         return "student"
     try:
-        return f"{registry.kind_of(kind).LABEL} ({kind})"
+        return f"{registry.kind_of(kind).DESCRIPTION} ({kind})"
     except ConfigError:
         return f"a model of an unknown kind ({kind})"
 
@@ -269,7 +269,7 @@ def ensemble_targets(models: list[LoadedModel], sentences: list[list[str]], opti
     return Targets(sentences, found, confident), members.options
 
 
-def targets_of(readings: list[list[Parsed]], options: ParseOptions) -> Targets:
+def targets_of(readings: list[list[Reading]], options: ParseOptions) -> Targets:
     """The targets of sentences the members have read (`readings`: per member, per sentence), with the
     members' layers fixed in `options`: the ensemble's trees and the spans most members hold."""
     members = [list(column) for column in zip(*readings)]

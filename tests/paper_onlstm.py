@@ -1,6 +1,7 @@
-"""The paper's code as it runs, on model.paper_layer: the baselines the benchmark times and the tests
-compare with (the one-sentence-at-a-time parser, and training as the paper's code trains: per-step
-layers through autograd). Nothing in the tool runs on it.
+"""The paper's code as it runs, on grammar_induce.models.onlstm.paper_layer: the baselines the benchmark
+(scripts/benchmark.py) times and the tests compare with (the one-sentence-at-a-time parser, and training as
+the paper's code trains: per-step layers through autograd). Nothing in the tool runs on it, so it lives here,
+beside the tests, not in the package.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .onlstm import Distances, ONLSTMLanguageModel, embedding_dropout, locked_dropout, paper_layer
+from grammar_induce.models.onlstm import Distances, ONLSTMLanguageModel, embedding_dropout, locked_dropout, paper_layer
 
 
 @torch.no_grad()
