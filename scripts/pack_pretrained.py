@@ -76,13 +76,14 @@ def score(models: list, gold: str, language: Language, options: ParseOptions):
                            options)
 
 
-def entry_of(language: Language, gold: str, files: list[str], direction: str, models: list, options: ParseOptions,
-             float32: list) -> tuple[dict, dict]:
-    """The models.toml entry of a name, and what the log keeps of it."""
+def entry_of(language: Language, gold: str, files: list[str], direction: str | None, models: list,
+             options: ParseOptions, float32: list) -> tuple[dict, dict]:
+    """The models.toml entry of a name, and what the log keeps of it (`direction`: an ON-LSTM's)."""
     report = score(models, gold, language, options)
     reference = score(float32, gold, language, options)
     same = sum(a == b for a, b in zip(report.predicted, reference.predicted)) / len(report.predicted)
-    entry = {"files": files, "direction": direction, "language": language.code,
+    entry = {"files": files, "kind": models[0].config.model.kind, **({"direction": direction} if direction else {}),
+             "language": language.code,
              "training_text": language.training_text, "licence": language.licence,
              "parameters": sum(p.numel() for m in models for p in m.model.parameters()),
              "f1": round(100 * report.rows[report.main_row].sentence_f1, 1), "gold": language.gold,
@@ -140,7 +141,7 @@ def pack_student(language: Language, student: Path, gold: str, log: dict) -> dic
     pack(student, pretrained.MODELS_DIR / name, language.tokenizer)
     shipped = checkpoint.load(pretrained.MODELS_DIR / name)
     full = replace(checkpoint.load(student), tokenizer=language.tokenizer)
-    entry, log[language.code] = entry_of(language, gold, [name], "student", [shipped], ParseOptions(), [full])
+    entry, log[language.code] = entry_of(language, gold, [name], None, [shipped], ParseOptions(), [full])
     log[language.code]["provenance"] = shipped.provenance
     return {language.code: entry}
 
@@ -152,7 +153,7 @@ def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tup
     pack(source, pretrained.MODELS_DIR / f"{name}.pt", language.tokenizer)
     shipped = checkpoint.load(pretrained.MODELS_DIR / f"{name}.pt")
     full = replace(checkpoint.load(source), tokenizer=language.tokenizer)
-    entry, log[name] = entry_of(language, gold, [f"{name}.pt"], "pcfg", [shipped], ParseOptions(), [full])
+    entry, log[name] = entry_of(language, gold, [f"{name}.pt"], None, [shipped], ParseOptions(), [full])
     for key, path in (("valid_ppl", perplexity_files[0]), ("test_ppl", perplexity_files[1])):
         if path:
             entry[key] = log[name][key] = round(perplexity(shipped, path, 1), 2)

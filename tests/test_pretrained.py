@@ -45,11 +45,10 @@ def test_weights_are_float16_on_disk_and_float32_when_loaded(name):
     loaded = checkpoint.load(entry.paths[0])
     assert {p.dtype for p in loaded.model.parameters()} == {torch.float32}
     assert sum(p.numel() for p in loaded.model.parameters()) == entry.parameters
-    if entry.direction == "student":
-        assert loaded.config.model.kind == "student" and loaded.provenance["kind"] == "distilled"
-    elif entry.direction == "pcfg":
-        assert loaded.config.model.kind == "pcfg"
-    else:
+    assert loaded.config.model.kind == entry.kind
+    if entry.kind == "student":
+        assert loaded.provenance["kind"] == "distilled"
+    if entry.kind == "onlstm":
         assert loaded.config.model.direction == entry.direction
     english = Tokenizer("treebank", lowercase=True, replace_digits=True)
     chinese = Tokenizer("jieba", lowercase=True, replace_digits=True, punctuation_aside=True, fold_width=True)

@@ -23,7 +23,7 @@ INDEX = MODELS_DIR / "models.toml"
 class Pretrained:
     name: str
     files: tuple[str, ...]  # in MODELS_DIR
-    direction: str  # forward, backward, or forward+backward for a pair; student, pcfg: a model of that kind
+    kind: str  # the model kind (models/registry.py): onlstm, student, pcfg
     training_text: str
     licence: str
     parameters: int
@@ -36,6 +36,7 @@ class Pretrained:
     combine: str = "mbr"
     right_voter: float = 0.0  # span voting: a right-branching tree's weight as one more voter
     language: str = "en"
+    direction: str = "forward"  # an ON-LSTM's: forward, backward, or forward+backward for a pair
 
     @property
     def paths(self) -> list[Path]:
@@ -76,7 +77,8 @@ def table() -> str:
     golds = list(dict.fromkeys(m.gold for m in models))
     rows = [("name", "language", "kind", "parameters", "MB", "valid ppl", "test ppl", "F1", "parses with")]
     for m in models:
-        rows.append((m.name, m.language, m.direction, f"{m.parameters:,}", f"{m.megabytes:.1f}", _number(m.valid_ppl),
+        kind = f"{m.kind} {m.direction}" if m.kind == "onlstm" else m.kind
+        rows.append((m.name, m.language, kind, f"{m.parameters:,}", f"{m.megabytes:.1f}", _number(m.valid_ppl),
                      _number(m.test_ppl), f"{m.f1:.1f}{'*' * (golds.index(m.gold) + 1)}", _how(m)))
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -87,9 +89,9 @@ def table() -> str:
 
 
 def _how(m: Pretrained) -> str:
-    if m.direction == "student":
+    if m.kind == "student":
         return "CKY over its span scores"
-    if m.direction == "pcfg":
+    if m.kind == "pcfg":
         return "MBR CKY over its span marginals; labels with --labels"
     how = f"layers {','.join(map(str, m.layers)) or 'middle'}, {m.decoder} decoder"
     if len(m.files) > 1:
