@@ -87,7 +87,7 @@ class Tokenizer:
         except the symbols the Penn Treebank keeps as words."""
         if not (self.punctuation_aside or self.kind == "treebank"):
             return True
-        return token in SYMBOL_WORDS or any(ch.isalnum() for ch in unicodedata.normalize("NFKC", token))
+        return token in SYMBOL_WORDS or _has_word_character(token)
 
     def normalize(self, word: str) -> str:
         if word in SPECIAL_WORDS or (self.replace_digits and word == NUMBER_WORD):
@@ -152,11 +152,18 @@ def _kept_whole(line: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]
 def _split_period(token: str, after: list[str]) -> list[str]:
     """`rose.` -> `rose` `.` when the next word (after a closing quote or bracket) is capitalised (`N`, the PTB
     text's number, is not: `nov. N` stays)."""
-    following = next((t for t in after if any(ch.isalnum() for ch in t)), "")
-    capitalised = following[:1].isupper() and following != NUMBER_WORD
-    if capitalised and _SENTENCE_END.fullmatch(token) and token[:-1] not in _ABBREVIATIONS:
+    if not _SENTENCE_END.fullmatch(token) or token[:-1] in _ABBREVIATIONS:  # most tokens: no final period
+        return [token]
+    following = next((t for t in after if _has_word_character(t)), "")
+    if following[:1].isupper() and following != NUMBER_WORD:
         return [token[:-1], "."]
     return [token]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _has_word_character(token: str) -> bool:
+    """Whether a token has a letter, a digit or a CJK character (in any width): a word, not punctuation."""
+    return any(ch.isalnum() for ch in unicodedata.normalize("NFKC", token))
 
 
 def _jieba_split(line: str, fold_width: bool) -> list[str]:
