@@ -11,14 +11,7 @@ ctb=${1:-../shared/data/ctb51}
 out=${2:-runs/ctb}
 minutes=${MINUTES:-55}
 mkdir -p "$out"
-python - "$ctb/dev.trees" "$out/dev.txt" <<'PY'
-import sys
-from nltk import Tree
-with open(sys.argv[1], encoding="utf-8") as trees, open(sys.argv[2], "w", encoding="utf-8") as text:
-    for line in trees:
-        if line.strip():
-            text.write(" ".join(w for w, tag in Tree.fromstring(line).pos() if tag != "-NONE-") + "\n")
-PY
+python scripts/trees_to_text.py "$ctb/dev.trees" "$out/dev.txt"
 for direction in forward backward; do
     OMP_NUM_THREADS=1 grammar-induce train --config configs/ctb.toml --train "$ctb/train.txt" \
         --valid "$out/dev.txt" --out "$out/$direction" --direction "$direction" --max-minutes "$minutes" \

@@ -9,14 +9,7 @@ cd "$(dirname "$0")/.."
 shared=${1:-../shared/data}
 out=${2:-runs/pcfg}
 mkdir -p "$out"
-python - "$shared/ctb51/dev.trees" "$out/ctb-dev.txt" <<'PY'
-import sys
-from nltk import Tree
-with open(sys.argv[1], encoding="utf-8") as trees, open(sys.argv[2], "w", encoding="utf-8") as text:
-    for line in trees:
-        if line.strip():
-            text.write(" ".join(w for w, tag in Tree.fromstring(line).pos() if tag != "-NONE-") + "\n")
-PY
+python scripts/trees_to_text.py "$shared/ctb51/dev.trees" "$out/ctb-dev.txt"
 common=(--seed 141 --quiet --set train.checkpoint_minutes=5 ${MINUTES:+--max-minutes "$MINUTES"} ${RESUME:+--resume})
 OMP_NUM_THREADS=1 grammar-induce train --config configs/pcfg-ptb.toml --train "$shared/ptb_lm/train.txt" \
     --valid "$shared/ptb_lm/valid.txt" --test "$shared/ptb_lm/test.txt" --out "$out/ptb" "${common[@]}" \

@@ -288,8 +288,8 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     registry.check_trainable(config.model.kind)
     world = distributed.World.from_env()
-    if registry.trains_on_sentences(config.model.kind):
-        return _train_on_sentences(config, out_dir, world, resume, force, quiet, messages)
+    if registry.trains_on_sentences(config.model.kind) and world.size > 1:
+        raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
     device = world.device_for(distributed.resolve_device(config.train.device))
     requested = config.train.precision
     config = dataclasses.replace(config, train=dataclasses.replace(config.train,
@@ -297,6 +297,8 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     rundir.check(out_dir, resume, force)
     refuse_overwriting({f"the run's {path.name}": path for path in rundir.written_files(out_dir)},
                        [config.data.train, config.data.valid, config.data.test])
+    if registry.trains_on_sentences(config.model.kind):
+        return train_sentences(config, out_dir, requested, device, resume, force, quiet, messages, world)
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
     saved = _resume_state(payload, out_dir / "last.pt") if payload else None
     if payload:
@@ -350,20 +352,6 @@ def measured_precision(config: Config, requested: str, vocab_size: int, device: 
     probe = precision.Probe(key, run)
     chosen = precision.resolve(requested, device, probe)
     return dataclasses.replace(config, train=dataclasses.replace(cfg, precision=chosen)), probe
-
-
-def _train_on_sentences(config: Config, out_dir: Path, world: distributed.World, resume: bool, force: bool,
-                        quiet: bool, messages: Messages) -> Result:
-    if world.size > 1:
-        raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
-    device = distributed.resolve_device(config.train.device)
-    requested = config.train.precision
-    config = dataclasses.replace(config, train=dataclasses.replace(config.train,
-                                                                   precision=precision.resolve(requested, device)))
-    rundir.check(out_dir, resume, force)
-    refuse_overwriting({f"the run's {path.name}": path for path in rundir.written_files(out_dir)},
-                       [config.data.train, config.data.valid, config.data.test])
-    return train_sentences(config, out_dir, requested, device, resume, force, quiet, messages, world)
 
 
 def _resume_state(payload: dict[str, Any], source: Path) -> TrainState:
