@@ -77,7 +77,7 @@ def table() -> str:
     golds = list(dict.fromkeys(m.gold for m in models))
     rows = [("name", "language", "kind", "parameters", "MB", "valid ppl", "test ppl", "F1", "parses with")]
     for m in models:
-        kind = f"{m.kind} {m.direction}" if m.kind == "onlstm" else m.kind
+        kind = m.kind if _own_trees(m) else f"{m.kind} {m.direction}"
         rows.append((m.name, m.language, kind, f"{m.parameters:,}", f"{m.megabytes:.1f}", _number(m.valid_ppl),
                      _number(m.test_ppl), f"{m.f1:.1f}{'*' * (golds.index(m.gold) + 1)}", _how(m)))
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
@@ -88,11 +88,19 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def _own_trees(m: Pretrained) -> bool:
+    """Whether the model's kind yields trees of its own (a student, a PCFG), not distances read by layer."""
+    from .registry import kind_of  # here: the registry loads torch, and the catalogue is read without it
+
+    return kind_of(m.kind).YIELDS == "trees"
+
+
 def _how(m: Pretrained) -> str:
-    if m.kind == "student":
-        return "CKY over its span scores"
-    if m.kind == "pcfg":
-        return "MBR CKY over its span marginals; labels with --labels"
+    if _own_trees(m):
+        from .registry import kind_of
+
+        kind = kind_of(m.kind)
+        return kind.SEARCH + ("; labels with --labels" if kind.LABELS else "")
     how = f"layers {','.join(map(str, m.layers)) or 'middle'}, {m.decoder} decoder"
     if len(m.files) > 1:
         how += f", {m.combine}" + (f", right-branching voter {m.right_voter:g}" if m.right_voter else "")
