@@ -199,7 +199,11 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
     """A catalogue entry as models.toml writes it (None values left out)."""
     from dataclasses import asdict
 
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items() if k != "name" and v is not None}
+    from grammar_induce.models.registry import kind_of
+
+    own_trees = kind_of(model.kind).YIELDS == "trees"  # a direction is an ON-LSTM's
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items()
+            if k != "name" and v is not None and not (k == "direction" and own_trees)}
 
 
 def _run_summary(run_dir: Path) -> dict:

@@ -13,9 +13,9 @@ from grammar_induce.text.tokenizer import Tokenizer
 
 from .conftest import SHARED_DATA
 
-NAMES = ("en", "ptb", "ptb-backward", "ptb-pair", "zh")
-ENGLISH = NAMES[:4]
-SINGLE_FILES = ("en", "ptb", "ptb-backward", "zh")
+NAMES = ("en", "ptb", "ptb-backward", "ptb-pair", "ptb-pcfg", "zh")
+ENGLISH = NAMES[:5]
+SINGLE_FILES = ("en", "ptb", "ptb-backward", "ptb-pcfg", "zh")
 CTB_DEV = SHARED_DATA / "ctb51" / "dev.trees"
 TEXT = "The old man's dog didn't bark, and the cat sat."
 TOKENS = ["The", "old", "man", "'s", "dog", "did", "n't", "bark", ",", "and", "the", "cat", "sat", "."]
