@@ -182,6 +182,7 @@ def test_a_pcfg_trains_parses_and_evaluates_with_labels(tmp_path):
     tree = parser.parse("the old man saw a dog")
     assert tree.leaves() == "the old man saw a dog".split()
     assert all(t.label().startswith("NT-") for t in tree.subtrees() if t.height() > 2)
+    assert [str(t) for t in parser.parse_many(["dog", "a"])] == ["(X dog)", "(X a)"]  # one word: no span
     plain = api.load(tmp_path / "run" / "best.pt").parse("the old man saw a dog")
     assert {t.label() for t in plain.subtrees()} == {"X"} and plain.leaves() == tree.leaves()
     report = api.evaluate(parser, gold=tiny_config().data.valid.replace(".txt", ".trees"))

@@ -159,7 +159,8 @@ class TNPCFG(ModelKind):
             if labels:
                 wanted += [chart.left[w] for w in widths if chart.left[w] is not None]
                 wanted += [chart.right[w] for w in widths if chart.right[w] is not None]
-            grads = torch.autograd.grad(chart.log_z.sum(), wanted, allow_unused=True)
+            # one-word sentences alone have no span to differentiate
+            grads = torch.autograd.grad(chart.log_z.sum(), wanted, allow_unused=True) if wanted else ()
         n = words.shape[1]
         marginals = words.new_zeros(words.shape[0], n + 1, n + 1, dtype=torch.float)
         for k, w in enumerate(widths):
