@@ -302,3 +302,20 @@ def test_family_weights_balance_the_families_and_a_weightless_member_never_votes
         alone = api.load(first).parse(sentence)
         assert api.load(first, second, weights=(1, 0)).parse(sentence) == alone
     assert api.load(lm, lm, pcfg, weights="family").parse(sentence) == api.load(lm, pcfg).parse(sentence)
+
+
+def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_note(tiny_pcfg, monkeypatch):
+    from grammar_induce import api
+    from grammar_induce.files import Messages
+    from grammar_induce.models import pcfg
+
+    monkeypatch.setattr(pcfg, "PARSE_LIMIT", 5)
+    monkeypatch.setattr(pcfg.TNPCFG, "LONGEST", (5, pcfg.TNPCFG.LONGEST[1]))
+    messages = Messages()
+    lines = ["the dog barked", "the old man saw a dog near the river", "a cat"]
+    results, _ = api.load(tiny_pcfg, labels=True).run(lines, messages=messages)
+    results = list(results)
+    assert results[1].tree == trees.right_branching(lines[1].split()) and results[1].labels == {}
+    assert results[0].labels and trees.leaves(results[0].tree) == lines[0].split()
+    assert messages.notes == ["1 line of more than 5 words: the pcfg's MBR CKY over span marginals gave them "
+                              "right-branching trees (its chart grows with the square of the length)"]

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from ..files import SettingError
 from ..runtime.precision import FULL_PARTS
 from .reading import Reading, middle_layer
+from .structs import EXACT_LIMIT
 
 
 class ModelKind(nn.Module):
@@ -27,6 +28,9 @@ class ModelKind(nn.Module):
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log
     FP32_PARTS: ClassVar[str] = FULL_PARTS  # and what stays float32
     LABELS: ClassVar[bool] = False  # its readings carry induced labels of its tree's spans (Reading.labels)
+    # a kind that yields trees: the longest line its own search parses exactly, and what it does with longer ones
+    LONGEST: ClassVar[tuple[int, str]] = (
+        EXACT_LIMIT, "split them greedily, top down (the exact search is cubic in the length)")
 
     @property
     def device(self) -> torch.device:

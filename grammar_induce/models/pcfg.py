@@ -41,6 +41,7 @@ from . import structs
 from .kind import ModelKind
 from .reading import Reading
 
+PARSE_LIMIT = 150  # words: a longer line gets a right-branching tree (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
 TINY = 1e-30  # the smallest scale divided out of a span's values (an impossible span stays 0, not NaN)
 
@@ -92,6 +93,7 @@ class TNPCFG(ModelKind):
     BF16_PARTS = "the rank-space products (leaves and every span's children) in bfloat16"
     FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
     LABELS = True
+    LONGEST = PARSE_LIMIT, "gave them right-branching trees (its chart grows with the square of the length)"
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
@@ -177,24 +179,30 @@ class TNPCFG(ModelKind):
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
              products: torch.dtype | None = None) -> list[Reading]:
         """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
-        nonterminal (`NT-k`); the rows are `<eos> w1 ... wn <eos>`, sorted by length."""
+        nonterminal (`NT-k`); a sentence of more than PARSE_LIMIT words gets the right-branching tree. The rows
+        are `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
         g = self.grammar()
-        rank = g.head.shape[1]
-        readings: list[Reading] = []
-        start = 0
-        while start < len(words):  # parts whose charts (and their gradients) fit in CHART_BYTES
-            size = len(words) - start
-            while size > 1 and size * 16 * rank * (len(words[start + size - 1]) + 1) ** 2 > CHART_BYTES:
-                size = max(1, min(size - 1, CHART_BYTES // (16 * rank * (len(words[start + size - 1]) + 1) ** 2)))
-            part = words[start : start + size]
-            lengths = [len(w) for w in part]
-            ids = tokens[start : start + size, 1 : max(lengths) + 1].to(self.device)
+        readings = [Reading(list(w), [], [], "forward", trees.right_branching(w), {}) for w in words]
+        short = [k for k, w in enumerate(words) if len(w) <= PARSE_LIMIT]
+        for part in self._parts(short, words, g.head.shape[1]):
+            lengths = [len(words[k]) for k in part]
+            ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
             marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
-            found = structs.best_trees(marginals, lengths, part)
-            readings += [Reading(list(w), [], [], "forward", tree, self.span_labels(tree, g, chart, grads, b, lengths[b]))
-                         for b, (w, tree) in enumerate(zip(part, found))]
-            start += size
+            for b, (k, tree) in enumerate(zip(part, structs.best_trees(marginals, lengths, [words[k] for k in part]))):
+                readings[k] = Reading(list(words[k]), [], [], "forward", tree,
+                                      self.span_labels(tree, g, chart, grads, b, lengths[b]))
         return readings
+
+    @staticmethod
+    def _parts(rows: list[int], words: Sequence[Sequence[str]], rank: int) -> list[list[int]]:
+        """`rows` (sorted by length) in parts whose charts, with their gradients, fit in CHART_BYTES."""
+        parts: list[list[int]] = []
+        for k in rows:
+            if parts and (len(parts[-1]) + 1) * 16 * rank * (len(words[k]) + 1) ** 2 <= CHART_BYTES:
+                parts[-1].append(k)
+            else:
+                parts.append([k])
+        return parts
 
     def span_labels(self, tree: Tree, g: Grammar, chart: Chart, grads: tuple[list, list, list], b: int,
                     length: int) -> dict[tuple[int, int], str]:

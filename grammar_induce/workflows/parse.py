@@ -21,6 +21,7 @@ from ..inference.ensemble import ParseOptions, member_agreement
 from ..inference.members import Members, chunk_lines
 from ..metrics import SpanMetric
 from ..models.checkpoint import LoadedModel
+from ..models.structs import EXACT_LIMIT
 from ..output.formats import MemberResult, SentenceResult, render
 from ..runtime.distributed import World
 from ..trees import Tree
@@ -92,15 +93,21 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
         parts = _parts_in_processes(members, chunks, all_layers, summary.workers)
     else:
         parts = (parse_chunk(members, chunk, all_layers) for chunk in chunks)
-    return _collect(parts, summary, messages, _cubic_search(members)), summary
+    return _collect(parts, summary, messages, _long_line_rules(members)), summary
 
 
-def _cubic_search(members: Members) -> str | None:
-    """What finds the trees by a search cubic in the length, if anything does: span voting, or a member's own."""
-    if len(members.models) > 1 and members.options.combine == "mbr":
-        return "span voting"
-    model = members.models[0].model
-    return f"the {model.NAME}'s {model.SEARCH}" if model.SEARCH else None
+def _long_line_rules(members: Members) -> list[tuple[int, str]]:
+    """(the longest line parsed exactly, what is done with a longer one) of every search whose work grows faster
+    than the length: span voting's, and each member's own (a model that yields trees)."""
+    rules = []
+    voting = len(members.models) > 1 and members.options.combine == "mbr"
+    if voting:
+        rules.append((EXACT_LIMIT, "span voting split them greedily, top down (the exact search is cubic in the length)"))
+    for model in dict.fromkeys(m.model for m in members.models):
+        limit, what = model.LONGEST
+        if model.SEARCH and not (voting and limit >= EXACT_LIMIT):  # span voting's note says it for the others
+            rules.append((limit, f"the {model.NAME}'s {model.SEARCH} {what}"))
+    return rules
 
 
 WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself)
@@ -140,21 +147,20 @@ def available_memory() -> int:
 
 
 def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messages: Messages,
-             cubic: str | None) -> Iterator[SentenceResult]:
-    """The chunks' results in order, adding each chunk's member agreement to the summary (and, where the
-    trees come from a cubic search, `cubic` naming it, a note of the lines too long for it to be exact)."""
-    from ..models.structs import EXACT_LIMIT
-
-    long_lines = 0
+             rules: list[tuple[int, str]]) -> Iterator[SentenceResult]:
+    """The chunks' results in order, adding each chunk's member agreement to the summary, and a note of the lines
+    too long for a search to be exact (`rules`: _long_line_rules)."""
+    long_lines = [0] * len(rules)
     for results in parts:
         if summary.agreement is not None:
             _add_agreement(summary.agreement, member_agreement([[m.tree for m in r.members] for r in results if r.members]))
         messages.advance(len(results))
-        long_lines += sum(len(r.words) > EXACT_LIMIT for r in results) if cubic else 0
+        for k, (limit, _) in enumerate(rules):
+            long_lines[k] += sum(len(r.words) > limit for r in results)
         yield from results
-    if long_lines:
-        messages.note(f"{plural(long_lines, 'line')} of more than {EXACT_LIMIT} words: {cubic} "
-                             "split them greedily, top down (the exact search is cubic in the length)")
+    for count, (limit, what) in zip(long_lines, rules):
+        if count:
+            messages.note(f"{plural(count, 'line')} of more than {limit} words: {what}")
 
 
 def _fixed_layers(members: Members, first: list[tuple[list[str], list[bool]]], world: World) -> Members:
