@@ -317,5 +317,5 @@ def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_not
     results = list(results)
     assert results[1].tree == trees.right_branching(lines[1].split()) and results[1].labels == {}
     assert results[0].labels and trees.leaves(results[0].tree) == lines[0].split()
-    assert messages.notes == ["1 line of more than 5 words: the pcfg's MBR CKY over span marginals gave them "
-                              "right-branching trees (its chart grows with the square of the length)"]
+    assert messages.notes == [("1 line of more than 5 words: the pcfg's MBR CKY over span marginals gave them "
+                               "right-branching trees (its chart grows with the square of the length)")]
