@@ -285,7 +285,7 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     from .workflows import train as run
 
     source = Path(_path("config", config, "a TOML config file")) if config is not None else QUICKSTART_CONFIG
-    out = Path(_path("out", out, "the run folder")).expanduser() if out is not None else Path("runs") / source.stem
+    out = Path(_path("out", out, "the run folder")) if out is not None else Path("runs") / source.stem
     raw = run.resume_config(out) if resume else config_module.load(source)
     for key, value in (settings or {}).items():
         section, dot, name = str(key).partition(".")
