@@ -17,7 +17,6 @@ from torch import Tensor, nn
 from ..files import SettingError
 from ..runtime.precision import FULL_PARTS
 from .reading import Reading, middle_layer
-from .structs import EXACT_LIMIT
 
 
 class ModelKind(nn.Module):
@@ -29,8 +28,8 @@ class ModelKind(nn.Module):
     FP32_PARTS: ClassVar[str] = FULL_PARTS  # and what stays float32
     LABELS: ClassVar[bool] = False  # its readings carry induced labels of its tree's spans (Reading.labels)
     # a kind that yields trees: the longest line its own search parses exactly, and what it does with longer ones
-    LONGEST: ClassVar[tuple[int, str]] = (
-        EXACT_LIMIT, "split them greedily, top down (the exact search is cubic in the length)")
+    # (None: the CKY's, structs.EXACT_LIMIT, past which it splits greedily)
+    LONGEST: ClassVar[tuple[int, str] | None] = None
 
     @property
     def device(self) -> torch.device:

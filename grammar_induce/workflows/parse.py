@@ -20,8 +20,8 @@ from ..files import InputError, Messages, plural, read_lines, replace_folder, wr
 from ..inference.ensemble import ParseOptions, member_agreement
 from ..inference.members import Members, chunk_lines
 from ..metrics import SpanMetric
+from ..models import structs
 from ..models.checkpoint import LoadedModel
-from ..models.structs import EXACT_LIMIT
 from ..output.formats import MemberResult, SentenceResult, render
 from ..runtime.distributed import World
 from ..trees import Tree
@@ -99,13 +99,14 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
 def _long_line_rules(members: Members) -> list[tuple[int, str]]:
     """(the longest line parsed exactly, what is done with a longer one) of every search whose work grows faster
     than the length: span voting's, and each member's own (a model that yields trees)."""
+    greedy = (structs.EXACT_LIMIT, "split them greedily, top down (the exact search is cubic in the length)")
     rules = []
     voting = len(members.models) > 1 and members.options.combine == "mbr"
     if voting:
-        rules.append((EXACT_LIMIT, "span voting split them greedily, top down (the exact search is cubic in the length)"))
+        rules.append((greedy[0], f"span voting {greedy[1]}"))
     for model in dict.fromkeys(m.model for m in members.models):
-        limit, what = model.LONGEST
-        if model.SEARCH and not (voting and limit >= EXACT_LIMIT):  # span voting's note says it for the others
+        limit, what = model.LONGEST or greedy
+        if model.SEARCH and not (voting and limit >= greedy[0]):  # span voting's note says it for the others
             rules.append((limit, f"the {model.NAME}'s {model.SEARCH} {what}"))
     return rules
 
