@@ -319,3 +319,11 @@ def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_not
     assert results[0].labels and trees.leaves(results[0].tree) == lines[0].split()
     assert messages.notes == [("1 line of more than 5 words: the pcfg's MBR CKY over span marginals gave them "
                                "right-branching trees (its chart grows with the square of the length)")]
+
+
+def test_the_length_curriculum_grows_by_its_step_up_to_the_longest():
+    from grammar_induce.workflows.train import epoch_longest
+
+    curriculum = tiny_config(train={"max_length": 40, "start_length": 20, "length_step": 10}).train
+    assert [epoch_longest(curriculum, e) for e in (1, 2, 3, 4)] == [20, 30, 40, 40]
+    assert epoch_longest(tiny_config(train={"max_length": 40}).train, 1) == 40  # no curriculum: the longest
