@@ -211,7 +211,8 @@ def model_options(command):
     for option in reversed([
         click.option("--layer", "layers", multiple=True, metavar="N|auto",
                      help="layer whose distances make the tree: once for all models, once per --model, or auto "
-                     "(an ensemble member's layer chosen by agreement with the others, no gold needed) "
+                     "(an ensemble member's layer chosen by agreement with the others, or with the other family's "
+                     "where there are two, no gold needed) "
                      "[default: the middle layer, or a shipped model's own]"),
         click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True,
                      help="which master gate's expected level makes the distances"),

@@ -184,6 +184,21 @@ def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
     assert layers_by_agreement([a, a], ParseOptions()) == (2, 2)  # agreeing members keep the middle layers
 
 
+def test_layers_by_agreement_across_families_asks_the_other_family():
+    from grammar_induce.inference.ensemble import Reading, layers_by_agreement
+
+    words = list("abcdefgh")
+    shared = [0, 1, 2, 1, 3, 1, 2, 1]  # a balanced tree: the PCFG's, and layer 3 of A, layer 1 of B
+    bias, o1, o3 = ([0, *gaps] for gaps in ([7, 6, 5, 4, 3, 2, 1], [1, 2, 3, 4, 5, 6, 7], [3, 2, 1, 7, 4, 5, 6]))
+    a = [Reading(words, [o1, bias, shared], [o1] * 3)] * 4
+    b = [Reading(words, [shared, bias, o3], [o1] * 3)] * 4  # both middle layers hold the same tree: a family's bias
+    pcfg = [Reading(words, [], [], "forward", Reading(words, [shared], [shared]).tree(1, decoder="gap"))] * 4
+    options = ParseOptions(decoder="gap")
+    assert layers_by_agreement([a, b], options) == (2, 2)  # alone, the two agree on their shared bias
+    assert layers_by_agreement([a, b, pcfg], options, ["onlstm", "onlstm", "pcfg"]) == (3, 1, 1)
+    assert layers_by_agreement([a, b, pcfg], options, ["onlstm"] * 3) == layers_by_agreement([a, b, pcfg], options)
+
+
 def test_one_layer_for_all_models_or_one_per_model(tiny_model):
     from grammar_induce.inference.ensemble import resolve_layers
 

@@ -159,3 +159,19 @@ def test_the_students_span_scores_are_the_projected_fencepost_differences():
         assert torch.allclose(student.span_scores(tokens, [12] * 3), expected, atol=1e-6)
         upper = torch.ones(13, 13, dtype=torch.bool).triu(1)  # the spans i < j, all that is read
         assert torch.allclose(student.span_scores(tokens, [12] * 3, block=64)[:, upper], expected[:, upper], atol=1e-6)
+
+
+def test_parsing_reads_each_direction_unpacked_and_gets_the_packed_states():
+    """Parsing runs each layer and direction as one unpacked call (the backward one over each row reversed in
+    place); training packs the rows. Same states to float rounding, whatever the padding; bf16 products close."""
+    torch.manual_seed(4)
+    model = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=2,
+                                       dropout=0.0))
+    tokens, lengths = batch([[2, 3], [4, 5, 6, 7, 8, 9, 10], [11, 12, 13, 14], [15, 16, 17, 18, 19, 20, 21, 22, 23]])
+    with torch.no_grad():
+        packed = model.train().span_scores(tokens, lengths)
+        unpacked = model.eval().span_scores(tokens, lengths)
+        bf16 = model.span_scores(tokens, lengths, products=torch.bfloat16)
+    for row, n in enumerate(lengths):
+        assert torch.allclose(unpacked[row, : n + 1, : n + 1], packed[row, : n + 1, : n + 1], atol=1e-6)
+        assert torch.allclose(bf16[row, : n + 1, : n + 1], packed[row, : n + 1, : n + 1], atol=0.05)

@@ -9,7 +9,7 @@ one layer's distances with a decoder (or is its own), and several members' trees
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -66,12 +66,19 @@ def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int
     return [loaded.model.parse_layer(layer) for layer, loaded in zip(layers, models)]
 
 
-def layers_by_agreement(parsed: list[list[Reading | None]], options: ParseOptions) -> tuple[int, ...]:
+def layers_by_agreement(parsed: list[list[Reading | None]], options: ParseOptions,
+                        families: Sequence[str] = ()) -> tuple[int, ...]:
     """A layer for each member, chosen without gold trees: starting from the middle layers, each member in
     turn takes the layer whose trees agree best (pooled sentence F1) with the other members' current
     trees, until none changes. Members' layers carry different structure (a backward model's
-    lowest layer, say), and agreement between independent models points to the shared one."""
+    lowest layer, say), and agreement between independent models points to the shared one.
+
+    `families` (each member's model kind): where there are two or more, a member agrees only with the
+    members of other families. Models of one family share its biases (the two Chinese ON-LSTMs' top layers
+    agree best with each other and parse worst, docs/chinese.md); another family's trees are independent
+    evidence."""
     counts = [next(p for p in member if p is not None).n_layers for member in parsed]
+    across = len(set(families)) > 1
     layers = [middle_layer(n) for n in counts]
     cache: dict[tuple[int, int], list[set]] = {}
 
@@ -83,7 +90,10 @@ def layers_by_agreement(parsed: list[list[Reading | None]], options: ParseOption
 
     def agreement(k: int, layer: int) -> float:
         return sum(sum((SpanMetric.of(a, b) for a, b in zip(spans(k, layer), spans(j, layers[j]))),
-                       SpanMetric()).sentence_f1 for j in range(len(parsed)) if j != k)
+                       SpanMetric()).sentence_f1 for j in peers(k))
+
+    def peers(k: int) -> list[int]:
+        return [j for j in range(len(parsed)) if j != k and not (across and families[j] == families[k])]
 
     for _ in range(10):
         changed = False

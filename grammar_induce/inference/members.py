@@ -80,7 +80,8 @@ class Members:
         """The members with every layer fixed: chosen by agreement on the first chunk of `readings` when `auto`
         asks for it (and there are readings), else as given (or the middle ones)."""
         if self.chooses_layers and readings and any(p is not None for p in readings[0][: self.chunk]):
-            layers = layers_by_agreement([member[: self.chunk] for member in readings], self.options)
+            layers = layers_by_agreement([member[: self.chunk] for member in readings], self.options,
+                                         [m.config.model.kind for m in self.models])
         else:
             layers = tuple(resolve_layers(self.options, self.models))
         return Members(self.models, replace(self.options, layers=layers, auto_layers=False))

@@ -31,6 +31,7 @@ class SpanParser(ModelKind):
     (of the BiLSTM) and `dropout` of the model config."""
 
     NAME, YIELDS, DESCRIPTION, SEARCH = "student", "trees", "a distilled student", "CKY"  # it scores spans: trees by CKY
+    BF16_PARTS = "the BiLSTM's products in bfloat16 when parsing"  # it trains in float32
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
@@ -41,12 +42,14 @@ class SpanParser(ModelKind):
         self.project = nn.Linear(2 * config.hidden_size, config.hidden_size)  # on fencepost differences
         self.score = nn.Linear(config.hidden_size, 1)
 
-    def span_scores(self, tokens: Tensor, lengths: Sequence[int], block: int = 0) -> Tensor:
+    def span_scores(self, tokens: Tensor, lengths: Sequence[int], block: int = 0,
+                    products: torch.dtype | None = None) -> Tensor:
         """(B, N+1, N+1) scores of every span of each sentence (the upper triangle, i < j, is read).
         `tokens`: (B, N+2) ids, `<eos>` before and after each sentence's words (padding after that is
         never read). `block` > 0: the span features of that many floats at most at a time (parsing long
-        lines in bounded memory); 0: all at once, as training does."""
-        f, b = self._fenceposts(tokens, lengths)
+        lines in bounded memory); 0: all at once, as training does. `products`: the BiLSTM's dtype when
+        parsing."""
+        f, b = self._fenceposts(tokens, lengths, products)
         n = tokens.shape[1] - 2
         if not block:
             return self._scores(f, b, 0, n + 1)
@@ -56,20 +59,49 @@ class SpanParser(ModelKind):
             scores[:, i : i + rows, i:] = self._scores(f, b, i, min(n + 1, i + rows))
         return scores
 
-    def _fenceposts(self, tokens: Tensor, lengths: Sequence[int]) -> tuple[Tensor, Tensor]:
+    def _fenceposts(self, tokens: Tensor, lengths: Sequence[int],
+                    products: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
         """(B, N+1, H) each: the forward and the backward states at every fencepost, projected (a span's
-        features are their differences)."""
+        features are their differences). `products`: the BiLSTM's dtype when parsing (None: float32)."""
         hidden_size = self.encoder.hidden_size
         x = self.dropout(self.embedding(tokens))
-        packed = nn.utils.rnn.pack_padded_sequence(x, [n + 2 for n in lengths], batch_first=True, enforce_sorted=False)
-        states, _ = self.encoder(packed)
-        states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=tokens.shape[1])
+        if self.training:
+            packed = nn.utils.rnn.pack_padded_sequence(x, [n + 2 for n in lengths], batch_first=True,
+                                                       enforce_sorted=False)
+            states, _ = self.encoder(packed)
+            states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=tokens.shape[1])
+        else:
+            states = self._states_by_direction(x, lengths, products)
         states = self.dropout(states)
         n = tokens.shape[1] - 2
         forward = states[:, : n + 1, :hidden_size]  # fencepost k: after word k (position 0: the first <eos>)
         backward = states[:, 1 : n + 2, hidden_size:]  # fencepost k: before word k+1, read from the right
         weight_f, weight_b = self.project.weight[:, :hidden_size], self.project.weight[:, hidden_size:]
         return forward @ weight_f.t(), backward @ weight_b.t()
+
+    def _states_by_direction(self, x: Tensor, lengths: Sequence[int], products: torch.dtype | None) -> Tensor:
+        """The BiLSTM's (B, T, 2H) states as packed sequences give them, each layer and direction one
+        unpacked call: the backward direction reads each row's tokens reversed in place (its padding stays at
+        the end, after what it reads). Unpacked rows run torch's fused CPU kernels (oneDNN: in bfloat16 with
+        `products`, several times faster where the CPU has AMX); packed ones step by step in float32."""
+        steps = torch.arange(x.shape[1], device=x.device)
+        ends = torch.tensor([n + 2 for n in lengths], device=x.device)[:, None]
+        reverse = torch.where(steps < ends, ends - 1 - steps, steps)  # (B, T): its own inverse
+        inputs = x if products is None else x.to(products)
+        for layer in range(self.encoder.num_layers):
+            forward = self._direction(inputs, layer, "")
+            by_row = reverse[..., None].expand(-1, -1, inputs.shape[2])
+            backward = self._direction(inputs.gather(1, by_row), layer, "_reverse")
+            inputs = torch.cat([forward, backward.gather(1, reverse[..., None].expand_as(backward))], dim=2)
+        return inputs.float()
+
+    def _direction(self, inputs: Tensor, layer: int, suffix: str) -> Tensor:
+        """One layer of one direction of the encoder over (B, T, D) inputs, from a zero state."""
+        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        weights = [getattr(self.encoder, f"{name}_l{layer}{suffix}").to(inputs.dtype) for name in names]
+        zeros = inputs.new_zeros(1, inputs.shape[0], self.encoder.hidden_size)
+        states, _, _ = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, False, False, True)
+        return states
 
     def _scores(self, f: Tensor, b: Tensor, first: int, last: int) -> Tensor:
         """Scores of the spans from fenceposts first..last-1 to every fencepost from `first` on:
@@ -98,21 +130,22 @@ class SpanParser(ModelKind):
         for start in range(0, len(words), step):
             part = words[start : start + step]
             rows = tokens[start : start + step, : len(part[-1]) + 2]
-            found += self.trees(rows.to(self.device), [len(w) for w in part], part)
+            found += self.trees(rows.to(self.device), [len(w) for w in part], part, products)
         return [Reading(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
 
     @torch.no_grad()
-    def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]]) -> list[Tree]:
+    def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]],
+              products: torch.dtype | None = None) -> list[Tree]:
         """Each sentence's highest-scoring tree: CKY over every span's score; past structs.EXACT_LIMIT words the
         greedy split, which scores only the spans it looks at (memory linear in the length)."""
         if max(lengths) <= structs.EXACT_LIMIT:
-            return structs.best_trees(self.span_scores(tokens, lengths, SPAN_BLOCK), lengths, words)
-        return [self.greedy_tree(tokens[b : b + 1, : n + 2], words[b]) for b, n in enumerate(lengths)]
+            return structs.best_trees(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths, words)
+        return [self.greedy_tree(tokens[b : b + 1, : n + 2], words[b], products) for b, n in enumerate(lengths)]
 
-    def greedy_tree(self, tokens: Tensor, words: Sequence[str]) -> Tree:
+    def greedy_tree(self, tokens: Tensor, words: Sequence[str], products: torch.dtype | None = None) -> Tree:
         """structs.greedy_splits's tree (top down, each span split where its two parts score the most, leftmost
         on ties), each split's candidate parts scored at once from the fenceposts."""
-        f, b = self._fenceposts(tokens, [len(words)])
+        f, b = self._fenceposts(tokens, [len(words)], products)
         f, b = f[0], b[0]  # (n+1, H)
 
         def scores(starts: Tensor, ends: Tensor) -> Tensor:
