@@ -327,3 +327,23 @@ def test_the_length_curriculum_grows_by_its_step_up_to_the_longest():
     curriculum = tiny_config(train={"max_length": 40, "start_length": 20, "length_step": 10}).train
     assert [epoch_longest(curriculum, e) for e in (1, 2, 3, 4)] == [20, 30, 40, 40]
     assert epoch_longest(tiny_config(train={"max_length": 40}).train, 1) == 40  # no curriculum: the longest
+
+
+def test_auto_precision_is_measured_per_member_in_an_ensemble_of_two_families(tiny_pcfg, tiny_model, monkeypatch):
+    """bf16 may pay for an ON-LSTM and not for a PCFG: each member runs in what its own probe found faster."""
+    from grammar_induce.inference import members as members_module
+    from grammar_induce.inference.ensemble import ParseOptions
+    from grammar_induce.runtime import precision
+
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: "AMX")
+    monkeypatch.setattr(precision, "measure", lambda probe, device: "bf16" if probe.key[0][0] == "onlstm" else "fp32")
+    pcfg = checkpoint.load(tiny_pcfg)
+    members = members_module.Members.of([tiny_model, pcfg], ParseOptions(precision="auto"))
+    assert members.options.member_precisions == ("bf16", "fp32") and members.options.precision == "auto"
+    assert f"{pcfg.source}: precision auto -> fp32" in members.chosen
+    seen = []
+    monkeypatch.setattr(members_module, "read_sentences", lambda loaded, *args: seen.append(args[-1]) or [])
+    members.read([["the", "dog", "barked"]])
+    assert seen == [torch.bfloat16, None]
+    alike = members_module.Members.of([tiny_model, tiny_model], ParseOptions(precision="auto"))
+    assert alike.options.precision == "bf16" and alike.chosen.startswith("precision bf16")

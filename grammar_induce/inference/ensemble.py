@@ -32,6 +32,7 @@ class ParseOptions:
     combine: str = "mbr"  # a name in COMBINERS, for two or more models
     batch_size: int = 64
     precision: str = "fp32"  # fp32 | bf16 | auto, of the models' matrix products (runtime/precision.py)
+    member_precisions: tuple[str, ...] = ()  # auto, resolved: fp32 or bf16 per member (each measured on its own)
     # span voting: the weight of a right-branching tree as one more voter (0: none). English leans right,
     # and a weak prior of that kind breaks the members' ties the way the language does.
     right_voter: float = 0.0

@@ -43,15 +43,16 @@ class Members:
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
                                + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
         weights = resolve_weights(options, [m.config.model.kind for m in models])
-        device, probe = models[0].model.device, parse_probe(models, options.batch_size)
-        if options.precision == "auto" and probe is None:  # nothing would run in bfloat16
-            resolved, chosen = "fp32", "precision auto -> fp32: these models run no products in bfloat16"
-        else:
-            resolved = precision.resolve(options.precision, device, probe)
-            chosen = precision.describe(options.precision, resolved, device, "the models' products in bfloat16",
-                                        "the rest in float32", probe)
-        return cls(models, replace(options, precision=resolved, weights=weights),
-                   chosen if options.precision == "auto" else "")
+        if options.precision != "auto":
+            resolved, _ = resolve_precision(models, options)
+            return cls(models, replace(options, precision=resolved, weights=weights))
+        # auto: each member on its own probe (kinds differ: bf16 may pay for an ON-LSTM and not for a PCFG)
+        each = [resolve_precision([m], options) for m in models]
+        chosen = each[0][1] if len({c for _, c in each}) == 1 else "; ".join(
+            f"{m.source}: {c}" for m, (_, c) in zip(models, each))
+        resolved = tuple(r for r, _ in each)
+        common = resolved[0] if len(set(resolved)) == 1 else "auto"
+        return cls(models, replace(options, precision=common, member_precisions=resolved, weights=weights), chosen)
 
     @property
     def layers_fixed(self) -> bool:
@@ -71,10 +72,11 @@ class Members:
              progress: Callable[[int], object] | None = None) -> Readings:
         """Every member's reading of each sentence: every layer's distances, or (with the layers fixed and
         not `all_layers`) those up to the member's layer."""
-        products = precision.product_dtype(self.options.precision)
+        resolved = self.options.member_precisions or (self.options.precision,) * len(self.models)
         layers = self.options.layers if self.layers_fixed and not all_layers else (None,) * len(self.models)
-        return [read_sentences(loaded, sentences, self.options.batch_size, progress, layer, products)
-                for loaded, layer in zip(self.models, layers)]
+        return [read_sentences(loaded, sentences, self.options.batch_size, progress, layer,
+                               precision.product_dtype(chosen))
+                for loaded, layer, chosen in zip(self.models, layers, resolved)]
 
     def with_layers(self, readings: Readings | None = None) -> Members:
         """The members with every layer fixed: chosen by agreement on the first chunk of `readings` when `auto`
@@ -100,6 +102,16 @@ class Members:
         o = self.options
         return [[p.tree(layer, o.distance, o.decoder) for p in member if p is not None]
                 for member, layer in zip(readings, o.layers)]
+
+
+def resolve_precision(models: list[LoadedModel], options: ParseOptions) -> tuple[str, str]:
+    """fp32 or bf16 for these models' products, and a line saying what `auto` chose and why."""
+    device, probe = models[0].model.device, parse_probe(models, options.batch_size)
+    if options.precision == "auto" and probe is None:  # nothing would run in bfloat16
+        return "fp32", "precision auto -> fp32: these models run no products in bfloat16"
+    resolved = precision.resolve(options.precision, device, probe)
+    return resolved, precision.describe(options.precision, resolved, device, "the models' products in bfloat16",
+                                        "the rest in float32", probe)
 
 
 PROBE_WORDS = 20  # the sentences `auto` times a parse on, at most PROBE_ROWS of them
