@@ -11,16 +11,18 @@ For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in eac
   only the matrix products one such batch must do (forward and backward of every input map,
   of the hidden map at every step, and of the decoder, at their real shapes), in the same
   precision; and training as the paper's code trains (per-step layers through autograd,
-  `grammar_induce.models.reference`), the baseline of the speed-ups;
+  `tests/paper_onlstm.py`), the baseline of the speed-ups;
 - parsing sentences/s of 20-word sentences, one at a time and in batches of 64 and 256, with
   the forward floor in the same precision, and one at a time with the plain per-step implementation
-  (`grammar_induce.models.reference`): as the paper's code runs it (the DropConnect weight scaled
+  (`tests/paper_onlstm.py`): as the paper's code runs it (the DropConnect weight scaled
   at every step) and with the weight scaled once per sentence;
 - parsing with a two-model ensemble (one forward and one backward model, span voting) against
   one model, both through the whole `parse` workflow (tokenizing, distances, trees, rendering),
   and the same on one 800-word line (seconds);
 - parsing one very long line (500, 2000 and 8000 words) through the `parse` workflow, in
   words/s: the time should grow linearly with the length;
+- a distilled student of the shipped size through the `parse` workflow: beside the pair it would learn from,
+  and in each precision against its floor (its matrix products alone);
 - peak memory of each case (each runs in its own process; CPU: peak RSS, CUDA: peak allocated).
 
 `--models pcfg` (or `pcfg-tiny`) runs the TN-PCFG's cases instead (scripts/benchmark_pcfg.py): a training step
@@ -354,6 +356,56 @@ def bench_student(name: str, device_name: str, count: int, words: int) -> dict:
             f"one_{words}_word_line_seconds": long}
 
 
+def bench_student_floor(name: str, device_name: str, count: int, precision: str) -> dict:
+    """The shipped students' size (embedding 100, BiLSTM 2 x 200 a direction; random weights) parsing `count`
+    sentences of PARSE_WORDS words through the parse workflow in `precision`, against the floor: its matrix
+    products alone at their shapes (each layer and direction's input map for all steps and hidden map step by
+    step, in bfloat16 under bf16; the fencepost projections and the span scores' last product in float32)."""
+    import dataclasses
+
+    import torch
+
+    from grammar_induce.config import Config, ModelConfig
+    from grammar_induce.inference.ensemble import ParseOptions
+    from grammar_induce.models.checkpoint import LoadedModel
+    from grammar_induce.models.span_parser import SpanParser
+    from grammar_induce.workflows.parse import parse
+
+    device = torch.device(device_name)
+    forward = loaded_model(name, device)
+    emb, hidden, layers, batch, steps = 100, 200, 2, 64, PARSE_WORDS + 2
+    config = ModelConfig(kind="student", emb_size=emb, hidden_size=hidden, chunk_size=1, n_layers=layers)
+    torch.manual_seed(0)
+    student = LoadedModel(SpanParser(VOCAB, config).to(device).eval(), forward.vocab, forward.tokenizer,
+                          dataclasses.replace(Config(), model=config))
+    lines = [" ".join(sentence) for sentence in parse_sentences(count)]
+    options = ParseOptions(batch_size=batch, precision=precision)
+
+    products = torch_dtype(precision)
+
+    def r(*shape, dtype=products):
+        return torch.randn(*shape, device=device, dtype=dtype)
+
+    work = []
+    for inp in (emb, 2 * hidden)[:layers]:
+        for _ in range(2):  # directions
+            x, w_ih, w_hh, h = r(batch * steps, inp), r(4 * hidden, inp), r(4 * hidden, hidden), r(batch, hidden)
+            work += [lambda x=x, w=w_ih: x @ w.t(), lambda h=h, w=w_hh: [h @ w.t() for _ in range(steps)]]
+    fence, project = r(batch * (steps - 1), hidden, dtype=torch.float32), r(hidden, hidden, dtype=torch.float32)
+    spans, score = r(batch * (steps - 1) ** 2, hidden, dtype=torch.float32), r(hidden, 1, dtype=torch.float32)
+    work += [lambda: [fence @ project for _ in range(2)], lambda: spans @ score]
+    batches = -(-count // batch)
+
+    def floor_fn():
+        for _ in range(batches):
+            for w in work:
+                w()
+
+    seconds, floor = timed_pair(lambda: list(parse([student], lines, options)[0]), floor_fn, device, repeats=3,
+                                warmup=1)
+    return {"sentences_per_s": count / seconds, "floor_sentences_per_s": count / floor, "ratio": floor / seconds}
+
+
 def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
     """Child process: run one case, report its figures and peak memory."""
     import resource
@@ -455,6 +507,8 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
     for words in LONG_LINES[: 1 if args.quick else None]:
         results[f"{name} parse one {words}-word line"] = case("bench_long_line", words)
     results[f"{name} parse student vs the pair"] = case("bench_student", sentences, ENSEMBLE_LINE)
+    for precision in precisions:
+        results[f"{name} parse student {precision}"] = case("bench_student_floor", sentences, precision)
     return results
 
 
