@@ -59,16 +59,15 @@ def tree_of_splits(words: Sequence[str], splits: Mapping[tuple[int, int], int]) 
     """The tree whose span i..j (of two or more words) splits at splits[i, j], without recursion (a long
     line is deep). Every decoder, span voting and the student's CKY build their trees here."""
     built: dict[tuple[int, int], Tree] = {}
-    todo = [(0, len(words), False)]
+    todo = [(0, len(words), -1)]  # (i, j, its split once its parts are built, else -1)
     while todo:
-        i, j, children_done = todo.pop()
+        i, j, k = todo.pop()
         if j - i == 1:
             built[i, j] = words[i]
-        elif not children_done:
-            todo.append((i, j, True))
-            todo.extend([(i, splits[i, j], False), (splits[i, j], j, False)])
-        else:
+        elif k < 0:
             k = splits[i, j]
+            todo += [(i, j, k), (i, k, -1), (k, j, -1)]
+        else:
             built[i, j] = [built.pop((i, k)), built.pop((k, j))]
     return built[0, len(words)]
 
