@@ -30,7 +30,14 @@ from grammar_induce.inference.members import read_sentences
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.models import checkpoint
 from grammar_induce.text.treebank import TagFilter, read_gold
-from grammar_induce.workflows.distillation import DistillSettings, Targets, sentences_of, targets_of, train_student
+from grammar_induce.workflows.distillation import (
+    DistillSettings,
+    Targets,
+    provenance,
+    sentences_of,
+    targets_of,
+    train_student,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -144,7 +151,9 @@ def main() -> None:
         lm = next(models[g][k] for g, k in members if models[g][k].config.model.kind == "onlstm")
         student = train_student(lm, targets("train"), targets("valid"), settings, 1, folder, Messages(say=print))
         path = folder / "best.pt"
-        checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config)
+        teachers_of = [models[g][k] for g, k in members]
+        made = provenance(teachers_of, str(language.train), str(language.valid), len(train), options, settings, 1)
+        checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
         report = gi.evaluate(gi.load(str(path)), gold=str(language.gold), treebank=language.treebank)
         record = {"variant": name, "teachers": variant.groups, "layers": layers, "weights": list(options.weights),
                   "right_voter": variant.right, "settings": variant.settings, "sentences": len(train),
