@@ -211,10 +211,11 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in layers):
             raise SettingError("layer", f"takes a number, one number per model, or auto, not {layer!r}")
     defaults = ParseOptions()
-    return ParseOptions(layers, auto, distance, decoder or spec.decoder or defaults.decoder,
-                        combine or spec.combine or defaults.combine, batch_size, precision,
-                        spec.right_voter if right_voter is None else right_voter, pretokenized, labels,
-                        _weights(weights))
+    return ParseOptions(layers=layers, auto_layers=auto, distance=distance,
+                        decoder=decoder or spec.decoder or defaults.decoder,
+                        combine=combine or spec.combine or defaults.combine, batch_size=batch_size, precision=precision,
+                        right_voter=spec.right_voter if right_voter is None else right_voter,
+                        pretokenized=pretokenized, labels=labels, weights=_weights(weights))
 
 
 def _weights(weights: Sequence[float] | str | None) -> tuple[float, ...] | str:

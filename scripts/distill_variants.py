@@ -6,7 +6,8 @@ scores printed: a setting kept because of them is chosen by looking at F1 on the
     python scripts/distill_variants.py --language en --out runs/variants [--variants NAME ...]
     python scripts/distill_variants.py --language zh --out runs/variants-zh --teacher Q=runs/pcfg/ctb/best.pt
 
-Teachers are groups of checkpoints named by a letter (`--teacher NAME=PATH[,PATH]` replaces a group's files).
+Each teacher's readings are kept in OUT/readings (keyed by the file and the sentences): a later run with other
+variants or other teachers parses only what it has not read. Teachers are groups of checkpoints named by a letter (`--teacher NAME=PATH[,PATH]` replaces a group's files).
 English: A, B the bf16 ON-LSTM pairs of ../shared/models, P the TN-PCFG of scripts/train_pcfg.sh. Chinese: C the
 CTB ON-LSTM pair of scripts/train_chinese.sh, Q the CTB TN-PCFG. Results go to OUT/variants.jsonl (a line per
 variant, appended: a stopped run resumes where it stopped).
@@ -15,6 +16,7 @@ variant, appended: a stopped run resumes where it stopped).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -91,6 +93,7 @@ LANGUAGES = {
         train=SHARED / "data/ctb51/train.txt", valid=ROOT / "runs/ctb/dev.txt",
         gold=SHARED / "data/ctb51/dev.trees", treebank="ctb", sentences=10**9,
         variants={
+            "Q/emb100": Variant("Q", settings=SMALL),
             "C/emb100": Variant("C", settings=SMALL),
             "C+right0.5/emb100": Variant("C", 0.5, settings=SMALL),
             "CQ/emb100": Variant("CQ", settings=SMALL),
@@ -107,6 +110,8 @@ def main() -> None:
     ap.add_argument("--teacher", action="append", default=[], metavar="NAME=PATH[,PATH]")
     ap.add_argument("--sentences", type=int, help="training sentences (default: 20,000 English, all Chinese)")
     ap.add_argument("--variants", nargs="*")
+    ap.add_argument("--parse-only", action="store_true", help="parse with the variants' teachers (kept for later runs), "
+                    "print each teacher's F1, train nothing")
     args = ap.parse_args()
     language = LANGUAGES[args.language]
     teachers = dict(language.teachers)
@@ -124,11 +129,17 @@ def main() -> None:
     valid = sentences_of(str(language.valid), first)[:1000]
     gold, _ = read_gold(str(language.gold), TagFilter.from_options(language.treebank, None))
     began = time.time()
-    parsed = {(g, k, part): read_sentences(m, sentences, 64, products=torch.bfloat16)
-              for g in groups for k, m in enumerate(models[g])
-              for part, sentences in (("train", train), ("valid", valid), ("gold", [x.words for x in gold]))}
+    parts = {"train": train, "valid": valid, "gold": [x.words for x in gold]}
+    parsed = {(g, k, part): readings(m, teachers[g][k], part, sentences, args.out / "readings")
+              for g in groups for k, m in enumerate(models[g]) for part, sentences in parts.items()}
     print(f"teachers parsed in {time.time() - began:.0f} s", flush=True)
     gold_spans = [trees.spans(x.tree) for x in gold]
+    for g in groups:
+        for k, path in enumerate(teachers[g]):
+            member = [p.tree(models[g][k].model.parse_layer(None), "forget", "gap") for p in parsed[g, k, "gold"]]
+            print(f"teacher {g}{k + 1} ({path}), middle layer, gap decoder: {100 * f1(member, gold_spans):.1f}")
+    if args.parse_only:
+        return
     for name in names:
         if name in done:
             continue
@@ -163,6 +174,20 @@ def main() -> None:
         print(json.dumps(record), flush=True)
         with open(results, "a") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def readings(model, path: Path, part: str, sentences: list[list[str]], cache: Path) -> list:
+    """A teacher's readings of one part of the text (bf16 products), kept in `cache` under the file's path, time
+    and size and the part's sentences: later runs (other variants, the other family's teachers) read them again."""
+    stat = path.stat()
+    key = hashlib.sha1(f"{path.resolve()}|{stat.st_mtime_ns}|{stat.st_size}|{part}|{sentences}".encode()).hexdigest()
+    kept = cache / f"{path.parent.name}-{path.stem}-{part}-{key[:12]}.pt"
+    if kept.exists():
+        return torch.load(kept, weights_only=False)  # written by this script
+    found = read_sentences(model, sentences, 64, products=torch.bfloat16)
+    cache.mkdir(parents=True, exist_ok=True)
+    torch.save(found, kept)
+    return found
 
 
 def f1(predicted: list, gold_spans: list[set]) -> float:

@@ -142,8 +142,27 @@ def pack_student(language: Language, student: Path, gold: str, log: dict) -> dic
     shipped = checkpoint.load(pretrained.MODELS_DIR / name)
     full = replace(checkpoint.load(student), tokenizer=language.tokenizer)
     entry, log[language.code] = entry_of(language, gold, [name], None, [shipped], ParseOptions(), [full])
+    entry["teachers"] = log[language.code]["teachers"] = describe_teachers(shipped.provenance)
     log[language.code]["provenance"] = shipped.provenance
     return {language.code: entry}
+
+
+def describe_teachers(made: dict | None) -> str:
+    """What a student learned from, in a line: its teachers (kind and file), how their trees were combined, the text."""
+    if not made:
+        return ""
+    kinds = made.get("teacher_kinds") or ["onlstm"] * len(made["teachers"])  # students before kinds were recorded
+    names = {"onlstm": "ON-LSTM", "pcfg": "TN-PCFG", "student": "student"}
+    teachers = ", ".join(f"{names.get(kind, kind)} {'/'.join(Path(path).parts[-3:])}"
+                         for kind, path in zip(kinds, made["teachers"]))
+    combined = f"layers {','.join(map(str, made['layers']))}, {made['decoder']} decoder, span voting"
+    if made.get("weights"):
+        combined += f" (weights {','.join(f'{w:g}' for w in made['weights'])})"
+    if made.get("right_voter"):
+        combined += f", right-branching voter {made['right_voter']:g}"
+    settings = made["settings"]
+    return (f"{teachers} ({combined}); {made['training_sentences']:,} training sentences, {settings['epochs']} epochs, "
+            f"the epoch kept by {settings['keep']}")
 
 
 def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tuple[str | None, str | None],
@@ -202,8 +221,10 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
     from grammar_induce.models.registry import kind_of
 
     own_trees = kind_of(model.kind).YIELDS == "trees"  # a direction is an ON-LSTM's
+    if model.kind == "student" and not model.teachers:  # packed before the catalogue described teachers
+        model = replace(model, teachers=describe_teachers(checkpoint.load(model.paths[0]).provenance))
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items()
-            if k != "name" and v is not None and not (k == "direction" and own_trees)}
+            if k != "name" and v is not None and not (k == "direction" and own_trees) and v != ""}
 
 
 def _run_summary(run_dir: Path) -> dict:

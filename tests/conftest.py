@@ -1,11 +1,26 @@
 from __future__ import annotations
 
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import strategies as st
 
+import grammar_induce as gi
 from grammar_induce import config as config_module
+from grammar_induce.cli import main
 from grammar_induce.config import Config
+from grammar_induce.models import checkpoint
+from grammar_induce.text.tokenizer import Tokenizer
+from grammar_induce.workflows.train import train
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -53,7 +68,6 @@ def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """A trained tiny model's run directory (trained once per test session)."""
-    from grammar_induce.workflows.train import train
 
     out = tmp_path_factory.mktemp("tiny_run")
     train(tiny_config(), out, **QUIET)
@@ -62,7 +76,6 @@ def tiny_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_run):
-    from grammar_induce.models import checkpoint
 
     return checkpoint.load(tiny_run / "best.pt")
 
@@ -70,7 +83,6 @@ def tiny_model(tiny_run):
 @pytest.fixture(scope="session")
 def tiny_backward_run(tmp_path_factory) -> Path:
     """A tiny model trained to read sentences right to left."""
-    from grammar_induce.workflows.train import train
 
     out = tmp_path_factory.mktemp("tiny_backward_run")
     train(tiny_config(model={"direction": "backward"}), out, **QUIET)
@@ -79,6 +91,122 @@ def tiny_backward_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_backward_model(tiny_backward_run):
-    from grammar_induce.models import checkpoint
 
     return checkpoint.load(tiny_backward_run / "best.pt")
+
+
+# helpers of the cases moved from the round-named files
+
+SYNTHETIC_GOLD = ROOT / "grammar_induce" / "resources" / "synthetic" / "test.trees"
+
+
+LABELLED_GOLD = "( (S (NP-SBJ (DT The) (NN dog) (-NONE- *-1)) (, ,) (VP (VBD barked) (NP (DT a) (NN lot))) (. .)) )\n"
+
+
+def invoke(*args, input=None):
+    return CliRunner().invoke(main, [str(a) for a in args], input=input)
+
+
+def one_line_error(result, *messages):
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    error = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert len(error) == 1, result.output
+    for message in messages:
+        assert message in error[0], result.output
+    return error[0]
+
+
+@pytest.fixture
+def run_copy(tiny_run, tmp_path) -> Path:
+    """A copy of the tiny run that a test may damage."""
+    copy = tmp_path / "run"
+    shutil.copytree(tiny_run, copy)
+    return copy
+
+
+def well_formed(xml: str) -> ElementTree.Element:
+    return ElementTree.fromstring(xml)
+
+
+def no_temporary_files(folder: Path) -> None:
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".") and (".tmp" in p.name or ".new" in p.name)]
+
+
+def bar_titles(svg: str, layer: int) -> list[float]:
+    root = well_formed(svg)
+    return [float(rect.find("{*}title").text) for rect in root.iter("{http://www.w3.org/2000/svg}rect")
+            if rect.get("data-layer") == str(layer)]
+
+
+def run_limited(args: list, limit: int, cwd: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI in a process that cannot write a file past `limit` bytes (a full disk, for it)."""
+    def limit_writes():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "grammar_induce", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, preexec_fn=limit_writes, env=env, timeout=300, check=False)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, message: str) -> None:
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def fifo_with(path: Path, text: str, times: int = 1) -> threading.Thread:
+    """A named pipe that gives `text` to the first `times` readers."""
+    os.mkfifo(path)
+
+    def feed():
+        for _ in range(times):
+            with open(path, "w") as f:
+                f.write(text)
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    return thread
+
+
+TREEBANK_TOKENIZER = Tokenizer("treebank", lowercase=True, replace_digits=True)
+
+
+@pytest.fixture(scope="module")
+def ptb():
+    return gi.load("ptb")
+
+
+SMALL_STUDENT = {"emb_size": 16, "hidden_size": 16, "n_layers": 1, "max_length": 12, "epochs": 2}
+
+
+def small_text(tmp_path, count=60):
+    from .test_distill import SYNTHETIC
+
+    path = tmp_path / "train.txt"
+    path.write_text("".join(SYNTHETIC.joinpath("train.txt").read_text().splitlines(keepends=True)[:count]))
+    return path
+
+
+class RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def run_training(out, extra=()):
+    return subprocess.Popen([sys.executable, "-m", "grammar_induce", "train", "--config",
+                             str(ROOT / "configs" / "tiny.toml"), "--out", str(out), "--quiet",
+                             "--device", "cpu", "--epochs", "4", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+TREE_ALPHABET = st.sampled_from(list("()( )NPVBDTS -\n\tab.,'\"\\é苹\x00"))
+
+
+def sole_line_error(result, message):
+    assert result.exit_code == 1, result.output
+    assert message in result.output and "Traceback" not in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output

@@ -8,12 +8,18 @@ import torch
 from click.testing import CliRunner
 
 import grammar_induce as gi
+from grammar_induce import trees
 from grammar_induce.api import ModelSpec, to_nltk
 from grammar_induce.cli import QUICKSTART_GOLD, main
-from grammar_induce.files import InputError
+from grammar_induce.files import InputError, SettingError
+from grammar_induce.models import checkpoint
+from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.trees import from_nested, leaves, parse_brackets, to_brackets
 
-from .conftest import ROOT
+from .conftest import (
+    ROOT,
+    SYNTHETIC_GOLD,
+)
 from .test_imports import run_python
 
 SENTENCES = ["the dog saw a cat", "", "he liked the old farmer 's red car", "mary"]
@@ -84,7 +90,6 @@ def test_evaluate_gives_the_numbers_the_command_line_writes(tiny_run, tmp_path):
 @pytest.mark.parametrize("how", [{}, {"layer": 1, "decoder": "gap"}, {"layer": "auto"}, {"combine": "mean"},
                                  {"layer": "auto", "batch_size": 2}])  # layers chosen on the first 128 of 500
 def test_evaluate_scores_the_trees_the_parser_makes(tiny_run, tiny_backward_run, how):
-    from grammar_induce.text.treebank import TagFilter, read_gold
 
     parser = gi.load(tiny_run / "best.pt", *([tiny_backward_run / "best.pt"] if how else []), **how)
     report = gi.evaluate(parser, gold=QUICKSTART_GOLD)
@@ -94,7 +99,6 @@ def test_evaluate_scores_the_trees_the_parser_makes(tiny_run, tiny_backward_run,
 
 
 def test_evaluate_reads_tree_objects_without_bracket_text(tiny_run, monkeypatch):
-    from grammar_induce import trees
     from grammar_induce.text.treebank import TagFilter, read_gold
 
     words = [g.words for g in read_gold(str(QUICKSTART_GOLD), TagFilter())[0]]
@@ -165,7 +169,6 @@ def test_bad_arguments_get_errors_a_python_user_can_act_on(tiny_run, tmp_path):
 
 
 def test_train_from_python_is_what_the_command_line_trains(tmp_path):
-    from grammar_induce.models import checkpoint
 
     tiny = ROOT / "configs" / "tiny.toml"
     settings = {"train.max_steps": 4, "train.device": "cpu"}
@@ -178,3 +181,54 @@ def test_train_from_python_is_what_the_command_line_trains(tmp_path):
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     with pytest.raises(ValueError, match="settings are keyed section.key"):
         gi.train(tiny, tmp_path / "bad", settings={"epochs": 2})
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("layer", 7, "layer 7 is out of range: the model has layers 1 to 3"),
+    ("distance", "bogus", "distance must be one of forget, input"),
+    ("decoder", "bogus", "decoder must be one of paper, gap"),
+    ("combine", "bogus", "combine must be one of mbr, mean"),
+    ("batch_size", 0, "batch_size must be a whole number of at least 1"),
+    ("precision", "fp64", "precision must be one of fp32, bf16, auto"),
+])
+def test_load_refuses_bad_settings_at_once(setting, value, message):
+    with pytest.raises(SettingError, match=message):
+        gi.load("ptb", **{setting: value})
+
+
+def test_parse_and_parse_many_refuse_what_is_not_text(ptb):
+    for bad in (None, b"a b", ["a", "b"]):
+        with pytest.raises(TypeError, match="parse takes a sentence as a str"):
+            ptb.parse(bad)
+    with pytest.raises(TypeError, match="parse_many takes an iterable of sentences, not one str"):
+        list(ptb.parse_many("a string"))
+    with pytest.raises(ValueError, match="batch_size must be a whole number of at least 1"):
+        list(ptb.parse_many(["a b"], batch_size=-1))
+    with pytest.raises(ValueError, match="sentence 2: control character U\\+0000"):
+        list(ptb.parse_many(["a b", "c\x00d"]))
+    with pytest.raises(TypeError, match="sentence 1: a str, or a list of str tokens, not int"):
+        list(ptb.parse_many([3]))
+    assert next(ptb.parse_many([["The", "dog", "barked", "."]])).leaves() == ["The", "dog", "barked", "."]
+
+
+def test_evaluate_takes_str_and_path_and_explains_none(tmp_path):
+    gold_trees = [line for line in SYNTHETIC_GOLD.read_text().splitlines() if line.strip()]
+    pred = tmp_path / "pred.txt"
+    pred.write_text("\n".join(gold_trees) + "\n")
+    for predicted, gold in ((str(pred), str(SYNTHETIC_GOLD)), (pred, SYNTHETIC_GOLD)):
+        report = gi.evaluate(predicted, gold=gold)
+        assert report.rows[report.main_row].sentence_f1 == 1.0
+    with pytest.raises(TypeError, match="tree 2 is None"):
+        gi.evaluate([gold_trees[0], None] + gold_trees[2:], gold=SYNTHETIC_GOLD)
+
+
+def test_parse_many_of_a_generator_reads_a_batch_before_its_first_tree(ptb):
+    read = []
+
+    def lines():
+        for k in range(200):
+            read.append(k)
+            yield "the dog barked"
+
+    assert next(ptb.parse_many(lines(), batch_size=8)).leaves() == ["the", "dog", "barked"]
+    assert len(read) <= 9  # a batch, and the one line that shows it is full

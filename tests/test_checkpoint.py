@@ -1,15 +1,18 @@
+
 import json
 
+import pytest
 import torch
 
 from grammar_induce.config import Config
+from grammar_induce.files import InputError
 from grammar_induce.inference.ensemble import ParseOptions
 from grammar_induce.models import checkpoint
 from grammar_induce.output.formats import render
 from grammar_induce.text.tokenizer import Tokenizer, Vocab
 from grammar_induce.workflows.train import train
 
-from .conftest import QUIET, ROOT, tiny_config
+from .conftest import QUIET, ROOT, RunsCode, invoke, sole_line_error, tiny_config
 from .test_model import tiny_model
 from .test_parse import sentence_results
 
@@ -56,3 +59,49 @@ def test_training_gives_the_numbers_0_1_gave_and_resumes_its_last_pt(tmp_path):
     result = train(tiny_config(train={"epochs": 3}), old, resume=True, **QUIET)
     assert [r["epoch"] for r in result.epochs] == [3]
     assert torch.load(old / "last.pt", weights_only=True)["training_state"]["version"] == 1
+
+
+def test_truncated_foreign_and_future_checkpoints_are_refused(tiny_run, tmp_path):
+    data = (tiny_run / "best.pt").read_bytes()
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(data[: len(data) // 2])
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    text = tmp_path / "text.pt"
+    text.write_text("hello")
+    future = tmp_path / "future.pt"
+    payload = torch.load(tiny_run / "best.pt", weights_only=True)
+    torch.save({**payload, "format_version": 99}, future)
+    for path, message in [(truncated, "not a grammar-induce checkpoint or corrupt"),
+                          (foreign, "not a grammar-induce checkpoint"),
+                          (text, "not a grammar-induce checkpoint or corrupt"),
+                          (future, "format version 99")]:
+        result = invoke("parse", "--model", path, "a b")
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    torch.save({"format_version": 1, "config": RunsCode(marker)}, evil)
+    with pytest.raises(InputError, match="not a grammar-induce checkpoint or corrupt"):
+        checkpoint.load(evil)
+    assert not marker.exists()
+    with open(evil, "rb") as f:  # the file really is armed: plain unpickling would run it
+        assert b"system" in f.read()
+
+
+def test_checkpoint_messages_name_the_problem(tiny_run, tmp_path):
+    sole_line_error(invoke("parse", "--model", tiny_run, "a b"),
+                   f"is a folder, not a checkpoint file (did you mean {tiny_run / 'best.pt'}?)")
+    payload = torch.load(tiny_run / "best.pt", weights_only=True)
+    payload["state_dict"]["layers.1.hh.weight"] = torch.zeros(3, 3)
+    wrong = tmp_path / "wrong.pt"
+    torch.save(payload, wrong)
+    sole_line_error(invoke("parse", "--model", wrong, "a b"), "size mismatch for layers.1.hh.weight")
+    evil = tmp_path / "evil.pt"
+    torch.save({"format_version": 1, "config": RunsCode(tmp_path / "pwned")}, evil)
+    result = invoke("parse", "--model", evil, "a b")
+    sole_line_error(result, "holds Python objects, not only plain data")
+    assert "weights_only=False" not in result.output

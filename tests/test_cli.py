@@ -1,12 +1,24 @@
-import json
-import re
 
+import json
+import os
+import re
+import subprocess
+import sys
+
+import click
 import pytest
+import torch
 from click.testing import CliRunner
 
+from grammar_induce import trees
 from grammar_induce.cli import main
 
-from .conftest import ROOT
+from .conftest import (
+    ROOT,
+    invoke,
+    one_line_error,
+    sole_line_error,
+)
 
 TINY = str(ROOT / "configs" / "tiny.toml")
 CHINESE = ["我喜欢吃苹果", "他们在北京工作", "我们喜欢北京的苹果", "她在学校学习中文", "他喜欢学习"] * 8
@@ -117,7 +129,6 @@ def test_layer_auto_and_per_model_layers_from_the_command_line(tiny_run, tiny_ba
 
 
 def test_out_of_memory_on_a_gpu_is_one_line(monkeypatch):
-    import torch
 
     from grammar_induce import api
 
@@ -129,3 +140,102 @@ def test_out_of_memory_on_a_gpu_is_one_line(monkeypatch):
     assert result.exit_code == 1
     assert result.output.strip() == ("Error: not enough memory for this model, batch or input: try smaller sizes or a "
                                      "smaller --batch-size (CUDA out of memory. Tried to allocate 20.00 GiB)")
+
+
+def test_seeds_out_of_range_are_refused_without_traceback(tmp_path):
+    result = invoke("train", "--seed", "99999999999999999999", "--out", tmp_path / "r")
+    assert result.exit_code == 2 and "--seed" in result.output and not (tmp_path / "r").exists()
+    one_line_error(invoke("train", "--set", "train.seed=99999999999999999999", "--out", tmp_path / "r"),
+                   "train.seed must be from 0 to 4294967295")
+
+
+def test_small_messages(tiny_run, tmp_path):
+    noise = tmp_path / "noise.pt"
+    noise.write_bytes(os.urandom(4096))
+    message = one_line_error(invoke("parse", "--model", noise, "a"), "not a torch file")
+    assert "Python objects" not in message
+    result = invoke("parse", "--model", tiny_run / "best.pt", "--layer", "1,2", "a b")
+    assert result.exit_code == 2 and "not '1,2'" in result.output and "--layer 1 --layer 2" in result.output
+    valid = tmp_path / "valid.txt"
+    valid.write_text("one\n")
+    one_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--valid", valid, "--out", tmp_path / "r"),
+                   f"{valid}: 2 tokens")
+    for flag in ("--max-steps", "--max-minutes"):
+        assert invoke("train", flag, "0", "--out", tmp_path / "r").exit_code == 2
+    assert not (tmp_path / "r").exists()
+
+
+def test_ctrl_c_in_parse_exits_130(tiny_run, monkeypatch):
+    from grammar_induce import api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api.Parser, "run", interrupted)
+    result = invoke("parse", "--model", tiny_run / "best.pt", "a b")
+    assert result.exit_code == 130 and "Aborted" not in result.output
+
+
+def test_options_without_effect_are_named(tiny_run, tmp_path):
+    result = invoke("parse", "--model", tiny_run / "best.pt", "--layer", "auto", "--agreement", "--combine", "mean", "a b")
+    assert result.exit_code == 0
+    assert "note: --combine, --agreement, --layer have no effect with one model" in result.stderr
+    pred = tmp_path / "p.txt"
+    assert invoke("evaluate", "--model", tiny_run / "best.pt", "--save-trees", pred, "--quiet").exit_code == 0
+    result = invoke("evaluate", "--pred", pred, "--decoder", "gap")
+    assert "note: --decoder has no effect with --pred" in result.stderr
+
+
+def test_a_message_about_one_model_says_model(tiny_run):
+    one_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--layer", "1", "--layer", "2", "a b"),
+                   "--layer is given 2 times for 1 model:")
+
+
+def test_json_and_report_to_one_path_are_refused(tiny_run, tmp_path):
+    one_line_error(invoke("evaluate", "--model", tiny_run / "best.pt", "--json", tmp_path / "x", "--report", tmp_path / "x"),
+                   "given to both --json and --report")
+
+
+def test_the_command_line_says_the_same_with_its_flag():
+    one_line_error(invoke("parse", "--model", "ptb", "--layer", "7", "a b"), "--layer 7 is out of range")
+
+
+def test_a_full_device_or_standard_output_is_one_line(tiny_run):
+    one_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--output", "/dev/full", "a b c"),
+                   "/dev/full: cannot write (No space left on device)")
+    one_line_error(invoke("evaluate", "--model", tiny_run / "best.pt", "--quiet", "--json", "/dev/full"),
+                   "/dev/full: cannot write")
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "grammar_induce", "parse", "--model", str(tiny_run / "best.pt"),
+                               "a b c"], check=False, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "Error: standard output: cannot write (No space left on device)" in done.stderr
+
+
+def test_outputs_and_run_directories_that_cannot_be_used_are_refused_first(tiny_run, tmp_path):
+    sole_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--output", tmp_path, "a b"), "is a folder, not a file")
+    sole_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--output", "/proc/trees.txt", "a b"),
+                   "cannot write in /proc")
+    file = tmp_path / "file"
+    file.write_text("")
+    sole_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out", file), "is a file, not a run directory")
+
+
+def test_every_option_has_help_and_the_tool_a_version():
+    for name, command in main.commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and param.name != "help":
+                assert param.help, f"{name} {param.opts[0]} has no help"
+    assert invoke("--version").output.startswith("grammar-induce, version ")
+
+
+@pytest.mark.slow
+def test_output_to_dev_stdout_writes_to_standard_output(tiny_run):
+    result = subprocess.run([sys.executable, "-m", "grammar_induce", "parse", "--model", str(tiny_run / "best.pt"),
+                             "--output", "/dev/stdout", "the dog ran"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert trees.leaves(trees.parse_brackets(result.stdout.strip())) == ["the", "dog", "ran"]
+    assert os.path.islink("/dev/stdout") or not os.path.isfile("/dev/stdout")

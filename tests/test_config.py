@@ -1,9 +1,10 @@
+
 import pytest
 
 from grammar_induce import config as C
 from grammar_induce.config import ConfigError
 
-from .conftest import ROOT
+from .conftest import ROOT, invoke, one_line_error, sole_line_error
 
 
 def test_shipped_configs_load():
@@ -67,3 +68,37 @@ def test_every_preset_loads_and_states_only_what_differs_from_the_defaults(prese
 def test_the_paper_preset_is_the_defaults_with_its_data():
     loaded = C.from_dict(C.load(ROOT / "configs" / "ptb.toml"))
     assert loaded.model == C.Config().model and loaded.train == C.Config().train
+
+
+def test_a_binary_config_is_one_line(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_bytes(b"\xff\xfe\x00\x01binary")
+    one_line_error(invoke("train", "--config", config), "not a TOML file")
+
+
+def test_the_quick_start_config_says_its_vocabulary_size():
+    from .conftest import ROOT
+
+    text = (ROOT / "grammar_induce" / "resources" / "quickstart.toml").read_text()
+    words = {w for line in (ROOT / "grammar_induce" / "resources" / "synthetic" / "train.txt").open() for w in line.split()}
+    assert f"a vocabulary of {len(words)} words" in text
+
+
+def test_a_deeply_nested_config_and_absurd_sizes_are_one_line_errors(tmp_path):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100000 + "]" * 100000 + "\n")
+    sole_line_error(invoke("train", "--config", deep, "--out", tmp_path / "r"), "nested too deeply")
+    out = tmp_path / "huge"
+    sole_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out", out, "--quiet",
+                       "--set", "model.emb_size=400000", "--set", "model.hidden_size=400000"), "not enough memory")
+    assert not out.exists()
+
+
+def test_non_finite_settings_are_refused_naming_set(tmp_path):
+    sole_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r",
+                       "--set", "train.lr=nan"), "--set train.lr=nan: train.lr must be a finite number, got nan")
+    sole_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r",
+                       "--set", "train.clip=inf"), "--set train.clip=inf: train.clip must be a finite number")
+    sole_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r",
+                       "--set", "train.lr=0"), "train.lr must be positive")
+    assert not (tmp_path / "r").exists()

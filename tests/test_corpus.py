@@ -1,11 +1,17 @@
+
+import json
+
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from grammar_induce.config import Config
 from grammar_induce.files import InputError
 from grammar_induce.text import corpus
 from grammar_induce.text.tokenizer import EOS, Tokenizer, build_vocab, encode_stream, read_corpus
 
-from .conftest import ROOT
+from .conftest import ROOT, invoke
 from .test_cli import CHINESE, run
 
 TEXT = ROOT / "data" / "synthetic" / "valid.txt"
@@ -95,3 +101,39 @@ def test_prepare_from_the_command_line(tmp_path):
     assert "valid.txt: " in result.output and "in 500 sentences" in result.output
     assert "vocabulary 20 (max_vocab 20, min_freq 1): covers" in result.output
     assert str(tmp_path / "c") in result.output
+
+
+def test_a_cache_entry_with_changed_ids_or_vocabulary_is_rebuilt(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("the dog barked\nthe cat sat on the mat\n" * 20)
+    root = tmp_path / "cache"
+    reader = corpus.training_reader(Config().data)
+    entry = corpus.training_entry(str(text), reader, corpus.Limits(), root)
+    ids, words = entry.ids.clone(), list(entry.vocab.words)
+    (entry.path / "ids.bin").write_bytes(bytes((entry.path / "ids.bin").stat().st_size))  # zeroed, same size
+    again = corpus.training_entry(str(text), reader, corpus.Limits(), root)
+    assert torch.equal(again.ids, ids)
+    meta = json.loads((again.path / "meta.json").read_text())
+    meta["vocab"][2], meta["vocab"][3] = meta["vocab"][3], meta["vocab"][2]  # two words swapped
+    (again.path / "meta.json").write_text(json.dumps(meta))
+    assert corpus.training_entry(str(text), reader, corpus.Limits(), root).vocab.words == words
+
+
+def test_empty_corpus_after_tokenisation(tmp_path):
+    path = tmp_path / "blank.txt"
+    path.write_text("   \n\t\n")
+    result = invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--train", path, "--out", tmp_path / "r")
+    assert result.exit_code == 1 and "blank.txt: no sentences" in result.output
+    assert not (tmp_path / "r" / "last.pt").exists()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=80))
+def test_fuzz_corpus_reader_returns_sentences_or_our_error(tmp_path, data):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(data)
+    try:
+        sentences, blank = read_corpus(path, Tokenizer())
+    except InputError:
+        return
+    assert sentences and all(sentence for sentence in sentences) and blank >= 0

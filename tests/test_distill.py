@@ -1,16 +1,25 @@
 """`distill` end to end on tiny teachers: the student is a model like the others."""
 
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
 
 import grammar_induce as gi
+from grammar_induce import trees
 from grammar_induce.cli import main
+from grammar_induce.files import InputError
 from grammar_induce.models import checkpoint
 from grammar_induce.models.span_parser import SpanParser
 
-from .conftest import ROOT
+from .conftest import (
+    ROOT,
+    SMALL_STUDENT,
+    invoke,
+    one_line_error,
+    small_text,
+)
 
 SYNTHETIC = ROOT / "grammar_induce" / "resources" / "synthetic"
 
@@ -141,3 +150,101 @@ def test_distill_without_a_teacher_says_so(tmp_path):
         gi.distill(train=tmp_path / "t.txt", valid=tmp_path / "v.txt", out=tmp_path / "o")
     with pytest.raises(ValueError, match="out takes the student's output folder"):
         gi.distill("en", train=tmp_path / "t.txt", valid=tmp_path / "v.txt", out=None)
+
+
+def test_distill_with_no_sentence_short_enough_is_refused_with_the_count(tiny_run, tmp_path):
+    text = tmp_path / "long.txt"
+    text.write_text("a b c d e\nf g h i j k\n")
+    result = invoke("distill", "--model", tiny_run / "best.pt", "--train", text, "--valid", text, "--out",
+                 tmp_path / "student", "--max-length", "3")
+    one_line_error(result, "long.txt: none of its 2 sentences has 3 to 3 words")
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"epochs": 0}, "epochs must be a whole number of at least 1"),
+    ({"lr": float("nan")}, "lr must be a positive number"),
+    ({"student_batch_size": 0}, "student_batch_size must be a whole number"),
+    ({"bogus": 3}, "unexpected keyword argument 'bogus'"),
+])
+def test_distill_refuses_bad_settings_before_any_work(settings, message, tmp_path):
+    with pytest.raises(InputError, match=message):  # the texts do not exist: they were never read
+        gi.distill("ptb", train=tmp_path / "none.txt", valid=tmp_path / "none.txt", out=tmp_path / "s", **settings)
+    assert not (tmp_path / "s").exists()
+
+
+def test_distill_never_writes_over_a_language_model(tiny_run, tmp_path):
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = (run / "best.pt").read_bytes()
+    text = small_text(tmp_path)
+    result = invoke("distill", "--model", tiny_run / "best.pt", "--train", text, "--valid", text, "--out", run, "--force")
+    one_line_error(result, "its best.pt is an ON-LSTM language model (onlstm), not a distilled student")
+    assert (run / "best.pt").read_bytes() == before and not (tmp_path / "run.partial").exists()
+
+
+def test_a_failed_start_leaves_no_folder(tiny_run, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    with pytest.raises(InputError):
+        gi.distill(tiny_run / "best.pt", train=empty, valid=empty, out=tmp_path / "s", **SMALL_STUDENT)
+    assert not (tmp_path / "s").exists() and not (tmp_path / "s.partial").exists()
+
+
+def test_an_interrupted_distillation_keeps_the_old_student_and_resumes_to_the_same_student(tiny_run, tmp_path,
+                                                                                          monkeypatch):
+    from grammar_induce.models import checkpoint
+    from grammar_induce.workflows import distillation
+
+    text = small_text(tmp_path)
+    whole = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "whole", log=lambda s: None,
+                       **SMALL_STUDENT)
+    out = tmp_path / "out"
+    gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, log=lambda s: None, **{**SMALL_STUDENT, "seed": 7})
+    old = {name: (out / name).read_bytes() for name in ("best.pt", "distill.jsonl")}
+
+    calls = []
+    agreement = distillation.agreement_with
+
+    def interrupted_in_epoch_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return agreement(*args, **kwargs)
+
+    monkeypatch.setattr(distillation, "agreement_with", interrupted_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, force=True, log=lambda s: None, **SMALL_STUDENT)
+    monkeypatch.undo()
+    assert {name: (out / name).read_bytes() for name in old} == old  # the old student is whole
+    assert (tmp_path / "out.partial" / "resume.pt").exists()
+    with pytest.raises(InputError, match="holds an interrupted distillation: add --resume"):
+        gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, force=True, **SMALL_STUDENT)
+    resumed = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, force=True, resume=True,
+                         log=lambda s: None, **SMALL_STUDENT)
+    assert not (tmp_path / "out.partial").exists()
+    a, b = checkpoint.read(whole.models[0].source), checkpoint.read(resumed.models[0].source)
+    assert all((a["state_dict"][k] == b["state_dict"][k]).all() for k in a["state_dict"])
+    epochs = [json.loads(line)["epoch"] for line in (out / "distill.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]
+
+
+def test_a_students_layer_and_decoder_have_no_effect_and_say_so(tiny_run, tmp_path):
+    text = small_text(tmp_path)
+    gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "s", log=lambda s: None, **SMALL_STUDENT)
+    result = invoke("parse", "--model", tmp_path / "s" / "best.pt", "--layer", "2", "--decoder", "gap", "a b c")
+    assert result.exit_code == 0 and "note: --layer, --decoder have no effect with a distilled student" in result.stderr
+
+
+def test_a_students_long_line_is_split_greedily_and_says_so(tiny_run, tmp_path, monkeypatch):
+    from grammar_induce.models import structs
+
+    text = small_text(tmp_path)
+    gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "s", log=lambda s: None, **SMALL_STUDENT)
+    words = " ".join(f"w{k % 7}" for k in range(30))
+    exact = invoke("parse", "--model", tmp_path / "s" / "best.pt", words)
+    monkeypatch.setattr(structs, "EXACT_LIMIT", 10)
+    greedy = invoke("parse", "--model", tmp_path / "s" / "best.pt", words, "a b")
+    assert greedy.exit_code == 0 and "1 line of more than 10 words: the student's CKY split them greedily" in greedy.stderr
+    assert trees.leaves(trees.parse_brackets(greedy.stdout.splitlines()[0])) == words.split()
+    assert "greedily" not in exact.stderr

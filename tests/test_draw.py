@@ -1,4 +1,7 @@
+
 import itertools
+import json
+import math
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -8,6 +11,12 @@ from grammar_induce import trees
 from grammar_induce.cli import main
 from grammar_induce.output import draw
 
+from .conftest import (
+    bar_titles,
+    invoke,
+    one_line_error,
+    well_formed,
+)
 from .test_cli import run
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -126,3 +135,70 @@ def test_evaluation_report_and_learning_curves_from_the_command_line(tiny_run, t
     assert result.exit_code == 0, result.output
     assert len(list(ET.fromstring(out.read_text()).iter(f"{SVG}polyline"))) == 4
     assert main.commands["plot"].params[0].required
+
+
+def test_a_chart_of_a_diverged_run_is_a_sane_picture():
+    for values in ([(1, 4.3e116)], [(1, math.inf), (2, math.nan), (3, 5.0)], [(1, math.nan)], [(1, 2.0), (2, 2.0)]):
+        svg = draw.line_chart({"run": values}, "epoch", "ppl")
+        well_formed(svg)
+        assert "nan" not in svg and "inf" not in svg
+
+
+def test_pictures_draw_the_distances_and_layers_asked_for(tiny_run, tiny_backward_run):
+    record = json.loads(invoke("parse", "--model", tiny_run / "best.pt", "--format", "jsonl", "a b c d").stdout)
+    svg = invoke("parse", "--model", tiny_run / "best.pt", "--format", "svg", "--distance", "input", "a b c d").stdout
+    assert bar_titles(svg, 2) == pytest.approx([round(d, 4) for d in record["input"][1]], abs=1e-4)
+    models = ["--model", tiny_run / "best.pt", "--model", tiny_backward_run / "best.pt"]
+    page = invoke("parse", *models, "--layer", "1", "--layer", "3", "--format", "html", "a b c d").stdout
+    assert page.count("L1 *") == 1 and page.count("L3 *") == 1
+    auto = invoke("parse", *models, "--layer", "auto", "--format", "jsonl", "a b c d", "b c d e")
+    chosen = [m["layer"] for m in json.loads(auto.stdout.splitlines()[0])["members"]]
+    assert f"--layer auto chose layer {chosen[0]} of" in auto.stderr
+    page = invoke("parse", *models, "--layer", "auto", "--format", "html", "a b c d", "b c d e").stdout
+    assert page.count(f"L{chosen[1]} *") >= 2  # the second member's mark, on both sentences
+
+
+def test_plot_of_a_damaged_metrics_file(run_copy, tmp_path):
+    metrics = run_copy / "metrics.jsonl"
+    good = metrics.read_text().splitlines()
+    metrics.write_bytes(good[0].encode() + b"\n\xff\xfe\n")
+    one_line_error(invoke("plot", run_copy, "--output", tmp_path / "c.svg"), "metrics.jsonl:2: not UTF-8")
+    metrics.write_text(good[0] + '\n{"epoch": 2}\n')
+    one_line_error(invoke("plot", run_copy, "--output", tmp_path / "c.svg"), "metrics.jsonl:2: not a metrics record")
+    record = json.loads(good[0])
+    lines = [json.dumps({**record, "epoch": k, "valid_ppl": v, "train_loss": v}) for k, v in
+             enumerate([5.0, math.nan, math.inf, 3.0], start=1)]
+    metrics.write_text("\n".join(lines) + "\n")
+    assert invoke("plot", run_copy, "--output", tmp_path / "c.svg").exit_code == 0
+    svg = (tmp_path / "c.svg").read_text()
+    well_formed(svg)
+    assert "nan" not in svg.lower() and "inf" not in svg.lower()
+
+
+def test_svg_output_is_well_formed_and_each_file_one_picture(tiny_run, tmp_path):
+    model = ["--model", tiny_run / "best.pt", "--format", "svg"]
+    result = invoke("parse", *model, "a \ufffe b \uffff c")
+    assert result.exit_code == 0
+    well_formed(result.stdout)
+    one_line_error(invoke("parse", *model, "a \x07 b"), "control character U+0007")
+    one_line_error(invoke("parse", *model, "a b", "c d"), "--format svg draws one sentence")
+    assert invoke("parse", *model, "--output", tmp_path / "one.svg", "a b c").exit_code == 0
+    well_formed((tmp_path / "one.svg").read_text())
+    folder = tmp_path / "svgs"
+    assert invoke("parse", *model, "--output", folder, "a b", "c d", "e f").exit_code == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["000001.svg", "000002.svg", "000003.svg"]
+    assert invoke("parse", *model, "--output", folder, "a b").exit_code == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["000001.svg"]  # no stale pictures kept
+    (folder / "notes.txt").write_text("mine")
+    one_line_error(invoke("parse", *model, "--output", folder, "a b"), "holds files this output did not write (notes.txt)")
+    assert (folder / "notes.txt").read_text() == "mine"
+    one_line_error(invoke("parse", "--model", tmp_path / "missing.pt", "--format", "svg", "--output", tmp_path / "new", "a"))
+    assert not (tmp_path / "new").exists()
+    page = invoke("parse", "--model", tiny_run / "best.pt", "--format", "html", "a \ufffe b").stdout
+    assert "\ufffe" not in page
+
+
+def test_plot_legends_tell_runs_apart():
+    labels = draw.legend_labels(["experiments/ptb-seed-1/forward-run", "experiments/ptb-seed-2/forward-run"])
+    assert len(set(labels)) == 2 and all(len(label) <= 20 for label in labels)
+    assert draw.legend_labels(["short"]) == ["short"]

@@ -1,3 +1,4 @@
+
 import os
 import stat
 import threading
@@ -14,6 +15,17 @@ from grammar_induce.files import (
     read_lines,
     write_lines,
     write_text,
+)
+from grammar_induce.text import corpus
+
+from .conftest import (
+    LABELLED_GOLD,
+    SYNTHETIC_GOLD,
+    assert_one_line_error,
+    invoke,
+    no_temporary_files,
+    one_line_error,
+    run_limited,
 )
 
 
@@ -119,3 +131,79 @@ def test_messages_keep_the_notes_and_pass_each_on_as_it_comes():
     quiet.advance(5)
     quiet.note("kept")
     assert quiet.notes == ["kept"]
+
+
+def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(run_copy, tmp_path):
+    best, metrics = (run_copy / "best.pt").read_bytes(), (run_copy / "metrics.jsonl").read_bytes()
+    one_line_error(invoke("parse", "--model", run_copy / "best.pt", "--output", run_copy / "best.pt", "a b"),
+                   "--output is also an input")
+    (tmp_path / "link.pt").symlink_to(run_copy / "best.pt")  # the same file through a link
+    one_line_error(invoke("parse", "--model", run_copy / "best.pt", "--output", tmp_path / "link.pt", "a b"), "is also an input")
+    one_line_error(invoke("plot", run_copy, "--output", run_copy / "metrics.jsonl"), "is also an input")
+    one_line_error(invoke("plot", run_copy, "--output", run_copy / "curves.svg"), "is also an input")
+    assert (run_copy / "best.pt").read_bytes() == best and (run_copy / "metrics.jsonl").read_bytes() == metrics
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("a b c\n")
+    one_line_error(invoke("parse", "--model", run_copy / "best.pt", "--input", sentences, "--output", sentences), "is also an input")
+    assert sentences.read_text() == "a b c\n"
+    pred = tmp_path / "pred.txt"
+    assert invoke("evaluate", "--model", run_copy / "best.pt", "--save-trees", pred, "--quiet").exit_code == 0
+    saved = pred.read_text()
+    one_line_error(invoke("evaluate", "--pred", pred, "--save-trees", pred), "--save-trees is also an input")
+    assert pred.read_text() == saved
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_and_leaves_old_files_and_no_temporary_ones(run_copy, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    old = out / "trees.txt"
+    old.write_text("old\n")
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("a b c d e f g h\n" * 400)
+    model = run_copy / "best.pt"
+    done = run_limited(["parse", "--model", model, "--input", sentences, "--output", old], 4096, tmp_path)
+    assert_one_line_error(done, f"{old}: cannot write")
+    assert old.read_text() == "old\n"
+    done = run_limited(["parse", "--model", model, "--input", sentences, "--format", "svg", "--output", out / "svgs"],
+                       4096, tmp_path)
+    assert_one_line_error(done, "cannot write")
+    assert not (out / "svgs").exists()
+    done = run_limited(["evaluate", "--model", model, "--quiet", "--report", out / "r.html"], 4096, tmp_path)
+    assert_one_line_error(done, "r.html: cannot write")
+    assert "sent F1" not in done.stdout and not (out / "r.html").exists()
+    no_temporary_files(out)
+    last = (run_copy / "last.pt").read_bytes()
+    limit = (run_copy / "last.pt").stat().st_size // 2
+    done = run_limited(["train", "--out", run_copy, "--resume", "--epochs", "3", "--quiet"], limit, tmp_path)
+    assert_one_line_error(done, "cannot write")
+    assert (run_copy / "last.pt").read_bytes() == last
+    no_temporary_files(run_copy)
+    cache = tmp_path / "cache"
+    done = run_limited(["prepare", sentences], 1000, tmp_path, {corpus.CACHE_ENV: str(cache)})
+    assert_one_line_error(done, "cannot write the corpus cache")
+    assert not list(cache.glob(".build-*"))
+
+
+def test_what_killed_processes_left_is_removed_by_the_next_run(run_copy, tmp_path):
+    dead = 2**22 + 12345  # above the default pid_max: no process has it
+    stale_output = tmp_path / f".o.txt.{dead}.abcd.tmp"
+    stale_output.write_text("partial")
+    assert invoke("parse", "--model", run_copy / "best.pt", "--output", tmp_path / "o.txt", "a b").exit_code == 0
+    assert not stale_output.exists()
+    root = Path(os.environ[corpus.CACHE_ENV])
+    stale_build = root / f".build-{dead}-xyz"
+    stale_build.mkdir(parents=True)
+    (stale_build / "provisional.bin").write_bytes(b"\0" * 100)
+    text = tmp_path / "new.txt"
+    text.write_text("a fresh text nobody prepared\n")
+    assert invoke("prepare", text).exit_code == 0
+    assert not stale_build.exists()
+
+
+def test_counts_are_plural_only_when_they_are_many(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text(LABELLED_GOLD)
+    result = invoke("evaluate", "--pred", gold, "--gold", gold)
+    assert "(1 sentence, 0 skipped)" in result.stdout
+    one_line_error(invoke("evaluate", "--pred", gold, "--gold", SYNTHETIC_GOLD), "1 predicted tree for ")

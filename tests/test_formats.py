@@ -1,3 +1,4 @@
+
 import json
 
 import nltk
@@ -5,6 +6,10 @@ import pytest
 
 from grammar_induce import trees
 from grammar_induce.output.formats import RENDERERS, MemberResult, SentenceResult, render
+
+from .conftest import (
+    invoke,
+)
 
 BRACKETS = ["(", ")", "[", "]", "{", "}"]
 
@@ -49,3 +54,19 @@ def test_every_jsonl_line_has_one_schema_with_the_words_the_model_read():
                                              [True, True, False], read=["the", "N"]), "jsonl"))
     assert plain.keys() == punct.keys() == {"tokens", "words", "forget", "input", "tree"}
     assert plain["words"] == punct["words"] == ["the", "N"] and punct["tokens"] == ["The", "3.5", "."]
+
+
+def test_agreement_is_the_same_in_every_format(tiny_run):
+    models = ["--model", tiny_run / "best.pt", "--model", tiny_run / "best.pt"]  # twins: they agree fully
+    for fmt, sentences in (("brackets", ["a b c d", "c d e"]), ("html", ["a b c d", "c d e"]), ("svg", ["a b c d"])):
+        table = invoke("parse", *models, "--agreement", "--format", fmt, *sentences).stderr
+        assert table.count("100.0") == 3, (fmt, table)  # each member, and the mean
+
+
+def test_every_jsonl_line_is_json_with_the_words_the_model_read():
+    result = invoke("parse", "--model", "ptb", "--format", "jsonl", "The 3.5 dogs", "", "the dogs barked .")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["words"] for line in lines] == [["the", "N", "dogs"], [], ["the", "dogs", "barked"]]
+    assert lines[1] == {"tokens": [], "words": [], "tree": None}
+    assert lines[0].keys() == lines[2].keys() and trees.leaves(lines[2]["tree"]) == ["the", "dogs", "barked", "."]

@@ -1,5 +1,13 @@
+
 import dataclasses
 import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import nltk
 import pytest
@@ -9,10 +17,15 @@ from grammar_induce import trees
 from grammar_induce.files import InputError, Messages
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement
 from grammar_induce.inference.members import Members, read_sentences
+from grammar_induce.models import checkpoint
 from grammar_induce.models.reading import middle_layer
 from grammar_induce.output.formats import render
+from grammar_induce.text import corpus
 from grammar_induce.trees import leaves, tree_from_distances
 from grammar_induce.workflows.parse import parse, parse_sentences, render_lines
+from grammar_induce.workflows.train import train
+
+from .conftest import QUIET, ROOT, fifo_with, invoke, tiny_config
 
 SENTENCES = [
     "the dog saw a cat .".split(),
@@ -232,3 +245,105 @@ def test_a_batch_holds_a_bounded_number_of_words_whatever_batch_size_asks(tiny_m
     for a, b in zip(unbounded, bounded):  # the same distances, to float rounding (other batch shapes)
         for row_a, row_b in zip(a.forget, b.forget):
             assert row_a == pytest.approx(row_b, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_every_option_parses_the_same_in_worker_processes_as_in_one(tiny_run, tiny_backward_run, tmp_path):
+
+    vocab = checkpoint.load(tiny_run / "best.pt").vocab.words[2:]
+    rng = random.Random(0)
+    lines = tmp_path / "in.txt"  # 3 chunks of 64 lines: short sentences, then long ones (whose layers agree otherwise)
+    lines.write_text("".join(" ".join(rng.choice(vocab) for _ in range(rng.randint(2, 3) if k < 64 else
+                                                                          rng.randint(15, 25))) + "\n"
+                             for k in range(192)))
+    models = ["--model", tiny_run / "best.pt", "--model", tiny_backward_run / "best.pt"]
+    for options in (["--layer", "auto"], ["--layer", "auto", "--combine", "mean", "--decoder", "gap"],
+                    ["--layer", "1", "--layer", "3", "--format", "jsonl"]):
+        one = invoke("parse", *models, "--input", lines, "--batch-size", "1", *options)
+        two = invoke("parse", *models, "--input", lines, "--batch-size", "1", "--workers", "2", *options)
+        assert one.exit_code == 0 and two.exit_code == 0, two.output
+        if "jsonl" not in options:
+            assert one.stdout == two.stdout
+            continue
+        for a, b in zip(map(json.loads, one.stdout.splitlines()), map(json.loads, two.stdout.splitlines()), strict=True):
+            assert a["tree"] == b["tree"] and [m["tree"] for m in a["members"]] == [m["tree"] for m in b["members"]]
+            assert [m["layer"] for m in a["members"]] == [m["layer"] for m in b["members"]]
+            # a worker has fewer threads: float32 sums may round in another order
+            assert torch.allclose(torch.tensor(a["members"][0]["forget"]), torch.tensor(b["members"][0]["forget"]),
+                                  rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_workers_are_capped_by_the_input_and_say_so(tiny_run):
+    one = invoke("parse", "--model", tiny_run / "best.pt", "a b c", "d e")
+    four = invoke("parse", "--model", tiny_run / "best.pt", "--workers", "4", "a b c", "d e")
+    assert four.stdout == one.stdout
+    assert "--workers 4 capped at 1: the input is 2 lines, 1 chunk of up to 4,096 lines" in four.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_in_parse_leaves_no_temporary_file(run_copy, tmp_path):
+    out = tmp_path / "o.txt"
+    process = subprocess.Popen([sys.executable, "-m", "grammar_induce", "parse", "--model", run_copy / "best.pt",
+                                "--input", "-", "--output", out], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdin.write(b"a b c\n" * 5000)  # more than a chunk: it is parsed and written while stdin stays open
+    process.stdin.flush()
+    deadline = time.time() + 120
+    while not list(tmp_path.glob(".o.txt.*.tmp")) and time.time() < deadline:
+        time.sleep(0.1)
+    assert list(tmp_path.glob(".o.txt.*.tmp"))
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 143
+    assert not list(tmp_path.glob(".o.txt.*")) and not out.exists()
+
+
+def test_pipes_are_read_once(tiny_run, tmp_path):
+    fifo_with(tmp_path / "in", "a b c\nd e\n")
+    result = invoke("parse", "--model", tiny_run / "best.pt", "--input", tmp_path / "in")
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 2, result.output
+    text = (ROOT / "grammar_induce" / "resources" / "synthetic" / "train.txt").read_text()
+    fifo_with(tmp_path / "prep", text)
+    result = invoke("prepare", tmp_path / "prep")
+    assert result.exit_code == 0 and "sentences" in result.stdout, result.output
+    fifo_with(tmp_path / "train", text)
+    result = train(tiny_config(data={"train": str(tmp_path / "train")}, train={"max_steps": 2}), tmp_path / "run", **QUIET)
+    assert result.epochs
+    assert not list(Path(os.environ[corpus.CACHE_ENV]).glob(".stream-*"))
+
+
+@pytest.mark.slow
+def test_a_tree_is_printed_before_the_pipe_closes(tiny_run):
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "grammar_induce", "parse", "--model", str(tiny_run / "best.pt")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        process.stdin.write("a b c\n")
+        process.stdin.flush()
+        import select
+
+        assert select.select([process.stdout], [], [], 60)[0], "no tree while the pipe is open"
+        first = process.stdout.readline()  # the pipe is still open: the tree came because the line did
+        assert trees.leaves(trees.parse_brackets(first.strip())) == ["a", "b", "c"]
+        process.stdin.write("d e\n")
+        process.stdin.close()
+        assert trees.leaves(trees.parse_brackets(process.stdout.readline().strip())) == ["d", "e"]
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+
+
+def test_non_utf8_input_to_parse_names_the_line(tiny_run, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"the dog\n\xc3\x28 bad\n")
+    result = invoke("parse", "--model", tiny_run / "best.pt", "--input", path)
+    assert result.exit_code == 1 and "in.txt:2: not UTF-8" in result.output
+
+
+def test_output_in_a_missing_folder_writes_nothing(tiny_run, tmp_path):
+    result = invoke("parse", "--model", tiny_run / "best.pt", "--output", tmp_path / "no" / "such" / "out.txt", "a b")
+    assert result.exit_code == 1 and "does not exist" in result.output
+    assert not (tmp_path / "no").exists()
+    result = invoke("evaluate", "--model", tiny_run / "best.pt", "--json", tmp_path / "no" / "e.json")
+    assert result.exit_code == 1 and "does not exist" in result.output and "right-branching" not in result.output

@@ -1,17 +1,23 @@
 """The shipped models: names, compact files, real text in, and the `models` table against the files."""
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 
+import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import main
 from grammar_induce.models import checkpoint, pretrained
 from grammar_induce.text.tokenizer import Tokenizer
 
-from .conftest import SHARED_DATA
+from .conftest import (
+    SHARED_DATA,
+    invoke,
+)
 
 NAMES = ("en", "ptb", "ptb-backward", "ptb-pair", "ptb-pcfg", "zh")
 ENGLISH = NAMES[:5]
@@ -67,7 +73,6 @@ def test_english_with_capitals_and_punctuation_parses_by_name(name):
 
 
 def test_a_name_uses_its_own_settings_unless_flags_say_otherwise():
-    import grammar_induce as gi
 
     pair = pretrained.catalogue()["ptb-pair"]
     parser = gi.load("ptb-pair")
@@ -92,7 +97,6 @@ def test_the_models_command_prints_every_number_of_the_catalogue():
                     reason="needs ../shared/data (the NLTK treebank sample, the PTB LM text, the CTB dev trees)")
 @pytest.mark.parametrize("name", NAMES)
 def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
-    import json
 
     from grammar_induce.workflows.train import perplexity
 
@@ -111,7 +115,6 @@ def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
 
 
 def test_the_default_model_parses_an_argument_and_standard_input():
-    import grammar_induce as gi
 
     by_argument = CliRunner().invoke(main, ["parse", TEXT])
     by_pipe = CliRunner().invoke(main, ["parse"], input=TEXT + "\nProfits rose. Analysts were surprised.\n")
@@ -123,3 +126,22 @@ def test_the_default_model_parses_an_argument_and_standard_input():
     assert gi.load().models[0].source == str(pretrained.catalogue()[pretrained.DEFAULT_MODEL].paths[0])
     table = CliRunner().invoke(main, ["evaluate", "--quiet", "--max-length", "10"])  # en on the quick start's trees
     assert table.exit_code == 0 and "student (CKY) *" in table.stdout
+
+
+def test_a_shipped_pair_in_an_ensemble_says_its_settings_are_not_used():
+    result = invoke("parse", "--model", "ptb-pair", "--model", "ptb", "a b c")
+    assert result.exit_code == 0 and "note: ptb-pair: its own parse settings" in result.stderr
+    assert "own parse settings" not in invoke("parse", "--model", "ptb-pair", "a b c").stderr
+
+
+def test_a_students_teachers_in_the_table_are_what_its_checkpoint_says():
+    printed = run("models")
+    students = [entry for entry in pretrained.catalogue().values() if entry.kind == "student"]
+    assert students
+    for entry in students:
+        made = checkpoint.load(entry.paths[0]).provenance
+        assert all("/".join(Path(path).parts[-3:]) in entry.teachers for path in made["teachers"])
+        assert f"layers {','.join(map(str, made['layers']))}" in entry.teachers
+        assert f"{made['training_sentences']:,} training sentences" in entry.teachers
+        assert ("right-branching voter" in entry.teachers) == bool(made["right_voter"])
+        assert f"{entry.name}: a student of {entry.teachers}" in printed

@@ -1,3 +1,4 @@
+
 import json
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from grammar_induce.files import InputError
 from grammar_induce.runtime import rundir
 from grammar_induce.workflows.train import train
 
-from .conftest import QUIET, ROOT, tiny_config
+from .conftest import QUIET, ROOT, invoke, tiny_config
 
 
 def test_a_second_run_into_a_held_directory_is_refused_naming_the_holder(tmp_path):
@@ -114,3 +115,10 @@ def test_an_interrupted_training_exits_with_the_shells_code_after_saving(tmp_pat
     assert process.returncode == code
     assert "continue with --resume" in output
     assert torch.load(out / "last.pt", weights_only=True)["training_state"]["position"] is not None
+
+
+def test_train_names_its_run_directory_by_its_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out=~/run", "--max-steps", "2", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert f"model in {tmp_path / '~' / 'run' / 'best.pt'}" in result.stdout

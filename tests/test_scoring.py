@@ -1,16 +1,25 @@
+
 import json
 
 import pytest
 
+import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.files import InputError
 from grammar_induce.inference.ensemble import ParseOptions
+from grammar_induce.inference.members import read_sentences
 from grammar_induce.inference.voting import most_voted_tree
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_file, evaluate_models, report_json
 
-from .conftest import ROOT
+from .conftest import (
+    LABELLED_GOLD,
+    ROOT,
+    invoke,
+    one_line_error,
+    sole_line_error,
+)
 
 GOLD = str(ROOT / "data" / "synthetic" / "test.trees")
 
@@ -63,7 +72,6 @@ def test_labeled_pred_file(tmp_path):
 
 
 def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backward_model):
-    from grammar_induce.inference.members import read_sentences
 
     report = evaluate_models([tiny_model, tiny_backward_model], EvalOptions(GOLD, max_length=12, quiet=True),
                              ParseOptions(decoder="gap"))
@@ -126,3 +134,120 @@ def test_a_missing_nltk_corpus_says_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
     with pytest.raises(InputError, match=r"nltk:treebank: nltk's data has no corpus 'treebank': download it .*NLTK_DATA"):
         read_gold("nltk:treebank", TagFilter())
+
+
+def test_the_gold_trees_rescored_as_labelled_predictions_give_100(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text(LABELLED_GOLD)
+    for extra in ([], ["--pred-format", "ptb"]):
+        result = invoke("evaluate", "--pred", gold, "--gold", gold, "--json", tmp_path / "r.json", *extra)
+        assert result.exit_code == 0, result.output
+        assert json.loads((tmp_path / "r.json").read_text())["rows"]["predicted"]["sentence_f1"] == 1.0
+
+
+def test_parse_output_of_text_with_punctuation_can_be_rescored(tiny_run, tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text(LABELLED_GOLD)
+    for fmt in ("ptb", "brackets"):
+        pred = tmp_path / f"pred.{fmt}"
+        assert invoke("parse", "--model", tiny_run / "best.pt", "--format", fmt, "--output", pred,
+                   "The dog , barked a lot .").exit_code == 0
+        result = invoke("evaluate", "--pred", pred, "--gold", gold)
+        assert result.exit_code == 0, result.output
+
+
+def test_evaluate_says_how_many_gold_words_the_model_does_not_know(tiny_run, tmp_path):
+    result = invoke("evaluate", "--model", tiny_run / "best.pt", "--quiet")
+    assert "gold words unknown to" in result.stdout and "note:" not in result.stdout
+    gold = tmp_path / "gold.mrg"
+    gold.write_text(LABELLED_GOLD)
+    result = invoke("evaluate", "--model", tiny_run / "best.pt", "--gold", gold, "--quiet")
+    assert result.exit_code == 0 and "are unknown to" in result.stdout and "note:" in result.stdout
+
+
+def test_evaluate_writes_all_its_files_or_none(tiny_run, tmp_path):
+    result = invoke("evaluate", "--model", tiny_run / "best.pt", "--quiet", "--json", tmp_path / "a.json",
+                 "--report", "/dev/full")
+    one_line_error(result, "/dev/full: cannot write (No space left on device)")
+    assert list(tmp_path.iterdir()) == []  # a.json was not written, and no temporary is left
+
+
+def test_rescoring_reports_dropped_punctuation_and_refuses_extra_words(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))\n")
+    punct = tmp_path / "punct.txt"
+    punct.write_text("((The dog) (barked .))\n")
+    result = invoke("evaluate", "--pred", punct, "--gold", gold)
+    assert result.exit_code == 0 and "note: 1 predicted token the gold trees do not have" in result.stdout
+    assert "the first '.' at " in result.stdout
+    extra = tmp_path / "extra.txt"
+    extra.write_text("((The dog) (barked loudly))\n")
+    one_line_error(invoke("evaluate", "--pred", extra, "--gold", gold), "1 word the gold tree at", "loudly")
+
+
+def test_rescoring_chinese_trees_as_english_keeps_the_hint(tmp_path):
+    gold = tmp_path / "ctb.trees"
+    gold.write_text("(TOP (IP (NP (NN 经济)) (VP (VV 发展)) (PU 。)))\n(TOP (IP (NP (NN 城市)) (VP (VV 建设)) (PU ，)))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("((经济 发展) 。)\n((城市 建设) ，)\n")  # what `parse` prints of these sentences
+    one_line_error(invoke("evaluate", "--pred", pred, "--gold", gold), "1 word the gold tree",
+                   "for Chinese Treebank trees use --treebank ctb")  # not scored as if 发展 were not there
+    assert invoke("evaluate", "--pred", pred, "--gold", gold, "--treebank", "ctb").exit_code == 0
+
+
+def test_the_tools_own_tokenization_of_gold_words_is_rescored(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (NNP Gotta) (NNP U.S.)) (VP (VBD fell)))\n(S (NP (NNP S&L)) (VP (VBD rose)) (. .))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("(((Got ta) (U.S .)) fell)\n((S&L rose) .)\n")  # how parse splits `Gotta U.S. fell`
+    result = invoke("evaluate", "--pred", pred, "--gold", gold)
+    assert result.exit_code == 0, result.output
+    report = gi.evaluate(pred, gold=gold)
+    assert report.rows["predicted"].sentence_f1 == 1.0
+    assert "1 predicted token the gold trees do not have" in result.stdout  # the final "." only
+
+
+def test_rows_without_spans_say_n_a_and_the_random_row_counts_the_sentences(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NN a) (VB b))\n(S (NN c) (VB d))\n(S (NP (NN e) (NN f)) (VB g))\n")
+    result = invoke("evaluate", "--pred", gold, "--gold", gold, "--max-length", "2", "--json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output
+    assert "n/a" in next(line for line in result.stdout.splitlines() if line.startswith("predicted"))
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert rows["random"]["sentences"] == rows["predicted"]["sentences"] == 2
+
+
+def test_brackets_typed_as_words_survive_parsing_and_rescoring(tiny_run, tmp_path):
+    result = invoke("parse", "--model", tiny_run / "best.pt", "a ( b ) c [ d ] { e }")
+    assert result.exit_code == 0, result.output
+    assert trees.leaves(trees.parse_brackets(result.output.strip())) == "a ( b ) c [ d ] { e }".split()
+    gold = tmp_path / "gold.txt"
+    gold.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (-LRB- -LRB-) (NP (DT a) (NN cat)) (-RRB- -RRB-)))\n")
+    saved = tmp_path / "saved.txt"
+    first = invoke("evaluate", "--model", tiny_run / "best.pt", "--gold", gold, "--punct-tags", "PU",
+                "--save-trees", saved, "--quiet")
+    assert first.exit_code == 0, first.output
+    assert "-LRB-" in saved.read_text()
+    again = invoke("evaluate", "--pred", saved, "--gold", gold, "--punct-tags", "PU")
+    assert again.exit_code == 0, again.output
+
+
+def test_saved_trees_of_a_length_limited_evaluation_can_be_rescored(tiny_run, tmp_path):
+    saved = tmp_path / "t.txt"
+    first = invoke("evaluate", "--model", tiny_run / "best.pt", "--max-length", 10, "--save-trees", saved, "--quiet")
+    assert first.exit_code == 0, first.output
+    again = invoke("evaluate", "--pred", saved, "--max-length", 10)
+    assert again.exit_code == 0, again.output
+    main_row = next(line for line in first.output.splitlines() if "*" in line).split("*")[1].split()
+    assert next(line for line in again.output.splitlines() if "*" in line).split("*")[1].split() == main_row
+
+
+def test_labelled_predictions_are_recognised(tmp_path):
+    gold = tmp_path / "gold.txt"
+    gold.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
+    result = invoke("evaluate", "--pred", pred, "--gold", gold)
+    assert result.exit_code == 0 and "100.0" in result.output, result.output
+    pred.write_text("(S (NP (DT the) (NN cow)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
+    sole_line_error(invoke("evaluate", "--pred", pred, "--gold", gold), "(for labelled trees, add --pred-format ptb)")

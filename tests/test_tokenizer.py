@@ -1,9 +1,13 @@
 """text/tokenizer.py: how lines become the words a model reads."""
 
+import json
+
 import pytest
 
 from grammar_induce.files import read_lines
 from grammar_induce.text.tokenizer import Tokenizer
+
+from .conftest import TREEBANK_TOKENIZER, invoke, sole_line_error
 
 ENGLISH = Tokenizer("treebank", lowercase=True, replace_digits=True)
 CHINESE = Tokenizer("jieba", lowercase=True, replace_digits=True, punctuation_aside=True, fold_width=True)
@@ -38,3 +42,43 @@ def test_a_byte_order_mark_at_the_start_of_any_line_is_dropped(tmp_path):
     path = tmp_path / "joined.txt"
     path.write_bytes("\ufeffthe dog\n\ufeffa cat\n".encode())
     assert [ENGLISH(line) for _, line in read_lines(path)] == [["the", "dog"], ["a", "cat"]]
+
+
+def test_quotes_come_back_as_they_were_typed(ptb):
+    for text in ('He said "hello there" to me.', "a '' b c", "“Curly” quotes stay"):
+        tree = ptb.parse(text)
+        assert "".join(tree.leaves()) == text.replace(" ", "")
+    assert ptb.parse('"the old man" saw "a dog"').leaves()[0] == '"'
+
+
+def test_vocabulary_words_special_tokens_and_numbers_stay_whole():
+    tokens, is_word = TREEBANK_TOKENIZER.read("the s&l said <unk> rose N % to $ N", {"s&l", "<unk>", "N"})
+    assert tokens == ["the", "s&l", "said", "<unk>", "rose", "N", "%", "to", "$", "N"] and all(is_word)
+    assert TREEBANK_TOKENIZER("the s&l said <unk> rose N") == ["the", "s&l", "said", "<unk>", "rose", "N"]
+    assert TREEBANK_TOKENIZER.read("at&t and S&L")[0] == ["at&t", "and", "S&L"]
+
+
+def test_the_ptb_lm_text_parses_the_same_as_the_whitespace_split(ptb):
+    line = "the s&l industry 's <unk> rose N N in the third quarter"
+    tree = ptb.parse(line)
+    assert tree.leaves() == line.split()
+
+
+def test_a_sentence_final_period_inside_a_line_is_split_off():
+    assert TREEBANK_TOKENIZER.split("profits rose. Analysts were surprised.") == \
+        ["profits", "rose", ".", "Analysts", "were", "surprised", "."]
+    assert TREEBANK_TOKENIZER.split("sales fell 5%. Mr. Smith left in 1990. He said so.") == \
+        ["sales", "fell", "5", "%", ".", "Mr.", "Smith", "left", "in", "1990", ".", "He", "said", "so", "."]
+    assert TREEBANK_TOKENIZER.split('He said "Profits rose." Analysts were surprised.')[4:8] == ["rose", ".", '"', "Analysts"]
+    assert TREEBANK_TOKENIZER.split("It cost 5 vs. 6 etc. Then it ended.") == \
+        ["It", "cost", "5", "vs.", "6", "etc.", "Then", "it", "ended", "."]  # abbreviations stay
+
+
+def test_a_byte_order_mark_does_not_become_part_of_a_word(tiny_run, tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_bytes("\ufeffthe dog ran\n".encode())
+    result = invoke("parse", "--model", tiny_run / "best.pt", "--input", text, "--format", "json")
+    assert json.loads(result.output) == json.loads(invoke("parse", "--model", tiny_run / "best.pt", "--format", "json",
+                                                       "the dog ran").output)
+    text.write_bytes(b"the\x00dog ran\n")
+    sole_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--input", text), "in.txt:1: control character U+0000")

@@ -1,17 +1,22 @@
+
 import json
 import math
 import os
 import random
 import signal
+import time
 
 import pytest
 import torch
 
+from grammar_induce.files import InputError, Messages
 from grammar_induce.models import checkpoint, native
+from grammar_induce.output import draw
+from grammar_induce.text.tokenizer import Tokenizer, read_corpus
 from grammar_induce.workflows import train as train_module
 from grammar_induce.workflows.train import averaged_weights, sample_seq_len, train
 
-from .conftest import QUIET, tiny_config
+from .conftest import QUIET, invoke, one_line_error, run_training, tiny_config, well_formed
 
 
 def test_run_directory_contents(tiny_run):
@@ -28,7 +33,7 @@ def test_run_directory_contents(tiny_run):
 
 
 def test_best_is_the_lowest_validation(tiny_run, tiny_model):
-    from grammar_induce.text.tokenizer import Tokenizer, batchify, encode_stream, read_corpus
+    from grammar_induce.text.tokenizer import batchify, encode_stream
     from grammar_induce.workflows.train import evaluate_loss
 
     lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
@@ -131,7 +136,7 @@ def test_the_log_says_whether_cpu_time_steps_run_in_c(monkeypatch):
 
 def test_a_backward_model_learns_each_sentence_right_to_left(tiny_backward_run):
     from grammar_induce.runtime.distributed import World
-    from grammar_induce.text.tokenizer import EOS, Tokenizer, Vocab, read_corpus
+    from grammar_induce.text.tokenizer import EOS, Vocab
 
     loaded = checkpoint.load(tiny_backward_run / "best.pt")
     assert loaded.config.model.direction == "backward"
@@ -149,7 +154,7 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
     train(tiny_config(train={"epochs": 4, "keep_epochs": 2}), out, **QUIET)
     assert sorted(p.name for p in out.glob("epoch-*.pt")) == ["epoch-3.pt", "epoch-4.pt"]
     last_valid = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["valid_ppl"]
-    from grammar_induce.text.tokenizer import Tokenizer, batchify, encode_stream, read_corpus
+    from grammar_induce.text.tokenizer import batchify, encode_stream
 
     snapshot = checkpoint.load(out / "epoch-4.pt")
     cfg = snapshot.config
@@ -173,3 +178,109 @@ def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
     assert isinstance(loaded.model, LSTMLanguageModel)
     with pytest.raises(InputError, match="lstm language model has no distances"):
         parse([loaded], ["a b"], ParseOptions())
+
+
+def test_training_refuses_a_data_file_that_is_a_file_of_its_run_directory(run_copy):
+    config = tiny_config(data={"train": str(run_copy / "metrics.jsonl")})
+    kept = (run_copy / "metrics.jsonl").read_bytes()
+    with pytest.raises(InputError, match="is also an input"):
+        train(config, run_copy, force=True, **QUIET)
+    assert (run_copy / "metrics.jsonl").read_bytes() == kept
+
+
+def test_training_goes_on_and_keeps_its_state_when_a_picture_fails(tmp_path, monkeypatch):
+    def broken(*args):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(draw, "write_curves", broken)
+    messages = Messages()
+    result = train(tiny_config(train={"epochs": 2}), tmp_path / "run", quiet=True, messages=messages)
+    assert len(result.epochs) == 2
+    assert (tmp_path / "run" / "last.pt").exists() and (tmp_path / "run" / "best.pt").exists()
+    assert messages.notes == ["could not write curves.svg (ZeroDivisionError: float division by zero); training goes on"] * 2
+
+
+def test_a_diverging_run_keeps_last_pt_and_its_curves(tmp_path):
+    out = tmp_path / "run"
+    config = tiny_config(train={"epochs": 1, "lr": 3000.0, "clip": 0.0})
+    try:
+        train(config, out, **QUIET)
+    except train_module.TrainingStopped:  # the loss may overflow inside the epoch: nothing to check then
+        pytest.skip("the loss became NaN inside the epoch")
+    assert (out / "last.pt").exists()
+    well_formed((out / "curves.svg").read_text())
+
+
+def test_resume_refuses_a_change_to_the_model_tokenizer_or_data_naming_key_and_values(tmp_path):
+    out = tmp_path / "run"
+    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    last = (out / "last.pt").read_bytes()
+    with pytest.raises(InputError, match=r"cannot change data.tokenizer \(the run has 'whitespace', now 'char'\)"):
+        train(tiny_config(train={"epochs": 2}, data={"tokenizer": "char"}), out, resume=True, **QUIET)
+    one_line_error(invoke("train", "--out", out, "--resume", "--set", "model.hidden_size=32"),
+                   "cannot change model.hidden_size")
+    one_line_error(invoke("train", "--out", out, "--resume", "--set", "train.batch_size=2"), "cannot change train.batch_size")
+    assert (out / "last.pt").read_bytes() == last
+    assert invoke("train", "--out", out, "--resume", "--epochs", "2", "--quiet").exit_code == 0  # safe to change
+
+
+def test_sigterm_saves_last_and_resume_continues(tmp_path, monkeypatch):
+    original = train_module.train_step
+    calls = {"n": 0}
+
+    def step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_step", step)
+    out = tmp_path / "run"
+    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    state = torch.load(out / "last.pt", weights_only=True)["training_state"]
+    assert state["epoch"] == 1 and state["position"]["start"] > 0 and state["step"] == 5
+    monkeypatch.setattr(train_module, "train_step", original)
+    train(tiny_config(train={"epochs": 1}), out, resume=True, **QUIET)
+    assert torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] == 2
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_leaves_loadable_files_and_resume_matches(tmp_path):
+    straight = tmp_path / "straight"
+    assert run_training(straight).wait() == 0
+    out = tmp_path / "killed"
+    first = True
+    for delay in (0.2, 0.5, 0.9):
+        process = run_training(out, () if first else ("--resume",))
+        first = first and not (out / "last.pt").exists()
+        deadline = time.time() + 60
+        while not (out / "metrics.jsonl").exists() and time.time() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        for name in ("best.pt", "last.pt"):
+            if (out / name).exists():
+                checkpoint.read(out / name)  # never corrupt
+        for line in (out / "metrics.jsonl").read_text().splitlines():
+            json.loads(line)  # only whole lines
+        if not (out / "last.pt").exists():
+            first = True
+    while True:
+        if (out / "last.pt").exists() and \
+                torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] > 4:
+            break
+        assert run_training(out, ("--resume",) if (out / "last.pt").exists() else ("--force",)).wait() == 0
+    a = torch.load(straight / "last.pt", weights_only=True)["state_dict"]
+    b = torch.load(out / "last.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    epochs = [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2, 3, 4]
+
+
+def test_a_run_stopped_by_nan_before_any_epoch_can_start_again(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(train_module.TrainingStopped, match="no epoch had finished, so nothing was kept"):
+        train(tiny_config(train={"epochs": 1, "lr": 1e38, "clip": 0.0}), out, **QUIET)
+    train(tiny_config(train={"epochs": 1}), out, **QUIET)  # no --force needed
+    assert (out / "best.pt").exists()

@@ -1,7 +1,18 @@
-import pytest
 
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import grammar_induce as gi
+from grammar_induce import trees
 from grammar_induce.files import InputError
 from grammar_induce.text.treebank import TagFilter, parse_bracketed, preprocess, read_gold
+
+from .conftest import (
+    TREE_ALPHABET,
+    invoke,
+)
 
 WSJ = """( (S
     (NP-SBJ (NNP Pierre) (NNP Vinken) )
@@ -68,3 +79,53 @@ def test_malformed_gold_names_file_and_line(tmp_path, text, message):
 def test_missing_gold_file():
     with pytest.raises(InputError, match="no such file"):
         read_gold("/nonexistent/gold.mrg", TagFilter())
+
+
+def test_gold_trees_whose_continuation_lines_start_in_column_0_are_read(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (DT the) (NN dog))\n(VP (VBD barked)))\n(S (NP (DT a) (NN cat)) (VP (VBD sat)))\n")
+    report = gi.evaluate(["((the dog) barked)", "((a cat) sat)"], gold=gold)
+    assert report.sentences == 2 and report.rows[report.main_row].sentence_f1 == 1.0
+    bad = tmp_path / "bad.mrg"
+    bad.write_text("(S (NP (DT the) (NN dog))\n(S (NP (DT a) (NN cat)) (VP (VBD sat)))\n")
+    with pytest.raises(InputError, match="bad.mrg:1: unbalanced brackets"):
+        gi.evaluate(["((a cat) sat)"], gold=bad)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("(S (NP (DT the) (NN dog)) (VP (VBD ran))\n", "gold.txt:1: unbalanced"),
+    ("(S (NP (DT)) (VP (VBD ran)))\n", "gold.txt:1: (DT) has no word"),
+    ("()\n", "gold.txt:1: empty tree"),
+    ("(S (NN a))\n(S the dog)\n", "gold.txt:2: (S ...) mixes words"),
+])
+def test_bad_gold_trees_and_skip_bad(tmp_path, text, message):
+    gold = tmp_path / "gold.txt"
+    gold.write_text(text + "(S (NN ok) (VBD fine))\n")
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_gold(str(gold), TagFilter())
+    kept, skipped = read_gold(str(gold), TagFilter(), skip_bad=True)
+    assert kept[-1].words == ["ok", "fine"] and skipped >= 1
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(TREE_ALPHABET, max_size=60) | st.text(max_size=40))
+def test_fuzz_gold_reader_returns_trees_or_our_error(tmp_path, text):
+    path = tmp_path / "fuzz.txt"
+    path.write_text(text, encoding="utf-8")
+    for skip_bad in (False, True):
+        try:
+            gold, _ = read_gold(str(path), TagFilter(keep=None), skip_bad=skip_bad)
+        except InputError:
+            continue
+        assert all(g.words == trees.leaves(g.tree) for g in gold)
+
+
+def test_chinese_gold_scored_with_the_english_tag_filter_says_so(tmp_path):
+    gold = tmp_path / "ctb.txt"
+    gold.write_text("(IP (NP (NR 张三)) (VP (VV 喜欢) (NP (NN 苹果))) (PU 。))\n"
+                    "(IP (NP (PN 我们)) (VP (VV 学习) (NP (NN 中文) (CD 3))) (PU 。))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("苹果\n(中文 3)\n")  # what survives the PTB filter: the NN and CD leaves
+    result = invoke("evaluate", "--pred", pred, "--gold", gold)
+    assert result.exit_code == 0, result.output
+    assert "dropped 67% of the gold leaves" in result.output and "--treebank ctb" in result.output

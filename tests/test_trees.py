@@ -1,11 +1,16 @@
+
 import itertools
 import random
 
 import nltk
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grammar_induce import trees
 from grammar_induce.inference.voting import most_voted_tree
+
+from .conftest import TREE_ALPHABET
 
 
 def split_recursively(distances, words):
@@ -208,3 +213,13 @@ def test_a_right_branching_voter_is_one_more_weighted_voter():
                 voted = combine([members], [1, 1], ParseOptions(layers=(1, 1), right_voter=weight))[0]
                 assert_most_voted(voted, voters, [1, 1, weight], words)
             assert combine([members], [1, 1], ParseOptions(layers=(1, 1), right_voter=5.0))[0] == voters[-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(TREE_ALPHABET, max_size=60))
+def test_fuzz_bracket_parser_returns_a_tree_or_our_error(text):
+    try:
+        tree = trees.parse_brackets(text)
+    except trees.TreeSyntaxError:
+        return
+    assert trees.parse_brackets(trees.to_brackets(tree)) == tree

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..models.checkpoint import LoadedModel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParseOptions:
     layers: tuple[int, ...] = ()  # (): each model's middle layer; one for all models, or one per model
     auto_layers: bool = False  # several models: each one's layer chosen by agreement (see layers_by_agreement)
@@ -32,7 +32,6 @@ class ParseOptions:
     combine: str = "mbr"  # a name in COMBINERS, for two or more models
     batch_size: int = 64
     precision: str = "fp32"  # fp32 | bf16 | auto, of the models' matrix products (runtime/precision.py)
-    member_precisions: tuple[str, ...] = ()  # auto, resolved: fp32 or bf16 per member (each measured on its own)
     # span voting: the weight of a right-branching tree as one more voter (0: none). English leans right,
     # and a weak prior of that kind breaks the members' ties the way the language does.
     right_voter: float = 0.0
@@ -41,6 +40,7 @@ class ParseOptions:
     # span voting: each member's weight (one per member; (): 1 each), or "family": each member weighs one over
     # the number of members of its model kind, so that each family (ON-LSTMs, PCFGs, students) votes as one
     weights: tuple[float, ...] | str = ()
+    member_precisions: tuple[str, ...] = ()  # auto, resolved: fp32 or bf16 per member (each measured on its own)
 
 
 def resolve_weights(options: ParseOptions, kinds: list[str]) -> tuple[float, ...]:

@@ -37,6 +37,7 @@ class Pretrained:
     right_voter: float = 0.0  # span voting: a right-branching tree's weight as one more voter
     language: str = "en"
     direction: str = "forward"  # an ON-LSTM's: forward, backward, or forward+backward for a pair
+    teachers: str = ""  # a distilled student's: what it learned from (its checkpoint's provenance, described)
 
     @property
     def paths(self) -> list[Path]:
@@ -85,6 +86,7 @@ def table() -> str:
     texts = list(dict.fromkeys((m.training_text, m.licence) for m in models))
     lines += [f"\ntraining text: {text}\nlicence: {licence}" for text, licence in texts]
     lines += ["", *(f"F1{'*' * (k + 1)}: sentence F1 on the {gold}" for k, gold in enumerate(golds))]
+    lines += [f"{m.name}: a student of {m.teachers}" for m in models if m.teachers]
     return "\n".join(lines)
 
 
