@@ -159,8 +159,8 @@ def main() -> None:
         folder = args.out / name.replace("/", "_")
         folder.mkdir(exist_ok=True)
         settings = DistillSettings(**variant.settings)
-        lm = next(models[g][k] for g, k in members if models[g][k].config.model.kind == "onlstm")
-        student = train_student(lm, targets("train"), targets("valid"), settings, 1, folder, Messages(say=print))
+        first = models[members[0][0]][members[0][1]]  # the student takes its vocabulary and tokenizer
+        student = train_student(first, targets("train"), targets("valid"), settings, 1, folder, Messages(say=print))
         path = folder / "best.pt"
         teachers_of = [models[g][k] for g, k in members]
         made = provenance(teachers_of, str(language.train), str(language.valid), len(train), options, settings, 1)
