@@ -172,16 +172,17 @@ def test_evaluate_writes_all_its_files_or_none(tiny_run, tmp_path):
     assert list(tmp_path.iterdir()) == []  # a.json was not written, and no temporary is left
 
 
+def written(path, text: str):
+    path.write_text(text)
+    return path
+
+
 def test_rescoring_reports_dropped_punctuation_and_refuses_extra_words(tmp_path):
-    gold = tmp_path / "gold.mrg"
-    gold.write_text("(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))\n")
-    punct = tmp_path / "punct.txt"
-    punct.write_text("((The dog) (barked .))\n")
-    result = invoke("evaluate", "--pred", punct, "--gold", gold)
+    gold = written(tmp_path / "gold.mrg", "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))\n")
+    result = invoke("evaluate", "--pred", written(tmp_path / "punct.txt", "((The dog) (barked .))\n"), "--gold", gold)
     assert result.exit_code == 0 and "note: 1 predicted token the gold trees do not have" in result.stdout
     assert "the first '.' at " in result.stdout
-    extra = tmp_path / "extra.txt"
-    extra.write_text("((The dog) (barked loudly))\n")
+    extra = written(tmp_path / "extra.txt", "((The dog) (barked loudly))\n")
     one_line_error(invoke("evaluate", "--pred", extra, "--gold", gold), "1 word the gold tree at", "loudly")
 
 
@@ -243,10 +244,8 @@ def test_saved_trees_of_a_length_limited_evaluation_can_be_rescored(tiny_run, tm
 
 
 def test_labelled_predictions_are_recognised(tmp_path):
-    gold = tmp_path / "gold.txt"
-    gold.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n")
-    pred = tmp_path / "pred.txt"
-    pred.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
+    gold = written(tmp_path / "gold.txt", "(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n")
+    pred = written(tmp_path / "pred.txt", "(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
     result = invoke("evaluate", "--pred", pred, "--gold", gold)
     assert result.exit_code == 0 and "100.0" in result.output, result.output
     pred.write_text("(S (NP (DT the) (NN cow)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
