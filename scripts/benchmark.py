@@ -324,28 +324,35 @@ def bench_ensemble_long_line(name: str, device_name: str, words: int) -> dict:
     return {"seconds": seconds, "tokens_per_s": words / seconds, "one_model_seconds": alone}
 
 
-def bench_student(name: str, device_name: str, count: int, words: int) -> dict:
-    """A distilled student of the default size (random weights) through the parse workflow, beside the pair of
-    language models it would learn from (span voting), at batch 64; and one line of `words` words."""
+def random_student(forward, emb_size: int, hidden_size: int, n_layers: int):
+    """A distilled student of these sizes with random weights (seed 0), over `forward`'s vocabulary and tokenizer."""
     import dataclasses
 
     import torch
 
     from grammar_induce.config import Config, ModelConfig
-    from grammar_induce.inference.ensemble import ParseOptions
     from grammar_induce.models.checkpoint import LoadedModel
     from grammar_induce.models.span_parser import SpanParser
+
+    config = ModelConfig(kind="student", emb_size=emb_size, hidden_size=hidden_size, chunk_size=1, n_layers=n_layers)
+    torch.manual_seed(0)
+    return LoadedModel(SpanParser(VOCAB, config).to(forward.model.device).eval(), forward.vocab, forward.tokenizer,
+                       dataclasses.replace(Config(), model=config))
+
+
+def bench_student(name: str, device_name: str, count: int, words: int) -> dict:
+    """A distilled student of the default size (random weights) through the parse workflow, beside the pair of
+    language models it would learn from (span voting), at batch 64; and one line of `words` words."""
+    import torch
+
+    from grammar_induce.inference.ensemble import ParseOptions
     from grammar_induce.workflows.distillation import DistillSettings
     from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
     size = DistillSettings()
-    config = ModelConfig(kind="student", emb_size=size.emb_size, hidden_size=size.hidden_size, chunk_size=1,
-                         n_layers=size.n_layers, dropout=size.dropout)
-    torch.manual_seed(0)
-    student = LoadedModel(SpanParser(VOCAB, config).to(device).eval(), forward.vocab, forward.tokenizer,
-                          dataclasses.replace(Config(), model=config))
+    student = random_student(forward, size.emb_size, size.hidden_size, size.n_layers)
     lines = [" ".join(sentence) for sentence in parse_sentences(count)]
     options = ParseOptions(batch_size=64)
     seconds, pair = timed_pair(lambda: list(parse([student], lines, options)[0]),
@@ -361,23 +368,14 @@ def bench_student_floor(name: str, device_name: str, count: int, precision: str)
     sentences of PARSE_WORDS words through the parse workflow in `precision`, against the floor: its matrix
     products alone at their shapes (each layer and direction's input map for all steps and hidden map step by
     step, in bfloat16 under bf16; the fencepost projections and the span scores' last product in float32)."""
-    import dataclasses
-
     import torch
 
-    from grammar_induce.config import Config, ModelConfig
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.models.checkpoint import LoadedModel
-    from grammar_induce.models.span_parser import SpanParser
     from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
-    forward = loaded_model(name, device)
     emb, hidden, layers, batch, steps = 100, 200, 2, 64, PARSE_WORDS + 2
-    config = ModelConfig(kind="student", emb_size=emb, hidden_size=hidden, chunk_size=1, n_layers=layers)
-    torch.manual_seed(0)
-    student = LoadedModel(SpanParser(VOCAB, config).to(device).eval(), forward.vocab, forward.tokenizer,
-                          dataclasses.replace(Config(), model=config))
+    student = random_student(loaded_model(name, device), emb, hidden, layers)
     lines = [" ".join(sentence) for sentence in parse_sentences(count)]
     options = ParseOptions(batch_size=batch, precision=precision)
 

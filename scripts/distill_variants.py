@@ -7,8 +7,8 @@ scores printed: a setting kept because of them is chosen by looking at F1 on the
     python scripts/distill_variants.py --language zh --out runs/variants-zh --teacher Q=runs/pcfg/ctb/best.pt
 
 Each teacher's readings are kept in OUT/readings (keyed by the file and the sentences): a later run with other
-variants or other teachers parses only what it has not read. Teachers are groups of checkpoints named by a letter (`--teacher NAME=PATH[,PATH]` replaces a group's files).
-English: A, B the bf16 ON-LSTM pairs of ../shared/models, P the TN-PCFG of scripts/train_pcfg.sh. Chinese: C the
+variants or other teachers parses only what it has not read. Teachers are groups of checkpoints named by a
+letter (`--teacher NAME=PATH[,PATH]` replaces a group's files). English: A, B the bf16 ON-LSTM pairs of ../shared/models, P the TN-PCFG of scripts/train_pcfg.sh. Chinese: C the
 CTB ON-LSTM pair of scripts/train_chinese.sh, Q the CTB TN-PCFG. Results go to OUT/variants.jsonl (a line per
 variant, appended: a stopped run resumes where it stopped).
 """
@@ -159,8 +159,8 @@ def main() -> None:
         folder = args.out / name.replace("/", "_")
         folder.mkdir(exist_ok=True)
         settings = DistillSettings(**variant.settings)
-        first = models[members[0][0]][members[0][1]]  # the student takes its vocabulary and tokenizer
-        student = train_student(first, targets("train"), targets("valid"), settings, 1, folder, Messages(say=print))
+        vocabulary_of = models[members[0][0]][members[0][1]]  # the student takes its vocabulary and tokenizer
+        student = train_student(vocabulary_of, targets("train"), targets("valid"), settings, 1, folder, Messages(say=print))
         path = folder / "best.pt"
         teachers_of = [models[g][k] for g, k in members]
         made = provenance(teachers_of, str(language.train), str(language.valid), len(train), options, settings, 1)

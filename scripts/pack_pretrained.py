@@ -221,8 +221,6 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
     from grammar_induce.models.registry import kind_of
 
     own_trees = kind_of(model.kind).YIELDS == "trees"  # a direction is an ON-LSTM's
-    if model.kind == "student" and not model.teachers:  # packed before the catalogue described teachers
-        model = replace(model, teachers=describe_teachers(checkpoint.load(model.paths[0]).provenance))
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items()
             if k != "name" and v is not None and not (k == "direction" and own_trees) and v != ""}
 

@@ -100,6 +100,7 @@ class SpanParser(ModelKind):
         names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
         weights = [getattr(self.encoder, f"{name}_l{layer}{suffix}").to(inputs.dtype) for name in names]
         zeros = inputs.new_zeros(1, inputs.shape[0], self.encoder.hidden_size)
+        # has_biases, one layer, no dropout, not training, one direction, batch first
         states, _, _ = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, False, False, True)
         return states
 
