@@ -4,7 +4,8 @@
 # Parse output (jsonl: trees and every distance) of each shipped model, of ensembles (span voting, mean gap
 # scores, layers by agreement, a right-branching voter, a student beside language models) and in bf16;
 # evaluate's numbers (json) of the same; a small distillation with a fixed seed (the weights' sums and its
-# log). Needs ../shared (the treebank sample, PTB and CTB text); a few minutes on two cores.
+# log); small seeded trainings of each trainable family (an ON-LSTM with the switch to averaged SGD, a TN-PCFG),
+# one of them stopped and resumed (the weights' sums and the metrics). Needs ../shared (the treebank sample, PTB and CTB text); a few minutes on two cores.
 #   scripts/snapshot_behaviour.sh OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,3 +65,24 @@ log = [{k: v for k, v in json.loads(line).items() if k != "seconds"}
 EOF
 gi parse --model "$out/student/best.pt" --format jsonl < "$out/en.txt" > "$out/parse-distilled.jsonl"
 rm -rf "$out/student"
+
+rm -rf "$out/runs"
+tiny=(--config configs/tiny.toml --seed 3 --quiet --set train.device=cpu)
+gi train "${tiny[@]}" --epochs 4 --set train.nonmono=0 --out "$out/runs/onlstm" > /dev/null
+pcfg=(--set model.kind=pcfg --set model.nonterminals=6 --set model.preterminals=8 --set model.rank=8
+      --set model.symbol_dim=16 --set train.lr=0.01 --set train.max_length=12 --epochs 2)
+gi train "${tiny[@]}" "${pcfg[@]}" --out "$out/runs/pcfg" > /dev/null
+gi train "${tiny[@]}" "${pcfg[@]}" --max-steps 7 --out "$out/runs/pcfg-resumed" > /dev/null
+gi train "${tiny[@]}" "${pcfg[@]}" --resume --out "$out/runs/pcfg-resumed" > /dev/null
+python - "$out" <<'EOF'
+import json, sys, torch
+from pathlib import Path
+out = Path(sys.argv[1])
+for run in sorted((out / "runs").iterdir()):
+    state = torch.load(run / "last.pt", weights_only=True)
+    sums = {k: round(float(v.double().sum()), 10) for k, v in state["state_dict"].items()}
+    log = [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "tokens_per_s")}
+           for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (out / f"train-{run.name}.json").write_text(json.dumps({"weights": sums, "log": log}, indent=1))
+EOF
+rm -rf "$out/runs"
