@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import trees
+from .families import pretrained
 from .files import InputError, Messages, SettingError
-from .models import pretrained
 
 if TYPE_CHECKING:
     import nltk
 
+    from .families.checkpoint import LoadedModel
     from .inference.ensemble import ParseOptions
-    from .models.checkpoint import LoadedModel
     from .output.formats import SentenceResult
     from .workflows.parse import ParseSummary
     from .workflows.scoring import Report
@@ -169,7 +169,7 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     (NT-k) instead of X (one model that induces them). `weights`: span voting's weight of each model, or
     "family" (each model weighs one over the number of models of its kind). `parse_many` also takes lists
     of tokens."""
-    from .models import checkpoint
+    from .families import checkpoint
     from .runtime.distributed import resolve_device
 
     spec = ModelSpec.resolve(models)

@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from . import config as config_module
+from .families.pretrained import DEFAULT_MODEL
 from .inference.ensemble import COMBINERS
-from .models.pretrained import DEFAULT_MODEL
 from .output.formats import ALL_LAYERS, FORMATS, PICTURES
 from .trees import DECODERS
 
@@ -449,7 +449,7 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
 @main.command()
 def models() -> None:
     """List the models that ship with grammar-induce (use a name with --model, or gi.load(name))."""
-    from .models.pretrained import catalogue, table
+    from .families.pretrained import catalogue, table
 
     click.echo(table() if catalogue() else "no models ship with this installation")
 

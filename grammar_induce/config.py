@@ -26,7 +26,7 @@ class ConfigError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    kind: str = "onlstm"  # a name in models/registry.py: onlstm | lstm (the AWD-LSTM baseline) | student (distill)
+    kind: str = "onlstm"  # a name in families/registry.py: onlstm | lstm (the AWD-LSTM baseline) | student (distill)
     emb_size: int = 400
     hidden_size: int = 1150
     chunk_size: int = 10
@@ -37,7 +37,7 @@ class ModelConfig:
     dropoute: float = 0.1  # word-type dropout on the embedding matrix
     wdrop: float = 0.45  # DropConnect on hidden-to-hidden weights
     direction: str = "forward"  # forward | backward: read each sentence left to right or right to left
-    # kind "pcfg" (TN-PCFG, models/pcfg.py); the paper's sizes
+    # kind "pcfg" (TN-PCFG, families/pcfg/model.py); the paper's sizes
     nonterminals: int = 250
     preterminals: int = 500
     rank: int = 500  # of the binary rule tensor's decomposition
@@ -45,7 +45,7 @@ class ModelConfig:
 
     def validate(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:
-            raise ConfigError(f"model.kind must name a model kind (models/registry.py), got {self.kind!r}")
+            raise ConfigError(f"model.kind must name a model kind (families/registry.py), got {self.kind!r}")
         if self.direction not in DIRECTIONS:
             raise ConfigError(f"model.direction must be forward or backward, got {self.direction!r}")
         for name in ("emb_size", "hidden_size", "chunk_size", "n_layers", "nonterminals", "preterminals", "rank",

@@ -145,8 +145,8 @@ def bench_training(name: str, device_name: str, batches: int, precision: str) ->
 
     import torch
 
-    from grammar_induce.models.onlstm import ONLSTMLanguageModel
-    from grammar_induce.workflows.train import make_optimizer, train_step
+    from grammar_induce.families.onlstm.model import ONLSTMLanguageModel
+    from grammar_induce.families.onlstm.trainer import make_optimizer, train_step
 
     device = torch.device(device_name)
     cfg = model_config(name)
@@ -189,8 +189,8 @@ def bench_reference_training(name: str, device_name: str, batches: int) -> dict:
     """Training as the paper's code trains: per-step layers through autograd, then clipping and an SGD step."""
     import torch
 
-    from grammar_induce.models.onlstm import ONLSTMLanguageModel
-    from grammar_induce.workflows.train import make_optimizer
+    from grammar_induce.families.onlstm.model import ONLSTMLanguageModel
+    from grammar_induce.families.onlstm.trainer import make_optimizer
     from tests.paper_onlstm import reference_training_loss
 
     device = torch.device(device_name)
@@ -222,8 +222,8 @@ def loaded_model(name: str, device, direction: str = "forward", seed: int = 0):
 
     import torch
 
-    from grammar_induce.models.checkpoint import LoadedModel
-    from grammar_induce.models.registry import build
+    from grammar_induce.families.checkpoint import LoadedModel
+    from grammar_induce.families.registry import build
     from grammar_induce.text.tokenizer import Tokenizer, Vocab
 
     cfg = model_config(name)
@@ -331,8 +331,8 @@ def random_student(forward, emb_size: int, hidden_size: int, n_layers: int):
     import torch
 
     from grammar_induce.config import Config, ModelConfig
-    from grammar_induce.models.checkpoint import LoadedModel
-    from grammar_induce.models.span_parser import SpanParser
+    from grammar_induce.families.checkpoint import LoadedModel
+    from grammar_induce.families.student.model import SpanParser
 
     config = ModelConfig(kind="student", emb_size=emb_size, hidden_size=hidden_size, chunk_size=1, n_layers=n_layers)
     torch.manual_seed(0)
@@ -535,10 +535,10 @@ def print_speedups(results: dict, names: list[str], precisions: list[str]) -> No
 
 
 def time_steps(device: str) -> str:
-    """How the layers' time steps ran: in C (CPU, see grammar_induce/models/native.py) or as tensor ops."""
+    """How the layers' time steps ran: in C (CPU, see grammar_induce/families/onlstm/native.py) or as tensor ops."""
     import torch
 
-    from grammar_induce.models import native
+    from grammar_induce.families.onlstm import native
 
     return "C" if native.usable(torch.empty(0, device=device)) else "tensor ops"
 

@@ -46,9 +46,9 @@ def median_seconds(fn, repeats: int, warmup: int) -> float:
 def bench_pcfg_training(name: str, device_name: str, batch: int, words: int, precision: str, repeats: int) -> dict:
     import torch
 
-    from grammar_induce.models.pcfg import TNPCFG
+    from grammar_induce.families.pcfg.model import TNPCFG
+    from grammar_induce.families.sentences import ADAM_BETAS, sentence_step
     from grammar_induce.runtime.precision import product_dtype
-    from grammar_induce.workflows.train import ADAM_BETAS, sentence_step
 
     device = torch.device(device_name)
     torch.manual_seed(0)
@@ -138,7 +138,7 @@ def load_reference(root: Path):
 def bench_pcfg_long_sentence(name: str, device_name: str, words: int) -> dict:
     import torch
 
-    from grammar_induce.models.pcfg import TNPCFG
+    from grammar_induce.families.pcfg.model import TNPCFG
 
     torch.manual_seed(0)
     model = TNPCFG(VOCAB, pcfg_config(name)).to(torch.device(device_name)).eval()

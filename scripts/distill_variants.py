@@ -19,18 +19,19 @@ import argparse
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 import grammar_induce as gi
 from grammar_induce import trees
+from grammar_induce.families import checkpoint
+from grammar_induce.families.reading import Reading
 from grammar_induce.files import Messages
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement, resolve_weights
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.metrics import SpanMetric
-from grammar_induce.models import checkpoint
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.distillation import (
     DistillSettings,
@@ -181,13 +182,24 @@ def readings(model, path: Path, part: str, sentences: list[list[str]], cache: Pa
     and size and the part's sentences: later runs (other variants, the other family's teachers) read them again."""
     stat = path.stat()
     key = hashlib.sha1(f"{path.resolve()}|{stat.st_mtime_ns}|{stat.st_size}|{part}|{sentences}".encode()).hexdigest()
-    kept = cache / f"{path.parent.name}-{path.stem}-{part}-{key[:12]}.pt"
+    kept = cache / f"{path.parent.name}-{path.stem}-{part}-{key[:12]}.json"
     if kept.exists():
-        return torch.load(kept, weights_only=False)  # written by this script
+        return [_reading(fields) for fields in json.loads(kept.read_text())]
     found = read_sentences(model, sentences, 64, products=torch.bfloat16)
     cache.mkdir(parents=True, exist_ok=True)
-    torch.save(found, kept)
+    kept.write_text(json.dumps([_plain(r) for r in found]))
     return found
+
+
+def _plain(reading: Reading) -> dict:
+    """A reading as plain data (its own tree as nested lists, its labels as [start, end, label])."""
+    fields = asdict(reading)
+    return fields | {"labels": None if reading.labels is None else [[i, j, x] for (i, j), x in reading.labels.items()]}
+
+
+def _reading(fields: dict) -> Reading:
+    labels = fields["labels"]
+    return Reading(**fields | {"labels": None if labels is None else {(i, j): x for i, j, x in labels}})
 
 
 def f1(predicted: list, gold_spans: list[set]) -> float:

@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from grammar_induce.families import checkpoint, pretrained
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement
 from grammar_induce.inference.members import read_sentences
-from grammar_induce.models import checkpoint, pretrained
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
@@ -218,7 +218,7 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
     """A catalogue entry as models.toml writes it (None values left out)."""
     from dataclasses import asdict
 
-    from grammar_induce.models.registry import kind_of
+    from grammar_induce.families.registry import kind_of
 
     own_trees = kind_of(model.kind).YIELDS == "trees"  # a direction is an ON-LSTM's
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items()

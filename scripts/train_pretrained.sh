@@ -2,7 +2,7 @@
 # Train the shipped English models (grammar-induce models): a forward and a backward ON-LSTM,
 # configs/ptb-cpu.toml on the PTB language-modelling text, side by side, one CPU thread each,
 # fixed seed, a fixed budget of epochs (reproducible whatever else the machine does), every epoch
-# kept; then pack the chosen checkpoints into grammar_induce/models/pretrained/ (scripts/pack_pretrained.py).
+# kept; then pack the chosen checkpoints into grammar_induce/resources/models/ (scripts/pack_pretrained.py).
 #
 #   scripts/train_pretrained.sh [PTB_LM_DIR] [EPOCHS] [OUT_DIR]
 #   defaults: ../shared/data/ptb_lm, 10 epochs, runs/pretrained (RESUME=1 continues an interrupted run)

@@ -18,7 +18,7 @@ import grammar_induce as gi
 from grammar_induce import config as config_module
 from grammar_induce.cli import main
 from grammar_induce.config import Config
-from grammar_induce.models import checkpoint
+from grammar_induce.families import checkpoint
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.workflows.train import train
 

@@ -1,4 +1,4 @@
-"""The paper's code as it runs, on grammar_induce.models.onlstm.paper_layer: the baselines the benchmark
+"""The paper's code as it runs, on grammar_induce.families.onlstm.model.paper_layer: the baselines the benchmark
 (scripts/benchmark.py) times and the tests compare with (the one-sentence-at-a-time parser, and training as
 the paper's code trains: per-step layers through autograd). Nothing in the tool runs on it, so it lives here,
 beside the tests, not in the package.
@@ -10,7 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from grammar_induce.models.onlstm import Distances, ONLSTMLanguageModel, embedding_dropout, locked_dropout, paper_layer
+from grammar_induce.families.onlstm.model import (
+    Distances,
+    ONLSTMLanguageModel,
+    embedding_dropout,
+    locked_dropout,
+    paper_layer,
+)
 
 
 @torch.no_grad()

@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from grammar_induce.models import native
+from grammar_induce.families.onlstm import native
 from grammar_induce.runtime.precision import bf16_hardware
 
 from .conftest import ROOT

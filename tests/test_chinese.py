@@ -4,7 +4,7 @@ punctuation round trip through the tokenizer and the tree, and the shipped `zh` 
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.models import pretrained
+from grammar_induce.families import pretrained
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
 

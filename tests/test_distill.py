@@ -9,9 +9,9 @@ from click.testing import CliRunner
 import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import main
+from grammar_induce.families import checkpoint
+from grammar_induce.families.student.model import SpanParser
 from grammar_induce.files import InputError
-from grammar_induce.models import checkpoint
-from grammar_induce.models.span_parser import SpanParser
 
 from .conftest import (
     ROOT,
@@ -193,7 +193,7 @@ def test_a_failed_start_leaves_no_folder(tiny_run, tmp_path):
 
 def test_an_interrupted_distillation_keeps_the_old_student_and_resumes_to_the_same_student(tiny_run, tmp_path,
                                                                                           monkeypatch):
-    from grammar_induce.models import checkpoint
+    from grammar_induce.families import checkpoint
     from grammar_induce.workflows import distillation
 
     text = small_text(tmp_path)
@@ -237,7 +237,7 @@ def test_a_students_layer_and_decoder_have_no_effect_and_say_so(tiny_run, tmp_pa
 
 
 def test_a_students_long_line_is_split_greedily_and_says_so(tiny_run, tmp_path, monkeypatch):
-    from grammar_induce.models import structs
+    from grammar_induce.families import structs
 
     text = small_text(tmp_path)
     gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "s", log=lambda s: None, **SMALL_STUDENT)
@@ -248,3 +248,39 @@ def test_a_students_long_line_is_split_greedily_and_says_so(tiny_run, tmp_path, 
     assert greedy.exit_code == 0 and "1 line of more than 10 words: the student's CKY split them greedily" in greedy.stderr
     assert trees.leaves(trees.parse_brackets(greedy.stdout.splitlines()[0])) == words.split()
     assert "greedily" not in exact.stderr
+
+
+def test_a_distillation_stopped_inside_an_epoch_resumes_to_the_same_student(tiny_run, tmp_path, monkeypatch):
+    """Ctrl-C inside an epoch (the student runs through the one training loop): the round's last.pt keeps the
+    position and the batch order's generator as it was at the epoch's start, so the resumed student is the
+    uninterrupted one."""
+    import os
+    import signal
+
+    import torch
+
+    from grammar_induce.families import checkpoint
+    from grammar_induce.families.student.model import SpanParser
+
+    text, small = small_text(tmp_path), {**SMALL_STUDENT, "student_batch_size": 8, "keep": "last"}
+    whole = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "whole", log=None, **small)
+    loss, calls = SpanParser.loss, []
+
+    def interrupted_at_batch_11(self, *args):
+        calls.append(1)
+        if len(calls) == 8:  # the second batch of epoch 2 (6 batches an epoch)
+            os.kill(os.getpid(), signal.SIGINT)
+        return loss(self, *args)
+
+    monkeypatch.setattr(SpanParser, "loss", interrupted_at_batch_11)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, log=None, **small)
+    saved = torch.load(tmp_path / "out.partial" / "round-1" / "last.pt", weights_only=True)["training_state"]
+    assert saved["epoch"] == 2 and saved["position"]["start"] > 0  # inside epoch 2
+    monkeypatch.undo()
+    resumed = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, resume=True, log=None, **small)
+    a, b = checkpoint.read(whole.models[0].source), checkpoint.read(resumed.models[0].source)
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    assert (tmp_path / "whole" / "distill.jsonl").read_text().count("\n") == 2
+    assert [json.loads(line)["epoch"] for line in (out / "distill.jsonl").read_text().splitlines()] == [1, 2]

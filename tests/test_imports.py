@@ -1,6 +1,7 @@
 """The package's shape: folders are layers, imports point down, and what needs no torch does not load it.
 
-From the top: the way in (cli, api), workflows, inference, models, text and output (side by side), runtime,
+From the top: the way in (cli, api), workflows, inference, families (each model family in a folder of its own),
+text and output (side by side), runtime,
 and the core (trees, metrics, files, config). A module imports its own folder and the layers below it,
 never above or beside; no workflow imports another; the core imports only `files`; nothing imports the
 integrations.
@@ -17,7 +18,7 @@ from .conftest import ROOT
 
 PACKAGE = ROOT / "grammar_induce"
 CORE = {"trees", "metrics", "files", "config"}
-RANKS = {"core": 0, "runtime": 1, "text": 2, "output": 2, "models": 3, "inference": 4, "workflows": 5, "way in": 6}
+RANKS = {"core": 0, "runtime": 1, "text": 2, "output": 2, "families": 3, "inference": 4, "workflows": 5, "way in": 6}
 WAY_IN = {"api", "cli", "__init__", "__main__"}
 
 
@@ -67,6 +68,12 @@ def test_imports_point_down_the_layers(path):
             assert layer != "workflows", f"workflow {module} imports the workflow {imported}"
         else:
             assert RANKS[other] < RANKS[layer], f"{module} ({layer}) imports {imported} ({other}), a layer not below it"
+    if module.startswith("families.") and module.count(".") == 2:  # inside one family's folder
+        own = module.split(".")[1]
+        for imported in package_imports(path):
+            parts = imported.split(".")
+            assert not (parts[0] == "families" and len(parts) == 3 and parts[1] != own), (
+                f"{module} imports {imported}: one family does not import another")
     if module not in ("cli", "__main__"):
         assert "cli" not in package_imports(path), f"{module} imports the command line"
 
@@ -87,10 +94,10 @@ def test_every_folder_is_a_layer():
 def test_the_rule_reads_imports_up_and_across():
     """The test above would see a model importing a workflow, or one workflow importing another."""
     assert place("workflows.parse") == "workflows" and place("trees") == "core" and place("api") == "way in"
-    assert RANKS[place("inference.ensemble")] > RANKS[place("models.onlstm")] > RANKS[place("text.tokenizer")]
-    fake = PACKAGE / "models" / "x.py"
+    assert RANKS[place("inference.ensemble")] > RANKS[place("families.onlstm.model")] > RANKS[place("text.tokenizer")]
+    fake = PACKAGE / "families" / "x.py"
     assert package_imports(fake, "from ..workflows import parse\nfrom .registry import KINDS\n") == {
-        "workflows.parse", "models.registry"}
+        "workflows.parse", "families.registry"}
 
 
 def run_python(code: str) -> str:
@@ -114,6 +121,6 @@ def test_help_and_scoring_a_file_of_trees_load_no_torch(tmp_path):
         "        main(args)\n"
         "    except SystemExit as e:\n"
         "        assert not e.code, e.code\n"
-        "print('torch' in sys.modules, 'grammar_induce.models.onlstm' in sys.modules)\n")
+        "print('torch' in sys.modules, 'grammar_induce.families.onlstm.model' in sys.modules)\n")
     assert "100.0" in out  # the predicted tree is the gold tree
     assert out.strip().splitlines()[-1] == "False False"

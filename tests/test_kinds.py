@@ -14,11 +14,11 @@ import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import QUICKSTART_GOLD, main
 from grammar_induce.config import Config, ModelConfig
+from grammar_induce.families import checkpoint, registry, sentences
+from grammar_induce.families.base import ModelKind
+from grammar_induce.families.reading import Reading
 from grammar_induce.files import InputError, SettingError
 from grammar_induce.inference.voting import most_voted_trees
-from grammar_induce.models import checkpoint, registry
-from grammar_induce.models.kind import ModelKind
-from grammar_induce.models.reading import Reading
 
 from .conftest import ROOT
 
@@ -92,18 +92,20 @@ def test_nothing_outside_the_registry_and_the_kinds_asks_which_kind_a_model_is()
     package = ROOT / "grammar_induce"
     asking = re.compile(r"is_student|has_distances|model\.kind\s*[!=]=|kind\s*[!=]=\s*\"(onlstm|lstm|student)\"|"
                         r"(isinstance|issubclass)\([^)]*(SpanParser|LanguageModel)")
-    kinds = {"registry.py", "kind.py", "onlstm.py", "span_parser.py"}
+    families = package / "families"
     found = [f"{path.relative_to(package)}:{k}" for path in package.rglob("*.py")
-             if not (path.parent.name == "models" and path.name in kinds)
+             if not (path.parent.parent == families or path in (families / "registry.py", families / "base.py"))
              for k, line in enumerate(path.read_text().splitlines(), 1) if asking.search(line)]
     assert found == []
 
 
 class WidthCRF(ModelKind):
     """A toy family that trains itself: a unigram model of the words times a tree CRF whose span scores are one
-    learned number per span width; `log_likelihood` is what `train` fits, `read` its CKY trees."""
+    learned number per span width; `train` fits its `log_likelihood` by the whole-sentence recipe, `read` gives
+    its CKY trees."""
 
     NAME, YIELDS, DESCRIPTION, SEARCH = "toy-width", "trees", "a width-score toy", "CKY over width scores"
+    TRAINER = sentences.SentenceTrainer
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
@@ -115,7 +117,7 @@ class WidthCRF(ModelKind):
         return self.width[(j - i).clamp(0, 63)]
 
     def log_likelihood(self, words, lengths, products=None):
-        from grammar_induce.models import structs
+        from grammar_induce.families import structs
 
         emitted = self.unigram.log_softmax(0)[words]
         mask = torch.arange(words.shape[1]).view(1, -1) < torch.tensor(lengths).view(-1, 1)
@@ -125,7 +127,7 @@ class WidthCRF(ModelKind):
 
     @torch.no_grad()
     def read(self, tokens, words, n_layers=None, products=None) -> list[Reading]:
-        from grammar_induce.models import structs
+        from grammar_induce.families import structs
 
         n = max(len(w) for w in words)
         found = structs.best_trees(self.span_scores(n).expand(len(words), -1, -1), [len(w) for w in words], words)
@@ -139,7 +141,6 @@ def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluat
     import os
     import signal
 
-    from grammar_induce.workflows import train as train_module
 
     monkeypatch.setitem(registry.KINDS, WidthCRF.NAME, WidthCRF)
     tiny = ROOT / "configs" / "tiny.toml"
@@ -148,7 +149,7 @@ def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluat
     straight = gi.train(tiny, tmp_path / "straight", settings=settings, log=None)
     first, second = (e["valid_ppl"] for e in straight.epochs)
     assert second < first  # it learns
-    original, calls = train_module.sentence_step, {"n": 0}
+    original, calls = sentences.sentence_step, {"n": 0}
 
     def step_then_maybe_interrupt(*args, **kwargs):
         calls["n"] += 1
@@ -157,7 +158,7 @@ def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluat
             os.kill(os.getpid(), signal.SIGINT)
         return value
 
-    monkeypatch.setattr(train_module, "sentence_step", step_then_maybe_interrupt)
+    monkeypatch.setattr(sentences, "sentence_step", step_then_maybe_interrupt)
     out = tmp_path / "interrupted"
     gi.train(tiny, out, settings=settings, log=None)
     while torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] <= 2:

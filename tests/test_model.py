@@ -4,16 +4,11 @@ import pytest
 import torch
 
 from grammar_induce.config import ModelConfig
-from grammar_induce.models import native
-from grammar_induce.models.onlstm import (
-    ONLSTMLanguageModel,
-    count_parameters,
-    cross_entropy,
-    cumax,
-    keep_mask,
-    paper_layer,
-)
-from grammar_induce.models.recurrence import _Recurrence, recurrence
+from grammar_induce.families.base import count_parameters
+from grammar_induce.families.onlstm import native
+from grammar_induce.families.onlstm.model import ONLSTMLanguageModel, cumax, keep_mask, paper_layer
+from grammar_induce.families.onlstm.recurrence import _Recurrence, recurrence
+from grammar_induce.families.onlstm.trainer import cross_entropy
 
 from .paper_onlstm import reference_distances
 
@@ -184,7 +179,7 @@ def test_parameter_count_of_the_paper_model():
 
 def test_the_paper_style_training_loss_is_the_models_without_dropout():
     """The benchmark's baseline (reference_training_loss) computes what training computes."""
-    from grammar_induce.workflows.train import lm_loss
+    from grammar_induce.families.onlstm.trainer import lm_loss
 
     from .conftest import tiny_config
     from .paper_onlstm import reference_training_loss

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from grammar_induce.models import native
-from grammar_induce.models.recurrence import _Recurrence
+from grammar_induce.families.onlstm import native
+from grammar_induce.families.onlstm.recurrence import _Recurrence
 
 from .test_model import fast, needs_c_steps, random_layer
 

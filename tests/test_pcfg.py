@@ -1,4 +1,4 @@
-"""The TN-PCFG family (models/pcfg.py): the grammar is proper, the rank-space inside pass equals brute force over
+"""The TN-PCFG family (families/pcfg/model.py): the grammar is proper, the rank-space inside pass equals brute force over
 every tree and labelling, marginals and trees follow, and the family trains, resumes, parses and evaluates."""
 
 import math
@@ -10,9 +10,8 @@ import torch
 
 from grammar_induce import trees
 from grammar_induce.config import ModelConfig
-from grammar_induce.models import checkpoint, structs
-from grammar_induce.models.pcfg import TNPCFG
-from grammar_induce.workflows import train as train_module
+from grammar_induce.families import checkpoint, sentences, structs
+from grammar_induce.families.pcfg.model import TNPCFG
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, tiny_config
@@ -194,7 +193,7 @@ def test_a_pcfg_resumes_to_the_same_weights_after_a_signal_and_after_a_crash(tmp
     resumed each time: the same weights as a run that went straight through."""
     config = pcfg_config(checkpoint_minutes=1e-9)  # last.pt after every step
     train(config, tmp_path / "straight", **QUIET)
-    original = train_module.sentence_step
+    original = sentences.sentence_step
     calls = {"n": 0}
 
     def step(*args, **kwargs):
@@ -206,12 +205,12 @@ def test_a_pcfg_resumes_to_the_same_weights_after_a_signal_and_after_a_crash(tmp
             os.kill(os.getpid(), signal.SIGINT)
         return value
 
-    monkeypatch.setattr(train_module, "sentence_step", step)
+    monkeypatch.setattr(sentences, "sentence_step", step)
     out = tmp_path / "interrupted"
     train(config, out, **QUIET)
     with pytest.raises(RuntimeError, match="killed"):
         train(config, out, resume=True, **QUIET)
-    monkeypatch.setattr(train_module, "sentence_step", original)
+    monkeypatch.setattr(sentences, "sentence_step", original)
     train(config, out, resume=True, **QUIET)
     a = torch.load(tmp_path / "straight" / "last.pt", weights_only=True)
     b = torch.load(out / "last.pt", weights_only=True)
@@ -306,8 +305,8 @@ def test_family_weights_balance_the_families_and_a_weightless_member_never_votes
 
 def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_note(tiny_pcfg, monkeypatch):
     from grammar_induce import api
+    from grammar_induce.families.pcfg import model as pcfg
     from grammar_induce.files import Messages
-    from grammar_induce.models import pcfg
 
     monkeypatch.setattr(pcfg, "PARSE_LIMIT", 5)
     monkeypatch.setattr(pcfg.TNPCFG, "LONGEST", (5, pcfg.TNPCFG.LONGEST[1]))
@@ -322,7 +321,7 @@ def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_not
 
 
 def test_the_length_curriculum_grows_by_its_step_up_to_the_longest():
-    from grammar_induce.workflows.train import epoch_longest
+    from grammar_induce.families.sentences import epoch_longest
 
     curriculum = tiny_config(train={"max_length": 40, "start_length": 20, "length_step": 10}).train
     assert [epoch_longest(curriculum, e) for e in (1, 2, 3, 4)] == [20, 30, 40, 40]

@@ -5,9 +5,9 @@ import torch
 from click.testing import CliRunner
 
 from grammar_induce.cli import main
+from grammar_induce.families.onlstm.recurrence import linear, product, recurrence
 from grammar_induce.files import UserError
 from grammar_induce.inference.members import read_sentences
-from grammar_induce.models.recurrence import linear, product, recurrence
 from grammar_induce.runtime import precision
 
 from .conftest import ROOT, tiny_config
@@ -183,15 +183,15 @@ def test_train_config_rejects_unknown_precisions():
 
 
 def test_the_lstm_baseline_keeps_its_layers_and_state_in_float32_under_bf16(with_bf16_units):
-    from grammar_induce.models.registry import build
-    from grammar_induce.workflows import train as train_module
+    from grammar_induce.families.onlstm import trainer as awd
+    from grammar_induce.families.registry import build
 
     config = tiny_config(model={"kind": "lstm"}, train={"precision": "bf16"})
     model = build(30, config.model).eval()  # no dropout: the same function twice
     tokens = torch.randint(0, 30, (8, 4), generator=torch.Generator().manual_seed(0))
-    loss, _, hidden = train_module.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), config)
+    loss, _, hidden = awd.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), config)
     assert all(state.dtype == torch.float32 for layer in hidden for state in layer)
-    fp32_loss, _, _ = train_module.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), tiny_config(
+    fp32_loss, _, _ = awd.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), tiny_config(
         model={"kind": "lstm"}))
     assert abs(loss.item() - fp32_loss.item()) < 0.01 * fp32_loss.item()
     assert "torch's LSTM layers in float32" in precision.describe("bf16", "bf16", CPU, model.BF16_PARTS)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import main
-from grammar_induce.models import checkpoint, pretrained
+from grammar_induce.families import checkpoint, pretrained
 from grammar_induce.text.tokenizer import Tokenizer
 
 from .conftest import (

@@ -8,8 +8,8 @@ import torch
 
 from grammar_induce import trees
 from grammar_induce.config import ModelConfig
-from grammar_induce.models import structs
-from grammar_induce.models.span_parser import SpanParser
+from grammar_induce.families import structs
+from grammar_induce.families.student.model import SpanParser
 
 from .test_trees import all_binary_trees
 

@@ -9,12 +9,15 @@ import time
 import pytest
 import torch
 
+from grammar_induce.families import checkpoint
+from grammar_induce.families.onlstm import native
+from grammar_induce.families.onlstm import trainer as awd
+from grammar_induce.families.onlstm.trainer import averaged_weights, sample_seq_len
+from grammar_induce.families.training import TrainingStopped
 from grammar_induce.files import InputError, Messages
-from grammar_induce.models import checkpoint, native
 from grammar_induce.output import draw
 from grammar_induce.text.tokenizer import Tokenizer, read_corpus
-from grammar_induce.workflows import train as train_module
-from grammar_induce.workflows.train import averaged_weights, sample_seq_len, train
+from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, invoke, one_line_error, run_training, tiny_config, well_formed
 
@@ -33,8 +36,8 @@ def test_run_directory_contents(tiny_run):
 
 
 def test_best_is_the_lowest_validation(tiny_run, tiny_model):
+    from grammar_induce.families.onlstm.trainer import evaluate_loss
     from grammar_induce.text.tokenizer import batchify, encode_stream
-    from grammar_induce.workflows.train import evaluate_loss
 
     lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     cfg = tiny_model.config
@@ -54,10 +57,10 @@ def test_sequence_length_sampling():
 
 
 def test_switch_to_asgd_follows_the_nonmono_rule():
-    assert not train_module.should_average([3.0, 2.9, 2.8], 2.7, nonmono=2)
-    assert not train_module.should_average([3.0, 2.9], 3.5, nonmono=2)  # too little history
-    assert train_module.should_average([3.0, 2.9, 2.8], 3.1, nonmono=2)  # worse than 3.0, more than 2 back
-    assert not train_module.should_average([3.0, 2.9, 2.8], 2.95, nonmono=2)
+    assert not awd.should_average([3.0, 2.9, 2.8], 2.7, nonmono=2)
+    assert not awd.should_average([3.0, 2.9], 3.5, nonmono=2)  # too little history
+    assert awd.should_average([3.0, 2.9, 2.8], 3.1, nonmono=2)  # worse than 3.0, more than 2 back
+    assert not awd.should_average([3.0, 2.9, 2.8], 2.95, nonmono=2)
 
 
 def test_validation_uses_averaged_weights_then_restores():
@@ -81,7 +84,7 @@ def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
     config = tiny_config(train={"epochs": 2, "nonmono": 0})
     train(config, tmp_path / "straight", **QUIET)
 
-    original_step = train_module.train_step
+    original_step = awd.train_step
     interrupt_at = {4, 30, 33}  # 30 steps make one epoch of this config
     calls = {"n": 0}
 
@@ -92,7 +95,7 @@ def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)
         return result
 
-    monkeypatch.setattr(train_module, "train_step", step_then_maybe_interrupt)
+    monkeypatch.setattr(awd, "train_step", step_then_maybe_interrupt)
     out = tmp_path / "interrupted"
     train(config, out, **QUIET)
     resumes = 0
@@ -120,7 +123,7 @@ def test_nan_loss_stops_with_a_clear_message_keeping_last_good_state(tmp_path):
     out = tmp_path / "run"
     train(tiny_config(train={"epochs": 1}), out, **QUIET)
     before = (out / "last.pt").read_bytes()
-    with pytest.raises(train_module.TrainingStopped, match="loss became nan"):
+    with pytest.raises(TrainingStopped, match="loss became nan"):
         train(tiny_config(train={"epochs": 2, "lr": 1e38, "clip": 0.0}), out, resume=True, **QUIET)
     assert (out / "last.pt").read_bytes() == before
 
@@ -128,10 +131,10 @@ def test_nan_loss_stops_with_a_clear_message_keeping_last_good_state(tmp_path):
 def test_the_log_says_whether_cpu_time_steps_run_in_c(monkeypatch):
     model = torch.nn.Linear(2, 2)
     monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
-    assert train_module.time_step_note(model).startswith(", time steps as tensor ops")
+    assert awd.time_step_note(model).startswith(", time steps as tensor ops")
     monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1")
     if native.library(torch.float32) is not None:
-        assert train_module.time_step_note(model) == ", time steps in C"
+        assert awd.time_step_note(model) == ", time steps in C"
 
 
 def test_a_backward_model_learns_each_sentence_right_to_left(tiny_backward_run):
@@ -140,7 +143,7 @@ def test_a_backward_model_learns_each_sentence_right_to_left(tiny_backward_run):
 
     loaded = checkpoint.load(tiny_backward_run / "best.pt")
     assert loaded.config.model.direction == "backward"
-    corpus = train_module.load_corpus(loaded.config, World(), Vocab(loaded.vocab.words))
+    corpus = awd.read_stream(loaded.config, World(), Vocab(loaded.vocab.words))
     sentences, _ = read_corpus(loaded.config.data.train, Tokenizer())
     stream = [w for s in sentences for w in (*reversed(s), EOS)]
     batch = loaded.config.train.batch_size
@@ -159,16 +162,16 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
     snapshot = checkpoint.load(out / "epoch-4.pt")
     cfg = snapshot.config
     valid = batchify(encode_stream(read_corpus(cfg.data.valid, Tokenizer())[0], snapshot.vocab), cfg.train.eval_batch_size)
-    ppl = math.exp(train_module.evaluate_loss(snapshot.model, valid, cfg.train.bptt))
+    ppl = math.exp(awd.evaluate_loss(snapshot.model, valid, cfg.train.bptt))
     assert ppl == pytest.approx(last_valid, rel=1e-4)  # the model as validated in that epoch
     train(tiny_config(train={"epochs": 1}), out, force=True, **QUIET)
     assert not list(out.glob("epoch-*.pt"))  # --force clears the old snapshots
 
 
 def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
+    from grammar_induce.families.onlstm.model import LSTMLanguageModel
     from grammar_induce.files import InputError
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.models.onlstm import LSTMLanguageModel
     from grammar_induce.workflows.parse import parse
 
     out = tmp_path / "lstm"
@@ -205,7 +208,7 @@ def test_a_diverging_run_keeps_last_pt_and_its_curves(tmp_path):
     config = tiny_config(train={"epochs": 1, "lr": 3000.0, "clip": 0.0})
     try:
         train(config, out, **QUIET)
-    except train_module.TrainingStopped:  # the loss may overflow inside the epoch: nothing to check then
+    except TrainingStopped:  # the loss may overflow inside the epoch: nothing to check then
         pytest.skip("the loss became NaN inside the epoch")
     assert (out / "last.pt").exists()
     well_formed((out / "curves.svg").read_text())
@@ -225,7 +228,7 @@ def test_resume_refuses_a_change_to_the_model_tokenizer_or_data_naming_key_and_v
 
 
 def test_sigterm_saves_last_and_resume_continues(tmp_path, monkeypatch):
-    original = train_module.train_step
+    original = awd.train_step
     calls = {"n": 0}
 
     def step(*args, **kwargs):
@@ -234,12 +237,12 @@ def test_sigterm_saves_last_and_resume_continues(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGTERM)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_step", step)
+    monkeypatch.setattr(awd, "train_step", step)
     out = tmp_path / "run"
     train(tiny_config(train={"epochs": 1}), out, **QUIET)
     state = torch.load(out / "last.pt", weights_only=True)["training_state"]
     assert state["epoch"] == 1 and state["position"]["start"] > 0 and state["step"] == 5
-    monkeypatch.setattr(train_module, "train_step", original)
+    monkeypatch.setattr(awd, "train_step", original)
     train(tiny_config(train={"epochs": 1}), out, resume=True, **QUIET)
     assert torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] == 2
 
@@ -280,7 +283,32 @@ def test_sigkill_at_any_moment_leaves_loadable_files_and_resume_matches(tmp_path
 
 def test_a_run_stopped_by_nan_before_any_epoch_can_start_again(tmp_path):
     out = tmp_path / "run"
-    with pytest.raises(train_module.TrainingStopped, match="no epoch had finished, so nothing was kept"):
+    with pytest.raises(TrainingStopped, match="no epoch had finished, so nothing was kept"):
         train(tiny_config(train={"epochs": 1, "lr": 1e38, "clip": 0.0}), out, **QUIET)
     train(tiny_config(train={"epochs": 1}), out, **QUIET)  # no --force needed
     assert (out / "best.pt").exists()
+
+
+def test_a_run_killed_inside_an_epoch_resumes_from_the_last_periodic_save_to_the_same_weights(tmp_path, monkeypatch):
+    """train.checkpoint_minutes: last.pt inside an epoch (here after every step); a run that dies without a
+    chance to save (not a signal: an error) resumes from the last one to the weights of a run never stopped."""
+    config = tiny_config(train={"epochs": 2, "nonmono": 0, "checkpoint_minutes": 1e-9})
+    train(config, tmp_path / "straight", **QUIET)
+    original, calls = awd.train_step, {"n": 0}
+
+    def dies_at_step_40(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 40:  # inside epoch 1
+            raise RuntimeError("the machine went away")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(awd, "train_step", dies_at_step_40)
+    out = tmp_path / "killed"
+    with pytest.raises(RuntimeError):
+        train(config, out, **QUIET)
+    state = torch.load(out / "last.pt", weights_only=True)["training_state"]
+    assert state["step"] == 39 and state["position"]["hidden"] is not None  # saved after the step before
+    monkeypatch.undo()
+    train(config, out, resume=True, **QUIET)
+    a, b = (torch.load(path / "last.pt", weights_only=True)["state_dict"] for path in (tmp_path / "straight", out))
+    assert all(torch.equal(a[k], b[k]) for k in a)

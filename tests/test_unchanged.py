@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
+from grammar_induce.families import checkpoint
 from grammar_induce.inference.ensemble import ParseOptions
-from grammar_induce.models import checkpoint
 from grammar_induce.output.formats import ALL_LAYERS
 from grammar_induce.workflows.parse import parse, render_lines
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_models

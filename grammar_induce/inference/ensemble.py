@@ -2,7 +2,7 @@
 member agreement. A new combiner is one function and one entry in COMBINERS (a new decoder: one in
 trees.DECODERS); the command line's choices and the evaluation's rows follow the tables.
 
-Each member's reading of a sentence (models/reading.py: `Reading`) is in reading order; its tree comes from
+Each member's reading of a sentence (families/reading.py: `Reading`) is in reading order; its tree comes from
 one layer's distances with a decoder (or is its own), and several members' trees are combined into one.
 """
 
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import trees
+from ..families.reading import Reading, middle_layer
 from ..files import SettingError, plural
 from ..metrics import SpanMetric
-from ..models.reading import Reading, middle_layer
 from ..trees import Tree
 
 if TYPE_CHECKING:
-    from ..models.checkpoint import LoadedModel
+    from ..families.checkpoint import LoadedModel
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,7 @@ once, every member run over the sentences and their readings combined. parse, ev
 API all go through `Members`.
 
 A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode (a backward model gets
-the words reversed); each model kind turns its rows into readings in reading order (models/kind.py).
+the words reversed); each model kind turns its rows into readings in reading order (families/base.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..families.checkpoint import LoadedModel
+from ..families.reading import Reading, model_order
 from ..files import InputError, SettingError
-from ..models.checkpoint import LoadedModel
-from ..models.reading import Reading, model_order
 from ..runtime import precision
 from ..text.tokenizer import EOS
 from ..trees import Tree

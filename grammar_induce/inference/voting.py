@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from .. import trees
-from ..models import structs
+from ..families import structs
 from ..trees import Tree
 
 CHART_CELLS = 1 << 22  # of a batch's chart: sentences x (words + 1)^2

@@ -32,7 +32,7 @@ from spacy.tokens import Doc, Span
 from spacy.util import minibatch
 
 from .. import api, trees
-from ..models import pretrained
+from ..families import pretrained
 
 NAME = "grammar_induce"
 DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",

@@ -1,4 +1,4 @@
-"""Distillation: an ensemble parses the training text, a span-based student (models/span_parser.py) learns its
+"""Distillation: an ensemble parses the training text, a span-based student (families/student/model.py) learns its
 trees, and optionally parses again beside the teachers for more rounds (self-training).
 
 Nothing here looks at gold trees: each round keeps the epoch whose trees agree best (sentence F1) with
@@ -8,32 +8,34 @@ and `distill.jsonl` (a line per epoch) into the output folder.
 
 from __future__ import annotations
 
-import copy
 import io
 import math
 import os
-import random
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from .. import trees
-from ..config import Config, ConfigError, ModelConfig
+from ..config import Config, ConfigError, ModelConfig, TrainConfig
+from ..families import checkpoint, registry
+from ..families.base import ModelKind, TrainingText
+from ..families.checkpoint import LoadedModel
+from ..families.reading import Reading
+from ..families.student.model import SpanParser
+from ..families.student.trainer import SpanTargets, StudentTrainer
+from ..families.training import fit, resume_state
 from ..files import InputError, Messages, atomic_write, plural, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine
-from ..inference.members import Members, check_members, read_sentences, token_rows
+from ..inference.members import Members, check_members, read_sentences
 from ..inference.voting import span_votes
 from ..metrics import SpanMetric
-from ..models import checkpoint, registry
-from ..models.checkpoint import LoadedModel
-from ..models.reading import Reading
-from ..models.span_parser import SpanParser
-from ..runtime import rundir
+from ..runtime import precision, rundir
+from ..runtime.distributed import World
 from ..runtime.rundir import append_metrics
+from ..text.tokenizer import EOS
 from ..trees import Tree
 
 
@@ -200,8 +202,10 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
                 messages.say(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
                     f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out "
                     f"sentences in {time.time() - began:.0f} s")
+                _save(work / STATE, {"round": round_number, "settings": asdict(settings),
+                                     "options": _options_state(fixed)})
             student = train_student(teachers[0], train_targets, valid_targets, settings, round_number, work, messages,
-                                    state if round_number == first else None, fixed)
+                                    resume=bool(state) and round_number == first)
             made = provenance(teachers, *texts, len(train_words), fixed, settings, round_number)
             checkpoint.save(path, student.model, student.vocab, student.tokenizer, student.config, provenance=made)
         # the next round's ensemble: the teachers with their layers, and the student, voting on spans
@@ -295,57 +299,49 @@ def learnable(sentences: list[list[str]], max_length: int, source: str = "the tr
 
 
 def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings: DistillSettings,
-                  round_number: int, out_dir: Path, messages: Messages, state: dict | None = None,
-                  options: ParseOptions | None = None) -> LoadedModel:
-    """A new student trained on `train`'s trees (or confident spans); the epoch kept is the one whose
-    trees agree best with `valid`'s (or the last, settings.keep). After each epoch, with `options`, what
-    resuming needs is saved in out_dir; `state` is such a save to go on from."""
-    torch.manual_seed(settings.seed + round_number)
-    rng = random.Random(settings.seed + round_number)
-    model_config = ModelConfig(kind=SpanParser.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
-                               chunk_size=1, n_layers=settings.n_layers, dropout=settings.dropout)
-    config = Config(model=model_config, data=teacher.config.data)
-    model = SpanParser(len(teacher.vocab), model_config).to(teacher.model.device)
-    student = LoadedModel(model, teacher.vocab, teacher.tokenizer, config, str(out_dir / f"round-{round_number}.pt"))
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
-    kept = train.confident if settings.confident else [trees.spans(t, whole=True) for t in train.trees]
-    usable = learnable(train.words, settings.max_length)
-    best_f1, best_state, start = -1.0, None, 1
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        best_f1, best_state, start = state["best_f1"], state["best_state"], state["epoch"] + 1
-        rng.setstate(_python_state(state["python_rng"]))
-        torch.set_rng_state(state["torch_rng"])
-    for epoch in range(start, settings.epochs + 1):
-        began, total, steps = time.time(), 0.0, 0
-        model.train()
-        for batch in _batches(usable, train.words, settings.student_batch_size, rng):
-            words = [train.words[k] for k in batch]
-            tokens = token_rows(student, words).to(model.device)
-            loss = model.loss(tokens, [len(w) for w in words], [kept[k] for k in batch])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
-            total, steps = total + loss.item(), steps + 1
-        model.eval()
-        agreement = agreement_with(student, valid)
-        record = {"round": round_number, "epoch": epoch, "loss": round(total / max(steps, 1), 4),
-                  "valid_agreement_f1": round(100 * agreement, 2), "seconds": round(time.time() - began, 1)}
-        append_metrics(out_dir / "distill.jsonl", record)
-        messages.say(f"round {round_number} epoch {epoch}: loss {record['loss']:.4f}, held-out agreement with the targets "
-            f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
-        if agreement > best_f1 or settings.keep == "last":
-            best_f1, best_state = agreement, copy.deepcopy(model.state_dict())
-        if options is not None:
-            _save(out_dir / STATE, {"round": round_number, "epoch": epoch, "model": model.state_dict(),
-                                    "optimizer": optimizer.state_dict(), "best_f1": best_f1, "best_state": best_state,
-                                    "python_rng": _plain(rng.getstate()), "torch_rng": torch.get_rng_state(),
-                                    "settings": asdict(settings), "options": _options_state(options)})
-    model.load_state_dict(best_state)
-    model.eval()
-    return student
+                  round_number: int, out_dir: Path, messages: Messages, resume: bool = False) -> LoadedModel:
+    """A new student trained on `train`'s trees (or confident spans) through the one training loop, in
+    out_dir/round-K (last.pt after every epoch: `resume` goes on from it); the epoch kept is the one whose trees
+    agree best with `valid`'s (or the last, settings.keep). Appends the round's epochs to out_dir/distill.jsonl."""
+    folder = out_dir / f"round-{round_number}"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = _student_config(teacher, settings, round_number)
+    device = teacher.model.device
+    eos = teacher.vocab.index[EOS]
+    ids = [[eos, *teacher.vocab.encode_user_words(teacher.tokenizer.normalize(w) for w in words)] for words in train.words]
+    spans = train.confident if settings.confident else [trees.spans(t, whole=True) for t in train.trees]
+    text = TrainingText(teacher.tokenizer, teacher.vocab, SpanTargets(ids, spans, learnable(train.words,
+                                                                                           settings.max_length), eos),
+                        valid.words, None, [])
+
+    def recipe(cfg: Config, model: ModelKind, phase: str | None) -> StudentTrainer:
+        live = LoadedModel(model, teacher.vocab, teacher.tokenizer, cfg, str(folder / "best.pt"))
+        return StudentTrainer(cfg, model, text, device, lambda: agreement_with(live, valid), settings.keep == "last",
+                              f"round {round_number}")
+
+    last = folder / "last.pt"
+    payload = checkpoint.read(last) if resume and last.exists() else None
+    result = fit(config, folder, recipe, len(teacher.vocab), (payload, resume_state(payload, last)) if payload else None,
+                 device=device, world=World(), quiet=True, messages=messages,
+                 precision_line=precision.describe("fp32", "fp32", device, SpanParser.BF16_PARTS, SpanParser.FP32_PARTS))
+    if result.stopped_by is not None:
+        raise KeyboardInterrupt  # distill notes where the run is and how to resume it
+    for record in rundir.read_metrics(folder):  # every epoch of the round, the resumed run's and those before
+        append_metrics(out_dir / "distill.jsonl", {"round": round_number, "epoch": record["epoch"], "loss": record["loss"],
+                                                   "valid_agreement_f1": record["valid_agreement_f1"],
+                                                   "seconds": round(record["seconds"], 1)})
+    best = checkpoint.load(folder / "best.pt", device)
+    best.model.eval()
+    return best
+
+
+def _student_config(teacher: LoadedModel, settings: DistillSettings, round_number: int) -> Config:
+    """The student's model and how it trains (a round's own seed); its text settings are the teacher's."""
+    model = ModelConfig(kind=SpanParser.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
+                        chunk_size=1, n_layers=settings.n_layers, dropout=settings.dropout)
+    train = TrainConfig(batch_size=settings.student_batch_size, lr=settings.lr, clip=5.0, epochs=settings.epochs,
+                        seed=settings.seed + round_number, device=str(teacher.model.device))
+    return Config(model=model, data=teacher.config.data, train=train)
 
 
 def _save(path: Path, state: dict) -> None:
@@ -358,25 +354,6 @@ def _options_state(options: ParseOptions) -> dict:
     return {"layers": list(options.layers), "auto_layers": False, "combine": options.combine,
             "decoder": options.decoder, "distance": options.distance, "right_voter": options.right_voter,
             "weights": list(options.weights)}
-
-
-def _plain(rng_state: tuple) -> list:
-    """random.Random's state as lists (what a weights-only torch file holds)."""
-    version, internal, gauss = rng_state
-    return [version, list(internal), gauss]
-
-
-def _python_state(saved: list) -> tuple:
-    version, internal, gauss = saved
-    return version, tuple(internal), gauss
-
-
-def _batches(indices: list[int], words: list[list[str]], size: int, rng: random.Random) -> Iterator[list[int]]:
-    """Sentences of similar length together, the batches in a random order."""
-    ordered = sorted(indices, key=lambda k: len(words[k]))
-    batches = [ordered[k : k + size] for k in range(0, len(ordered), size)]
-    rng.shuffle(batches)
-    yield from batches
 
 
 def agreement_with(student: LoadedModel, targets: Targets, batch_size: int = 64) -> float:

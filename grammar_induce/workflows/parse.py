@@ -16,12 +16,12 @@ from typing import ClassVar
 import torch
 
 from .. import trees
+from ..families import structs
+from ..families.checkpoint import LoadedModel
 from ..files import InputError, Messages, plural, read_lines, replace_folder, write_text
 from ..inference.ensemble import ParseOptions, member_agreement
 from ..inference.members import Members, chunk_lines
 from ..metrics import SpanMetric
-from ..models import structs
-from ..models.checkpoint import LoadedModel
 from ..output.formats import MemberResult, SentenceResult, render
 from ..runtime.distributed import World
 from ..trees import Tree
@@ -211,7 +211,7 @@ class _Worker:
 
     @classmethod
     def start(cls, paths: list[str], device: str, threads: int) -> None:
-        from ..models.checkpoint import load
+        from ..families.checkpoint import load
 
         torch.set_num_threads(threads)
         cls.models = [load(path, device) for path in paths]

@@ -16,10 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ModelConfig
-from .kind import ModelKind
-from .reading import Reading, model_order
+from ...config import ModelConfig
+from ..base import ModelKind
+from ..reading import Reading, model_order
 from .recurrence import linear, recurrence
+from .trainer import AWDTrainer
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
 
@@ -171,6 +172,8 @@ class LanguageModel(ModelKind):
     with the AWD-LSTM dropouts. Layers map (x (T, B, I), (h0, c0)) to (hs (T, B, H), c_last, forget and
     input distances (T, B) or None)."""
 
+    TRAINER = AWDTrainer
+
     YIELDS = "nothing"
 
     def __init__(self, vocab_size: int, config: ModelConfig, make_layer: Callable[[int, int], nn.Module]):
@@ -258,41 +261,3 @@ class LSTMLanguageModel(LanguageModel):
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__(vocab_size, config, lambda input_size, size: LSTMLayer(input_size, size, config.wdrop))
-
-
-class _CrossEntropy(torch.autograd.Function):
-    """Mean cross entropy whose backward turns the saved log-probabilities into the gradient in place.
-
-    The same function as F.cross_entropy; its backward allocates and zero-fills a (N, V) buffer
-    for the one-hot term and makes another for the softmax gradient, which on a CPU costs as
-    much as the log-softmax itself at a 10k vocabulary.
-    """
-
-    @staticmethod
-    def forward(ctx, logits: Tensor, targets: Tensor) -> Tensor:
-        log_probs = torch.log_softmax(logits, dim=-1)
-        ctx.save_for_backward(log_probs, targets)
-        return -log_probs.gather(1, targets[:, None]).mean()
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        log_probs, targets = ctx.saved_tensors
-        grad_logits = log_probs.exp_()  # softmax, in place: nothing needs the log-probabilities after this
-        grad_logits.scatter_add_(1, targets[:, None], grad_logits.new_full((targets.shape[0], 1), -1.0))
-        return grad_logits.mul_(grad / targets.shape[0]), None
-
-
-def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean cross entropy of logits (N, V) against targets (N,), as F.cross_entropy."""
-    if torch.is_grad_enabled() and logits.requires_grad:
-        return _CrossEntropy.apply(logits, targets)
-    return F.cross_entropy(logits, targets)
-
-
-def detach_state(hidden: State) -> State:
-    return [(h.detach(), c.detach()) for h, c in hidden]
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from .. import trees
-from ..config import ModelConfig
-from ..trees import Tree
-from . import structs
-from .kind import ModelKind
-from .reading import Reading
+from ... import trees
+from ...config import ModelConfig
+from ...trees import Tree
+from .. import structs
+from ..base import ModelKind
+from ..reading import Reading
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
 SCORE_CELLS = 1 << 24  # floats of span scores at a time when parsing (64 MB): long lines go fewer at a time

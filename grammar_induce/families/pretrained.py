@@ -23,7 +23,7 @@ INDEX = MODELS_DIR / "models.toml"
 class Pretrained:
     name: str
     files: tuple[str, ...]  # in MODELS_DIR
-    kind: str  # the model kind (models/registry.py): onlstm, student, pcfg
+    kind: str  # the model kind (families/registry.py): onlstm, student, pcfg
     training_text: str
     licence: str
     parameters: int

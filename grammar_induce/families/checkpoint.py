@@ -19,7 +19,7 @@ from ..config import Config, ConfigError
 from ..files import InputError, atomic_write
 from ..text.tokenizer import Tokenizer, Vocab
 from . import registry
-from .kind import ModelKind
+from .base import ModelKind
 
 FORMAT_VERSION = 1
 

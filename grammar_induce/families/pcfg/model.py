@@ -21,7 +21,7 @@ value a span stands for is x * exp(scale), and the gradient through x alone is t
 
 A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlogZ/dx[i, j, r] (x is
 homogeneous in each span's weight), so one backward pass gives every span's marginal; the tree is the
-minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (models/structs.py), as the paper
+minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (families/structs.py), as the paper
 evaluates. Its induced labels (`NT-17`) are each span's most probable nonterminal: the nonterminal A with the
 largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
 """
@@ -34,12 +34,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .. import trees
-from ..config import ModelConfig
-from ..trees import Tree
-from . import structs
-from .kind import ModelKind
-from .reading import Reading
+from ... import trees
+from ...config import ModelConfig
+from ...trees import Tree
+from .. import structs
+from ..base import ModelKind
+from ..reading import Reading
+from ..sentences import SentenceTrainer
 
 PARSE_LIMIT = 150  # words: a longer line gets a right-branching tree (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
@@ -94,6 +95,7 @@ class TNPCFG(ModelKind):
     FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
     LABELS = True
     LONGEST = PARSE_LIMIT, "gave them right-branching trees (its chart grows with the square of the length)"
+    TRAINER = SentenceTrainer
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()

@@ -1,0 +1,285 @@
+"""The paper's recipe (AWD-LSTM, as the ON-LSTM code trains): the text as one token stream in batch rows, variable
+BPTT windows with the learning rate scaled to each, the hidden state carried across windows, cross entropy plus AR
+and TAR, gradient clipping, SGD switched to averaged SGD when validation stops improving (non-monotone trigger),
+validation with ASGD's averages. workflows/train.py runs it."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ...config import Config
+from ...files import InputError
+from ...runtime import distributed, precision
+from ...text import corpus
+from ...text.tokenizer import Vocab, batchify, get_batch, tokenizer_of
+from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
+from . import native
+
+if TYPE_CHECKING:
+    from .model import LanguageModel, State
+
+
+def read_stream(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
+    """Memory-map the corpus files from the token cache (see text/corpus.py), building it on first use (on
+    rank 0, while the others wait); the vocabulary comes from the training file unless given (on resume).
+    `train` holds this process's batch rows (T, B), `valid` and `test` theirs at the evaluation batch sizes."""
+    data, train_cfg = config.data, config.train
+    if not data.train:
+        raise InputError("no training file: give --train FILE or set data.train in the config")
+    reader = corpus.training_reader(data)
+    root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
+    backward = config.model.direction == "backward"
+    limits = corpus.Limits(data.max_vocab, data.min_freq)
+    if not world.is_main:
+        world.barrier()  # rank 0 builds what is missing
+    with corpus.read_once([data.train, data.valid, data.test], root) as readable:
+        train = corpus.training_entry(readable[data.train], reader, limits, root, workers, backward)
+        if vocab is not None and vocab.words != train.vocab.words:  # resuming after the file or the limits changed
+            train = corpus.encoded_entry(readable[data.train], reader, vocab, root, workers, backward)
+        vocab = vocab or train.vocab
+        entries = {data.train: train}
+        for path in (data.valid, data.test):
+            if path and path not in entries:
+                entries[path] = corpus.encoded_entry(readable[path], reader, vocab, root, workers, backward)
+    if world.is_main:
+        world.barrier()
+
+    def rows(path: str, batch_size: int) -> Tensor | None:
+        return batchify(entries[path].ids, batch_size, path) if path else None
+
+    notes = [f"{path}: skipped {entry.blank_lines} blank lines" for path, entry in entries.items() if entry.blank_lines]
+    cache_mb = sum(entry.size_bytes for entry in entries.values()) / 2**20
+    notes.append(f"token cache {train.path.parent}: {cache_mb:.1f} MB for this run's files")
+    return TrainingText(tokenizer_of(data), vocab, world.split_rows(rows(data.train, train_cfg.batch_size)),
+                        rows(data.valid, train_cfg.eval_batch_size), rows(data.test, train_cfg.test_batch_size), notes)
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """Mean cross entropy whose backward turns the saved log-probabilities into the gradient in place.
+
+    The same function as F.cross_entropy; its backward allocates and zero-fills a (N, V) buffer
+    for the one-hot term and makes another for the softmax gradient, which on a CPU costs as
+    much as the log-softmax itself at a 10k vocabulary.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, targets: Tensor) -> Tensor:
+        log_probs = torch.log_softmax(logits, dim=-1)
+        ctx.save_for_backward(log_probs, targets)
+        return -log_probs.gather(1, targets[:, None]).mean()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        log_probs, targets = ctx.saved_tensors
+        grad_logits = log_probs.exp_()  # softmax, in place: nothing needs the log-probabilities after this
+        grad_logits.scatter_add_(1, targets[:, None], grad_logits.new_full((targets.shape[0], 1), -1.0))
+        return grad_logits.mul_(grad / targets.shape[0]), None
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross entropy of logits (N, V) against targets (N,), as F.cross_entropy."""
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return _CrossEntropy.apply(logits, targets)
+    return F.cross_entropy(logits, targets)
+
+
+def detach_state(hidden: State) -> State:
+    return [(h.detach(), c.detach()) for h, c in hidden]
+
+
+def sample_seq_len(rng: random.Random, bptt: int) -> int:
+    """The paper's variable BPTT: bptt w.p. 0.95 else bptt/2, plus N(0, 5) jitter, at least 5."""
+    base = bptt if rng.random() < 0.95 else bptt / 2.0
+    return max(5, int(rng.gauss(base, 5)))
+
+
+def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.optim.Optimizer:
+    cfg = config.train
+    if phase == "asgd":
+        return torch.optim.ASGD(model.parameters(), lr=cfg.lr, t0=0, lambd=0.0, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: State, config: Config):
+    """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden).
+    config.train.precision is resolved (fp32 or bf16) by then."""
+    out = model(inputs, hidden, products=precision.product_dtype(config.train.precision))
+    ce = cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), targets.reshape(-1))
+    top = out.top_output.float()  # (T, B, E)
+    loss = ce + config.train.alpha * top.pow(2).mean() + config.train.beta * (top[1:] - top[:-1]).pow(2).mean()
+    return loss, ce, out.hidden
+
+
+def train_step(model, optimizer, inputs, targets, hidden, config: Config, seq_len: int):
+    """One optimizer step with the learning rate scaled by seq_len / bptt. Returns (ce, hidden)."""
+    cfg = config.train
+    model.train()
+    base_lr = optimizer.param_groups[0]["lr"]
+    optimizer.param_groups[0]["lr"] = base_lr * seq_len / cfg.bptt
+    optimizer.zero_grad(set_to_none=True)
+    loss, ce, hidden = lm_loss(model, inputs, targets, hidden, config)
+    loss.backward()
+    if cfg.clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+    optimizer.step()
+    optimizer.param_groups[0]["lr"] = base_lr
+    return ce.detach(), detach_state(hidden)
+
+
+@torch.no_grad()
+def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int, products: torch.dtype | None = None) -> float:
+    """Mean next-token cross entropy over a batchified stream, in evaluation mode; `products`: the
+    dtype of the matrix products (None: float32)."""
+    model.eval()
+    hidden = model.init_hidden(source.shape[1])
+    total = 0.0
+    for start in range(0, source.shape[0] - 1, bptt):
+        inputs, targets = get_batch(source, start, bptt)
+        out = model(inputs, hidden, products=products)
+        total += len(inputs) * cross_entropy(out.logits.view(-1, out.logits.shape[-1]), targets.reshape(-1)).item()
+        hidden = out.hidden
+    return total / (source.shape[0] - 1)
+
+
+class averaged_weights:
+    """Swap in ASGD's running averages for validation, as the paper's code does, then restore."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, active: bool):
+        self.params = [p for p in model.parameters() if active and "ax" in optimizer.state.get(p, {})]
+        self.optimizer = optimizer
+
+    def __enter__(self):
+        self.saved = [p.detach().clone() for p in self.params]
+        with torch.no_grad():
+            for p in self.params:
+                p.copy_(self.optimizer.state[p]["ax"])
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for p, saved in zip(self.params, self.saved):
+                p.copy_(saved)
+
+
+def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
+    """The paper's switch to ASGD: no improvement on the best of more than `nonmono` epochs back."""
+    return len(history) > nonmono and val_loss > min(history[: len(history) - nonmono])
+
+
+def time_step_note(model: torch.nn.Module) -> str:
+    """On a CPU, whether the layers' time steps run in C or (slower) as tensor ops; see families/onlstm/native.py."""
+    weight = next(model.parameters())
+    if weight.device.type != "cpu":
+        return ""
+    return ", time steps in C" if native.usable(weight) else ", time steps as tensor ops (the C steps are turned off or could not be built)"
+
+
+class AWDTrainer(Trainer):
+    UNIT, PARALLEL, PHASE = "tok", True, "sgd"
+
+    def __init__(self, config: Config, model: LanguageModel, text: TrainingText, device: torch.device,
+                 world: distributed.World, phase: str | None):
+        self.config, self.model, self.text, self.device, self.world = config, model, text, device, world
+        text.train = text.train.to(device)
+        text.valid = text.valid.to(device) if text.valid is not None else None
+        self.optimizer = make_optimizer(model, config, phase or self.PHASE)
+        self.trainable = world.wrap(model)  # the model, or its DistributedDataParallel wrapper
+        self.rng = random.Random(config.train.seed)
+        self.hidden: State = []
+
+    read_text = staticmethod(read_stream)
+
+    @classmethod
+    def probe(cls, model: ModelKind, config: Config, vocab_size: int) -> Callable[[torch.dtype | None], None]:
+        cfg = config.train
+        data = torch.randint(0, vocab_size, (cfg.bptt + 1, cfg.batch_size),
+                             generator=torch.Generator().manual_seed(0)).to(model.device)
+
+        def run(dtype: torch.dtype | None) -> None:
+            out = model(data[:-1], model.init_hidden(cfg.batch_size), products=dtype)
+            cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), data[1:].reshape(-1)).backward()
+        return run
+
+    @classmethod
+    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, batch_size: int) -> float:
+        """The paper's measure: the file as one stream in `batch_size` rows, bptt-long windows, the state carried."""
+        return evaluate_loss(model, batchify(ids, batch_size, "the text").to(model.device), config.train.bptt)
+
+    def describe(self) -> str:
+        processes = f", {self.world.size} processes" if self.world.size > 1 else ""
+        return (f"{count_parameters(self.model):,} parameters, vocabulary {len(self.text.vocab):,}, device "
+                f"{self.device}{processes}{time_step_note(self.model)}")
+
+    def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
+        if position.hidden is None:
+            self.hidden = self.model.init_hidden(self.text.train.shape[1])
+        else:  # saved for the whole batch; this process takes its columns
+            split = self.world.split_rows
+            self.hidden = [(split(h.t()).t().to(self.device), split(c.t()).t().to(self.device))
+                           for h, c in position.hidden]
+        return self.text.train.shape[0] - 1
+
+    def steps(self, position: EpochPosition) -> Iterator[Step]:
+        data = self.text.train
+        start = position.start
+        while start < data.shape[0] - 2:
+            seq_len = sample_seq_len(self.rng, self.config.train.bptt)
+            inputs, targets = get_batch(data, start, seq_len)
+            ce, self.hidden = train_step(self.trainable, self.optimizer, inputs, targets, self.hidden, self.config,
+                                         seq_len)
+            ce = ce.item()
+            start += len(inputs)
+            yield Step(ce * inputs.numel(), inputs.numel(), len(inputs), {"loss": f"{ce:.3f}", "ppl": f"{math.exp(min(ce, 50)):.1f}"})
+
+    def pause(self, position: EpochPosition) -> EpochPosition:
+        whole = [(self.world.gather_columns(h).cpu(), self.world.gather_columns(c).cpu()) for h, c in self.hidden]
+        return dataclasses.replace(position, hidden=whole)
+
+    def validation_loss(self, products: torch.dtype | None) -> float:
+        return evaluate_loss(self.model, self.text.valid, self.config.train.bptt, products)
+
+    def test_loss(self, model: ModelKind, products: torch.dtype | None) -> float:
+        return evaluate_loss(model, self.text.test.to(self.device), self.config.train.bptt, products)
+
+    def validation_weights(self, phase: str) -> averaged_weights:
+        return averaged_weights(self.model, self.optimizer, phase == "asgd")
+
+    def after_validation(self, phase: str, history: list[float], val_loss: float) -> tuple[str, str | None]:
+        """SGD's epochs join `history`; once one is worse than the best of more than nonmono epochs back, ASGD."""
+        if phase != "sgd":
+            return phase, None
+        switch = should_average(history, val_loss, self.config.train.nonmono)
+        history.append(val_loss)
+        if switch:
+            self.optimizer = make_optimizer(self.model, self.config, "asgd")
+            return "asgd", "switching to averaged SGD"
+        return phase, None
+
+    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
+        _, internal, gauss_next = self.rng.getstate()
+        rng = {"python": list(internal), "gauss_next": gauss_next, "torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        return {"optimizer": self.optimizer.state_dict(), "rng": rng}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # as the paper's --resume: the config's values win
+            group.update(lr=self.config.train.lr, weight_decay=self.config.train.weight_decay)
+        rng = state["rng"]
+        self.rng.setstate((3, tuple(rng["python"]), rng["gauss_next"]))
+        torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and self.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"], self.device)
+
+    def finish(self) -> None:
+        self.trainable = self.model  # release the DDP wrapper before the process group goes

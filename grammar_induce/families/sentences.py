@@ -1,0 +1,177 @@
+"""The recipe of families fitted to whole sentences by their likelihood (a PCFG, families/pcfg; any kind with
+`log_likelihood(words, lengths, products)`): batches of sentences of neighbouring lengths (a curriculum of longest
+lengths if asked), Adam with the PCFG papers' betas, gradient clipping, the model kept by held-out likelihood.
+workflows/train.py runs it; one process (no torchrun)."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..config import Config, TrainConfig
+from ..files import InputError, plural
+from ..runtime import distributed, precision
+from ..text import corpus
+from ..text.tokenizer import Vocab, tokenizer_of
+from .base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
+
+ADAM_BETAS = (0.75, 0.999)  # TN-PCFG's (and compound PCFG's) optimiser
+PROBE_WORDS = 20  # `auto` precision's probe: a training batch of sentences this long
+
+
+def split_sentences(ids: Tensor) -> list[Tensor]:
+    """An `<eos>`-separated id stream as one tensor of ids per sentence."""
+    ids = ids.long()
+    ends = (ids == 1).nonzero().squeeze(1)  # Vocab: id 1 is <eos>
+    starts = torch.cat([ends.new_zeros(1), ends[:-1] + 1])
+    return [ids[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def read_sentences(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
+    """The corpus files as sentences of ids (through the token cache, as the stream recipe reads them)."""
+    data = config.data
+    if not data.train:
+        raise InputError("no training file: give --train FILE or set data.train in the config")
+    reader = corpus.training_reader(data)
+    root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
+    backward = config.model.direction == "backward"
+    with corpus.read_once([data.train, data.valid, data.test], root) as readable:
+        train = corpus.training_entry(readable[data.train], reader, corpus.Limits(data.max_vocab, data.min_freq),
+                                      root, workers, backward)
+        if vocab is not None and vocab.words != train.vocab.words:
+            train = corpus.encoded_entry(readable[data.train], reader, vocab, root, workers, backward)
+        vocab = vocab or train.vocab
+        other = {path: split_sentences(corpus.encoded_entry(readable[path], reader, vocab, root, workers, backward).ids)
+                 for path in (data.valid, data.test) if path}
+    return TrainingText(tokenizer_of(data), vocab, split_sentences(train.ids), other.get(data.valid),
+                        other.get(data.test), [])
+
+
+def length_batches(sentences: list[Tensor], batch_size: int, longest: int, rng: random.Random) -> list[list[int]]:
+    """Batches of sentences of 2..`longest` words, each of neighbouring lengths (sorted by length, ties in a
+    random order), the batches in a random order."""
+    kept = [k for k, s in enumerate(sentences) if 2 <= len(s) <= longest]
+    rng.shuffle(kept)
+    kept.sort(key=lambda k: len(sentences[k]))
+    batches = [kept[i : i + batch_size] for i in range(0, len(kept), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def padded(sentences: list[Tensor], device: torch.device) -> tuple[Tensor, list[int]]:
+    lengths = [len(s) for s in sentences]
+    rows = torch.zeros(len(sentences), max(lengths), dtype=torch.long)
+    for row, s in zip(rows, sentences):
+        row[: len(s)] = s
+    return rows.to(device), lengths
+
+
+def epoch_longest(cfg: TrainConfig, epoch: int) -> int:
+    """The longest training sentence of an epoch: max_length, or the curriculum's (start_length, growing by
+    length_step an epoch up to max_length)."""
+    if not cfg.start_length:
+        return cfg.max_length
+    return min(cfg.max_length, cfg.start_length + (epoch - 1) * cfg.length_step)
+
+
+@torch.no_grad()
+def held_out(model, sentences: list[Tensor], device: torch.device, products: torch.dtype | None = None,
+             tokens_per_batch: int = 2000) -> tuple[float, int]:
+    """(- sum of log p(sentence), words + one end per sentence) over the sentences of two or more words: the
+    PCFG's exact likelihood (an upper bound on perplexity as the PCFG papers report it: a string's
+    probability, with the length implied, per word and end)."""
+    model.eval()
+    order = sorted((k for k, s in enumerate(sentences) if len(s) >= 2), key=lambda k: len(sentences[k]))
+    total, count, first = 0.0, 0, 0
+    while first < len(order):
+        size = max(1, tokens_per_batch // len(sentences[order[first]]))
+        batch = [sentences[k] for k in order[first : first + size]]
+        words, lengths = padded(batch, device)
+        total -= model.log_likelihood(words, lengths, products).sum().item()
+        count += sum(lengths) + len(lengths)
+        first += size
+    return total, count
+
+
+def sentence_step(model, optimizer: torch.optim.Optimizer, words: Tensor, lengths: list[int], clip: float,
+                  products: torch.dtype | None) -> float:
+    """One optimizer step on the batch's mean negative log-likelihood; returns that mean."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = -model.log_likelihood(words, lengths, products).mean()
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    return loss.item()
+
+
+class SentenceTrainer(Trainer):
+    UNIT, PHASE = "batch", "adam"
+
+    def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device,
+                 world: distributed.World, phase: str | None):
+        self.config, self.model, self.text, self.device = config, model, text, device
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr, betas=ADAM_BETAS)
+        self.batches: list[list[int]] = []
+
+    read_text = staticmethod(read_sentences)
+
+    @classmethod
+    def probe(cls, model: ModelKind, config: Config, vocab_size: int) -> Callable[[torch.dtype | None], None]:
+        batch = config.train.batch_size
+        words = torch.randint(2, vocab_size, (batch, PROBE_WORDS),
+                              generator=torch.Generator().manual_seed(0)).to(model.device)
+
+        def run(dtype: torch.dtype | None) -> None:
+            model.log_likelihood(words, [PROBE_WORDS] * batch, dtype).sum().backward()
+        return run
+
+    @classmethod
+    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, batch_size: int) -> float:
+        """Per word and sentence end (`batch_size` does not apply: sentences are batched by length)."""
+        nll, count = held_out(model, split_sentences(ids), model.device)
+        return nll / max(1, count)
+
+    def describe(self) -> str:
+        return (f"{count_parameters(self.model):,} parameters, vocabulary {len(self.text.vocab):,}, "
+                f"{plural(len(self.text.train), 'training sentence')}, device {self.device}")
+
+    def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
+        cfg = self.config.train
+        self.products = precision.product_dtype(cfg.precision)
+        self.batches = length_batches(self.text.train, cfg.batch_size, epoch_longest(cfg, epoch),
+                                      random.Random(cfg.seed * 100003 + epoch))
+        self.model.train()
+        return len(self.batches)
+
+    def steps(self, position: EpochPosition) -> Iterator[Step]:
+        for batch in self.batches[position.start :]:
+            words, lengths = padded([self.text.train[k] for k in batch], self.device)
+            nll = sentence_step(self.model, self.optimizer, words, lengths, self.config.train.clip, self.products)
+            loss_sum, units = nll * len(lengths), sum(lengths) + len(lengths)
+            running = (position.loss_sum + loss_sum) / (position.tokens + units)
+            yield Step(loss_sum, units, 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
+
+    def validation_loss(self, products: torch.dtype | None) -> float:
+        nll, count = held_out(self.model, self.text.valid, self.device, products)
+        return nll / max(1, count)
+
+    def test_loss(self, model: ModelKind, products: torch.dtype | None) -> float:
+        nll, count = held_out(model, self.text.test, self.device, products)
+        return nll / max(1, count)
+
+    def epoch_record(self, epoch: int, stats: dict[str, float]) -> dict[str, Any]:
+        return {"longest": epoch_longest(self.config.train, epoch)}
+
+    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "rng": {"torch": torch.get_rng_state()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"]["torch"])

@@ -1,0 +1,321 @@
+"""The one training loop every family runs through (a family's recipe: base.Trainer): `fit` trains a model in a
+folder its caller holds (`train`'s run directory, a distillation's round). It owns the typed resume state in
+last.pt (the recipe's optimizer and random generators beside it), signals, step and time limits, validation each
+epoch, best.pt, epoch snapshots, metrics.jsonl, the log and its curves; the recipe says what an optimizer step is
+and how held-out text is scored."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import config as config_module
+from ..config import Config
+from ..files import InputError, Messages, UserError, progress_bar, write_text
+from ..output import draw
+from ..runtime import distributed, precision, rundir
+from ..text import corpus
+from . import checkpoint, registry
+from .base import EpochPosition, ModelKind, Trainer, count_parameters, exp_loss
+
+
+class TrainingStopped(UserError):
+    """Training cannot go on (a NaN loss); the last good checkpoint is kept."""
+
+
+RESUME_VERSION = 1  # of the training state in last.pt; files from before it was recorded are version 1
+
+
+@dataclass
+class TrainState:
+    """Everything the loop changes; `last.pt` stores all of it (with the optimizer and random
+    generators) so a resumed run is exact."""
+
+    epoch: int = 1  # the epoch in progress (1-based)
+    step: int = 0  # optimizer steps taken in all
+    best_loss: float = math.inf
+    val_history: list[float] = field(default_factory=list)
+    phase: str = "sgd"  # sgd | asgd
+    position: EpochPosition | None = None  # where an interrupted epoch stopped
+    elapsed: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        position = None if self.position is None else {
+            f.name: getattr(self.position, f.name) for f in dataclasses.fields(EpochPosition)}
+        return {"version": RESUME_VERSION, "epoch": self.epoch, "step": self.step, "best_loss": self.best_loss,
+                "val_history": list(self.val_history), "phase": self.phase, "position": position,
+                "elapsed": self.elapsed}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any], source: Path) -> TrainState:
+        version = saved.get("version", 1)
+        if version != RESUME_VERSION:
+            raise InputError(f"{source}: training state version {version}; this grammar-induce resumes version "
+                             f"{RESUME_VERSION} (start a new run, or resume with the version that wrote it)")
+        try:
+            position = saved["position"]
+            return cls(int(saved["epoch"]), int(saved["step"]), float(saved["best_loss"]),
+                       [float(v) for v in saved["val_history"]], str(saved["phase"]),
+                       None if position is None else EpochPosition(
+                           *(position[f.name] for f in dataclasses.fields(EpochPosition))),
+                       float(saved["elapsed"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{source}: damaged training state ({type(e).__name__}: {e})") from None
+
+
+@dataclass
+class Result:
+    out_dir: Path
+    parameters: int
+    best_valid_ppl: float | None
+    test_ppl: float | None
+    epochs: list[dict[str, Any]]
+    main_process: bool = True  # false on the other ranks of a distributed run
+    stopped_by: int | None = None  # the signal that interrupted training, if one did
+
+
+class _StopFlag:
+    """Turns Ctrl-C and SIGTERM into a request to stop after the current batch."""
+
+    def __init__(self):
+        self.requested = False
+        self.signal: int | None = None
+
+    def __enter__(self):
+        in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
+        self.previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)
+                         if in_main_thread}
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        self.signal = signum
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class _Loop:
+    """The parts of a run: fixed ones (config, device, world, run directory, logging) and the recipe."""
+
+    config: Config
+    trainer: Trainer
+    model: ModelKind
+    device: torch.device
+    world: distributed.World
+    out_dir: Path
+    quiet: bool
+    messages: Messages
+    started: float = field(default_factory=time.time)
+    saved_at: float = field(default_factory=time.time)
+    stopped_by: int | None = None  # the signal that interrupted the run
+
+
+MakeTrainer = Callable[[Config, ModelKind, "str | None"], Trainer]  # (config, model, saved phase) -> the recipe
+
+
+def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: int,
+        resumed: tuple[dict[str, Any], TrainState] | None, *, device: torch.device, world: distributed.World,
+        quiet: bool, messages: Messages, precision_line: str) -> Result:
+    """The loop itself, in a folder the caller holds (`train`'s run directory, a distillation's round): a model
+    of the config built under its seed (or last.pt's, `resumed`), its recipe, epochs until done or stopped."""
+    torch.manual_seed(config.train.seed)
+    model = registry.build(vocab_size, config.model).to(device)
+    payload, saved = resumed or (None, None)
+    if payload:
+        model.load_state_dict(payload["state_dict"])
+    trainer = make_trainer(config, model, saved.phase if saved else None)
+    if payload:
+        trainer.load_state_dict(payload["training_state"])
+    state = saved or TrainState(phase=trainer.PHASE)
+    loop = _Loop(config, trainer, model, device, world, out_dir, quiet, messages)
+    if world.is_main:
+        _announce(loop, state)
+        messages.say(precision_line)
+    epochs = _run_epochs(loop, state)
+    interrupted = state.position is not None
+    test_ppl = _final_test(loop) if world.is_main and trainer.has("test") and not interrupted else None
+    trainer.finish()
+    best = exp_loss(state.best_loss) if trainer.has("valid") and math.isfinite(state.best_loss) else None
+    return Result(out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by)
+
+
+def resume_state(payload: dict[str, Any], source: Path) -> TrainState:
+    if "training_state" not in payload:
+        raise InputError(f"{source}: holds no training state to resume from (a copy of best.pt?)")
+    return TrainState.from_dict(payload["training_state"], source)
+
+
+def _announce(loop: _Loop, state: TrainState) -> None:
+    """Write config.toml and say what is about to train."""
+    rundir.trim_metrics(loop.out_dir / "metrics.jsonl", state.epoch)
+    write_text(loop.out_dir / "config.toml", config_module.to_toml(loop.config))
+    data = loop.config.data
+    for path in dict.fromkeys(p for p in (data.train, data.valid, data.test) if p and corpus.is_stream(p)):
+        loop.messages.note(f"{path} is not a file but a stream, read once; --resume will need the text as a file")
+    for line in loop.trainer.text.notes:
+        loop.messages.say(line)
+    loop.messages.say(loop.trainer.describe())
+
+
+def _save_last(loop: _Loop, state: TrainState) -> None:
+    if not loop.world.is_main:
+        return
+    text = loop.trainer.text
+    training_state = {**state.to_dict(), **loop.trainer.state_dict(mid_epoch=state.position is not None),
+                      "elapsed": state.elapsed + time.time() - loop.started}
+    checkpoint.save(loop.out_dir / "last.pt", loop.model, text.vocab, text.tokenizer, loop.config, training_state)
+    loop.saved_at = time.time()
+
+
+def _run_epochs(loop: _Loop, state: TrainState) -> list[dict[str, Any]]:
+    """Epoch after epoch until the epoch count, a step or time limit, or a stop request."""
+    cfg = loop.config.train
+    records = []
+    with _StopFlag() as stop:
+        while state.epoch <= cfg.epochs:
+            stats = _run_epoch(loop, state, stop)
+            if stats is None:  # interrupted: last.pt holds the position inside the epoch
+                _save_last(loop, state)
+                loop.stopped_by = stop.signal or signal.SIGINT  # other ranks learn of it from rank 0
+                loop.messages.say(f"interrupted in epoch {state.epoch}; continue with --resume")
+                break
+            records.append(_end_epoch(loop, state, stats))
+            if _limit_reached(loop, state):
+                break
+    return records
+
+
+def _limit_reached(loop: _Loop, state: TrainState) -> bool:
+    cfg = loop.config.train
+    minutes = (state.elapsed + time.time() - loop.started) / 60
+    return bool(cfg.max_steps and state.step >= cfg.max_steps) or bool(cfg.max_minutes and minutes >= cfg.max_minutes)
+
+
+def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, float] | None:
+    """Train from `state.position` (or the epoch's start). Returns statistics, or None if interrupted. A single
+    process also saves last.pt every train.checkpoint_minutes, so a killed run loses little."""
+    trainer, world, cfg = loop.trainer, loop.world, loop.config.train
+    pos = state.position or EpochPosition()
+    length = trainer.begin_epoch(state.epoch, pos)
+    began = time.time()
+    bar = progress_bar(length, f"epoch {state.epoch}", trainer.UNIT, quiet=loop.quiet or not world.is_main,
+                       initial=pos.start)
+    steps = trainer.steps(pos)
+    while True:
+        if world.any(stop.requested):
+            bar.close()
+            state.position = dataclasses.replace(trainer.pause(pos), seconds=pos.seconds + time.time() - began)
+            return None
+        step = next(steps, None)
+        if step is None:
+            break
+        if not math.isfinite(step.loss_sum):
+            bar.close()
+            _stop_on_bad_loss(loop, state, step.loss_sum / max(1, step.units))
+        state.step += 1
+        pos.loss_sum += step.loss_sum
+        pos.tokens += step.units  # this process's share
+        pos.start += step.advance
+        seconds = pos.seconds + time.time() - began
+        bar.update(step.advance)
+        bar.set_postfix(**step.shown, **{f"{trainer.UNIT}_s": f"{pos.tokens * world.size / seconds:.0f}"})
+        if world.size == 1 and time.time() - loop.saved_at > cfg.checkpoint_minutes * 60:
+            state.position = dataclasses.replace(trainer.pause(pos), seconds=seconds)
+            _save_last(loop, state)
+            state.position = None
+        if _limit_reached(loop, state):
+            break
+    bar.close()
+    seconds = pos.seconds + time.time() - began
+    mean_loss = world.mean(pos.loss_sum / max(1, pos.tokens))
+    return {"train_loss": mean_loss, "tokens_per_s": pos.tokens * world.size / max(seconds, 1e-9), "seconds": seconds}
+
+
+def _stop_on_bad_loss(loop: _Loop, state: TrainState, loss: float) -> None:
+    last = loop.out_dir / "last.pt"
+    kept = (f"{last} keeps the last good state" if last.exists()
+            else "no epoch had finished, so nothing was kept and the run can start again")
+    raise TrainingStopped(f"the training loss became {loss} at step {state.step + 1} of epoch {state.epoch}; "
+                          f"{kept} (try a lower lr or clip)")
+
+
+def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
+    """Validate (with the weights the recipe validates: ASGD's averages once averaging runs), keep the best
+    model, let the recipe change phase, write the metrics line and last.pt."""
+    trainer, world, cfg = loop.trainer, loop.world, loop.config.train
+    products = precision.product_dtype(cfg.precision)
+    validated = trainer.has("valid")
+    with trainer.validation_weights(state.phase):
+        if validated:
+            val_loss = world.broadcast(trainer.validation_loss(products) if world.is_main else 0.0)
+        else:
+            val_loss = stats["train_loss"]
+        if trainer.improved(val_loss, state.best_loss) or not validated:
+            state.best_loss = val_loss
+            if world.is_main:
+                _save_model(loop, loop.out_dir / "best.pt")
+        if cfg.keep_epochs and world.is_main:
+            _keep_snapshot(loop, state.epoch)
+    record = {
+        "epoch": state.epoch,
+        "train_loss": round(stats["train_loss"], 5),
+        **trainer.validation_record(val_loss if validated else None),
+        "lr": trainer.lr,
+        "phase": state.phase,
+        "tokens_per_s": round(stats["tokens_per_s"], 1),
+        "seconds": round(stats["seconds"], 2),
+        **trainer.epoch_record(state.epoch, stats),
+    }
+    if validated:
+        state.phase, change = trainer.after_validation(state.phase, state.val_history, val_loss)
+        if change:
+            loop.messages.say(f"epoch {state.epoch}: {change}")
+    state.epoch += 1
+    state.position = None
+    if world.is_main:
+        rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
+    _save_last(loop, state)
+    if world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
+        _side_output(loop, "the log line", lambda: loop.messages.say(trainer.log_line(record)))
+        _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
+    return record
+
+
+def _save_model(loop: _Loop, path: Path) -> None:
+    text = loop.trainer.text
+    checkpoint.save(path, loop.model, text.vocab, text.tokenizer, loop.config)
+
+
+def _side_output(loop: _Loop, what: str, write: Callable[[], object]) -> None:
+    """Write a picture or a log line; if that fails, note it and train on."""
+    try:
+        write()
+    except Exception as e:  # noqa: BLE001 - nothing a side output raises may stop training
+        loop.messages.note(f"could not write {what} ({type(e).__name__}: {e}); training goes on")
+
+
+def _keep_snapshot(loop: _Loop, epoch: int) -> None:
+    """Save this epoch's model (as validated: ASGD's averages once averaging runs) as epoch-K.pt,
+    dropping the one that falls out of the last `keep_epochs`."""
+    _save_model(loop, loop.out_dir / f"epoch-{epoch}.pt")
+    (loop.out_dir / f"epoch-{epoch - loop.config.train.keep_epochs}.pt").unlink(missing_ok=True)
+
+
+def _final_test(loop: _Loop) -> float:
+    """Test perplexity of the best model."""
+    best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
+    ppl = exp_loss(loop.trainer.test_loss(best.model, precision.product_dtype(loop.config.train.precision)))
+    loop.messages.say(f"test ppl {ppl:.2f} (best.pt)")
+    return ppl
