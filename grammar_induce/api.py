@@ -185,6 +185,7 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
                   weights: Sequence[float] | str | None = None) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
     from .config import PRECISIONS
+    from .families.reading import DISTANCES
     from .inference.ensemble import COMBINERS, ParseOptions
     from .trees import DECODERS
 
@@ -193,7 +194,7 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
             raise SettingError(setting, f"must be True or False, not {flag!r}")
     if isinstance(layer, bool):
         raise SettingError("layer", f"takes a number, one number per model, or auto, not {layer!r}")
-    for setting, value, allowed in (("distance", distance, ("forget", "input")), ("decoder", decoder, DECODERS),
+    for setting, value, allowed in (("distance", distance, DISTANCES), ("decoder", decoder, DECODERS),
                                     ("combine", combine, COMBINERS), ("precision", precision, PRECISIONS)):
         if value is not None and value not in allowed:
             raise SettingError(setting, f"must be one of {', '.join(allowed)}, not {value!r}")

@@ -14,6 +14,7 @@ import click
 
 from . import config as config_module
 from .families.pretrained import DEFAULT_MODEL
+from .families.reading import DISTANCES
 from .inference.ensemble import COMBINERS
 from .output.formats import ALL_LAYERS, FORMATS, PICTURES
 from .trees import DECODERS
@@ -214,7 +215,7 @@ def model_options(command):
                      "(an ensemble member's layer chosen by agreement with the others, or with the other family's "
                      "where there are two, no gold needed) "
                      "[default: the middle layer, or a shipped model's own]"),
-        click.option("--distance", type=click.Choice(["forget", "input"]), default="forget", show_default=True,
+        click.option("--distance", type=click.Choice(DISTANCES), default="forget", show_default=True,
                      help="which master gate's expected level makes the distances"),
         click.option("--decoder", type=click.Choice(list(DECODERS)), default=None,
                      help="paper: the paper's greedy split; gap: split at the largest gap between words "

@@ -17,7 +17,7 @@ BRACKETS = ["(", ")", "[", "]", "{", "}"]
 def result_over(words):
     tree = trees.balanced(words)
     distances = [[0.5] * len(words)]
-    return SentenceResult(words, tree, [MemberResult("forward", distances, distances, tree)])
+    return SentenceResult(words, tree, [MemberResult("forward", {"forget": distances, "input": distances}, tree)])
 
 
 @pytest.mark.parametrize("bracket", BRACKETS)
@@ -48,7 +48,7 @@ def test_an_empty_line_is_an_empty_output_in_every_format_but_jsonl_where_it_is_
 
 
 def test_every_jsonl_line_has_one_schema_with_the_words_the_model_read():
-    member = MemberResult("forward", [[0.1, 0.2]], [[0.3, 0.4]], ["the", "n"])
+    member = MemberResult("forward", {"forget": [[0.1, 0.2]], "input": [[0.3, 0.4]]}, ["the", "n"])
     plain = json.loads(render(SentenceResult(["the", "3.5"], ["the", "3.5"], [member], read=["the", "N"]), "jsonl"))
     punct = json.loads(render(SentenceResult(["The", "3.5"], [["The", "3.5"], "."], [member], ["The", "3.5", "."],
                                              [True, True, False], read=["the", "N"]), "jsonl"))

@@ -162,7 +162,7 @@ def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
             assert record == {"tokens": [], "words": [], "tree": None}  # a blank line is a record too
             continue
         assert record["tokens"] == result.words and record["tree"] == result.tree
-        torch.testing.assert_close(torch.tensor(record["forget"]), torch.tensor(result.members[0].forget))
+        torch.testing.assert_close(torch.tensor(record["forget"]), torch.tensor(result.members[0].values["forget"]))
     counted = []
     list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), messages=Messages(progress=counted.append))[0])
     assert sum(counted) == len(lines) and len(counted) == 1  # 35 lines: one chunk

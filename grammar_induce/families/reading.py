@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from .. import trees
 from ..trees import Tree
 
+DISTANCES = ("forget", "input")  # the kinds of distances a language model's reading has, per layer
+
 
 @dataclass(frozen=True)
 class Reading:
@@ -30,6 +32,11 @@ class Reading:
     def has_gaps(self) -> bool:
         """Whether there are gap scores between words to average (distances give them; a tree does not)."""
         return self.parsed_tree is None
+
+    def to_dict(self) -> dict[str, list[list[float]]]:
+        """What an output record shows of the reading beside its tree: every layer's distances of each kind
+        (empty for a tree of its own)."""
+        return {kind: getattr(self, kind) for kind in DISTANCES}
 
     def distances(self, layer: int, kind: str = "forget") -> list[float]:
         """One layer's distances; `layer` counts from 1."""

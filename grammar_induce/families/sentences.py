@@ -6,7 +6,6 @@ workflows/train.py runs it; one process (no torchrun)."""
 from __future__ import annotations
 
 import math
-import os
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..config import Config, TrainConfig
-from ..files import InputError, plural
+from ..files import plural
 from ..runtime import distributed, precision
 from ..text import corpus
 from ..text.tokenizer import Vocab, tokenizer_of
@@ -34,23 +33,12 @@ def split_sentences(ids: Tensor) -> list[Tensor]:
 
 
 def read_sentences(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
-    """The corpus files as sentences of ids (through the token cache, as the stream recipe reads them)."""
+    """The config's files through the token cache (as the stream recipe reads them), each as sentences of ids."""
+    vocab, entries = corpus.training_files(config, vocab)
     data = config.data
-    if not data.train:
-        raise InputError("no training file: give --train FILE or set data.train in the config")
-    reader = corpus.training_reader(data)
-    root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
-    backward = config.model.direction == "backward"
-    with corpus.read_once([data.train, data.valid, data.test], root) as readable:
-        train = corpus.training_entry(readable[data.train], reader, corpus.Limits(data.max_vocab, data.min_freq),
-                                      root, workers, backward)
-        if vocab is not None and vocab.words != train.vocab.words:
-            train = corpus.encoded_entry(readable[data.train], reader, vocab, root, workers, backward)
-        vocab = vocab or train.vocab
-        other = {path: split_sentences(corpus.encoded_entry(readable[path], reader, vocab, root, workers, backward).ids)
-                 for path in (data.valid, data.test) if path}
-    return TrainingText(tokenizer_of(data), vocab, split_sentences(train.ids), other.get(data.valid),
-                        other.get(data.test), [])
+    held_out = {path: split_sentences(entries[path].ids) for path in (data.valid, data.test) if path}
+    return TrainingText(tokenizer_of(data), vocab, split_sentences(entries[data.train].ids), held_out.get(data.valid),
+                        held_out.get(data.test), [])
 
 
 def length_batches(sentences: list[Tensor], batch_size: int, longest: int, rng: random.Random) -> list[list[int]]:

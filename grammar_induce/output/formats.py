@@ -16,11 +16,11 @@ from ..trees import Tree
 
 @dataclass(frozen=True)
 class MemberResult:
-    """What one model of an ensemble made of a sentence: its distances in reading order and its tree."""
+    """What one model of an ensemble made of a sentence: what its reading shows (`Reading.to_dict`: every layer's
+    distances of each kind, in reading order) and its tree."""
 
     direction: str
-    forget: list[list[float]]  # per layer run, per word
-    input: list[list[float]]
+    values: dict[str, list[list[float]]]  # per kind, per layer run, per word
     tree: Tree
     source: str = ""  # the model's checkpoint file
     layer: int = 0  # the layer its tree came from, counted from 1
@@ -40,8 +40,8 @@ class SentenceResult:
     def to_dict(self) -> dict:
         """A line of `--format jsonl`, one schema for every line: `tokens` (every token as written),
         `words` (what the models read, normalised: the distances and members' trees are per word), `tree`
-        (over every token; null for a blank line), and every layer's `forget` and `input` distances of one
-        model, or per member of an ensemble its `direction`, `layer`, distances and tree; with induced labels,
+        (over every token; null for a blank line), and what one model's reading shows (every layer's `forget`
+        and `input` distances), or per member of an ensemble its `direction`, `layer`, reading and tree; with induced labels,
         `labels`: [start, end, label] per span of words (end exclusive)."""
         record: dict = {"tokens": self.tokens or self.words, "words": self.read or self.words}
         if self.tree is None:
@@ -50,10 +50,9 @@ class SentenceResult:
             record["labels"] = [[i, j, label] for (i, j), label in sorted(self.labels.items())]
         if len(self.members) == 1:
             member = self.members[0]
-            return record | {"forget": member.forget, "input": member.input, "tree": self.tree}
+            return record | member.values | {"tree": self.tree}
         return record | {"tree": self.tree, "members": [
-            {"direction": m.direction, "layer": m.layer, "forget": m.forget, "input": m.input, "tree": m.tree}
-            for m in self.members]}
+            {"direction": m.direction, "layer": m.layer, **m.values, "tree": m.tree} for m in self.members]}
 
     def token_row(self, row: list[float]) -> list[float | None]:
         """A per-word row (distances) spread over every token, None at punctuation (needs `is_word`)."""

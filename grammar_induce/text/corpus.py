@@ -153,6 +153,33 @@ def encoded_entry(path: str, tokenizer: Tokenizer, vocab: Vocab, root: Path, wor
     return _load(root / key, key) or _build(path, tokenizer, root, key, workers, backward, vocab=vocab)
 
 
+def require_training_file(data: DataConfig) -> None:
+    if not data.train:
+        raise InputError("no training file: give --train FILE or set data.train in the config")
+
+
+def training_files(config: Config, vocab: Vocab | None = None) -> tuple[Vocab, dict[str, Entry]]:
+    """The config's training file and its held-out ones (data.valid, .test) through the token cache, each built on
+    first use, by path; the vocabulary from the training file unless given (on resume: the run's, the file encoded
+    with it if the file or the limits changed)."""
+    data = config.data
+    require_training_file(data)
+    reader = training_reader(data)
+    root, workers = cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
+    backward = config.model.direction == "backward"
+    with read_once([data.train, data.valid, data.test], root) as readable:
+        train = training_entry(readable[data.train], reader, Limits(data.max_vocab, data.min_freq), root, workers,
+                               backward)
+        if vocab is not None and vocab.words != train.vocab.words:
+            train = encoded_entry(readable[data.train], reader, vocab, root, workers, backward)
+        vocab = vocab or train.vocab
+        entries = {data.train: train}
+        for path in (data.valid, data.test):
+            if path and path not in entries:
+                entries[path] = encoded_entry(readable[path], reader, vocab, root, workers, backward)
+    return vocab, entries
+
+
 def _key(path: str, tokenizer: Tokenizer, extra: dict) -> str:
     digest = hashlib.blake2b(digest_size=20)
     try:

@@ -39,7 +39,7 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
             continue
         own = readings[0][k].labels if o.labels and len(readings) == 1 else None
         results.append(SentenceResult(words, next(combined), labels=own, members=[
-            MemberResult(p.direction, p.forget, p.input, p.tree(layer, o.distance, o.decoder), m.source, layer,
+            MemberResult(p.direction, p.to_dict(), p.tree(layer, o.distance, o.decoder), m.source, layer,
                          p.gaps(layer, o.distance))
             for p, layer, m in zip([member[k] for member in readings], layers, members.models)]))
     return results
@@ -345,11 +345,11 @@ def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list
     distances per layer, its layer), the members' trees and distances spread over every token (no bar
     under punctuation)."""
     if result.tokens is None:
-        return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
+        return result.words, result.tree, [(_member_name(m), m.tree, m.values[distance], m.layer)
                                             for m in result.members]
     return result.tokens, result.tree, [
         (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
-         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members]
+         [result.token_row(row) for row in m.values[distance]], m.layer) for m in result.members]
 
 
 def _member_name(member: MemberResult) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import trees
+from ..families.reading import DISTANCES
 from ..files import InputError, Messages, plural, progress_bar, read_lines
 from ..metrics import SpanMetric
 from ..text.tokenizer import Tokenizer
@@ -185,9 +186,9 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
 
 
 def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
-    n_layers = len(parsed[0].forget)
+    n_layers = parsed[0].n_layers
     predicted: dict[str, list[trees.Tree]] = {}
-    for k in ("forget", "input"):
+    for k in DISTANCES:
         for l in range(1, n_layers + 1):
             predicted[f"layer {l} {k}"] = [p.tree(l, k, decoder) for p in parsed]
         predicted[f"mean of layers {k}"] = [

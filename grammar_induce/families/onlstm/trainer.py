@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...config import Config
-from ...files import InputError
 from ...runtime import distributed, precision
 from ...text import corpus
 from ...text.tokenizer import Vocab, batchify, get_batch, tokenizer_of
@@ -29,36 +27,23 @@ if TYPE_CHECKING:
 
 
 def read_stream(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
-    """Memory-map the corpus files from the token cache (see text/corpus.py), building it on first use (on
-    rank 0, while the others wait); the vocabulary comes from the training file unless given (on resume).
-    `train` holds this process's batch rows (T, B), `valid` and `test` theirs at the evaluation batch sizes."""
-    data, train_cfg = config.data, config.train
-    if not data.train:
-        raise InputError("no training file: give --train FILE or set data.train in the config")
-    reader = corpus.training_reader(data)
-    root, workers = corpus.cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
-    backward = config.model.direction == "backward"
-    limits = corpus.Limits(data.max_vocab, data.min_freq)
+    """The config's files through the token cache (see text/corpus.py; rank 0 builds what is missing while the
+    others wait), each as one stream: `train` this process's batch rows (T, B), `valid` and `test` theirs at the
+    evaluation batch sizes."""
+    corpus.require_training_file(config.data)  # before the others wait
     if not world.is_main:
-        world.barrier()  # rank 0 builds what is missing
-    with corpus.read_once([data.train, data.valid, data.test], root) as readable:
-        train = corpus.training_entry(readable[data.train], reader, limits, root, workers, backward)
-        if vocab is not None and vocab.words != train.vocab.words:  # resuming after the file or the limits changed
-            train = corpus.encoded_entry(readable[data.train], reader, vocab, root, workers, backward)
-        vocab = vocab or train.vocab
-        entries = {data.train: train}
-        for path in (data.valid, data.test):
-            if path and path not in entries:
-                entries[path] = corpus.encoded_entry(readable[path], reader, vocab, root, workers, backward)
+        world.barrier()
+    vocab, entries = corpus.training_files(config, vocab)
     if world.is_main:
         world.barrier()
+    data, train_cfg = config.data, config.train
 
     def rows(path: str, batch_size: int) -> Tensor | None:
         return batchify(entries[path].ids, batch_size, path) if path else None
 
     notes = [f"{path}: skipped {entry.blank_lines} blank lines" for path, entry in entries.items() if entry.blank_lines]
     cache_mb = sum(entry.size_bytes for entry in entries.values()) / 2**20
-    notes.append(f"token cache {train.path.parent}: {cache_mb:.1f} MB for this run's files")
+    notes.append(f"token cache {entries[data.train].path.parent}: {cache_mb:.1f} MB for this run's files")
     return TrainingText(tokenizer_of(data), vocab, world.split_rows(rows(data.train, train_cfg.batch_size)),
                         rows(data.valid, train_cfg.eval_batch_size), rows(data.test, train_cfg.test_batch_size), notes)
 
