@@ -1,6 +1,6 @@
 """The one member path: an ensemble's members checked, their precision resolved once, their layers fixed
-once, every member run over the sentences and their readings combined. parse, evaluate, distill and the
-API all go through `Members`.
+once, every member run over the sentences and their readings combined. parse (and through it the API),
+evaluate and distill each call `Members.parse`.
 
 A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode (a backward model gets
 the words reversed); each model kind turns its rows into readings in reading order (families/base.py).
@@ -68,6 +68,19 @@ class Members:
         """Whether the layers are to be chosen by agreement (`auto`, two or more members)."""
         return self.options.auto_layers and len(self.models) > 1
 
+    def parse(self, sentences: list[list[str]], all_layers: bool = True, progress: Callable[[int], object] | None = None,
+              at_once: bool = False) -> Iterator[Parse]:
+        """The one member path: every member reads `sentences` a chunk at a time (`at_once`: all in one), the
+        layers fixed once, on the first chunk (chosen by agreement where `auto` asks); each chunk's readings
+        with the members (their layers fixed) that combine them. `all_layers`: every layer's distances, else
+        (once the layers are fixed) those up to each member's layer."""
+        members, size = self, max(len(sentences), 1) if at_once else self.chunk
+        for start in range(0, len(sentences), size):
+            readings = members.read(sentences[start : start + size], all_layers, progress)
+            if start == 0:
+                members = members.with_layers(readings)
+            yield Parse(members, readings)
+
     def read(self, sentences: list[list[str]], all_layers: bool = True,
              progress: Callable[[int], object] | None = None) -> Readings:
         """Every member's reading of each sentence: every layer's distances, or (with the layers fixed and
@@ -102,6 +115,23 @@ class Members:
         o = self.options
         return [[p.tree(layer, o.distance, o.decoder) for p in member if p is not None]
                 for member, layer in zip(readings, o.layers)]
+
+
+@dataclass(frozen=True)
+class Parse:
+    """What an ensemble made of some sentences: the members (every layer fixed) and each one's readings."""
+
+    members: Members
+    readings: Readings
+
+    @property
+    def trees(self) -> list[Tree]:
+        """The ensemble's tree of each non-empty sentence."""
+        return self.members.combine(self.readings)
+
+    @property
+    def options(self) -> ParseOptions:
+        return self.members.options
 
 
 def resolve_precision(models: list[LoadedModel], options: ParseOptions) -> tuple[str, str]:

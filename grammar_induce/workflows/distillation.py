@@ -261,17 +261,14 @@ def ensemble_targets(models: list[LoadedModel], sentences: list[list[str]], opti
                      ) -> tuple[Targets, ParseOptions]:
     """The ensemble's trees and the spans most members hold; and the options with the layers fixed
     (`auto`: chosen on the first chunk)."""
-    members = Members.of(models, options)
     found: list[Tree] = []
     confident: list[set[tuple[int, int]]] = []
-    for start in range(0, len(sentences), members.chunk):  # the readings are held a chunk at a time
-        readings = members.read(sentences[start : start + members.chunk])
-        if start == 0:
-            members = members.with_layers(readings)
-        part = targets_of(readings, members.options)
+    for parsed in Members.of(models, options).parse(sentences):  # the readings are held a chunk at a time
+        part = targets_of(parsed.readings, parsed.options)
         found += part.trees
         confident += part.confident
-    return Targets(sentences, found, confident), members.options
+        options = parsed.options
+    return Targets(sentences, found, confident), options
 
 
 def targets_of(readings: list[list[Reading]], options: ParseOptions) -> Targets:

@@ -29,8 +29,10 @@ from ..trees import Tree
 
 def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bool = False) -> list[SentenceResult]:
     """Each sentence's combined tree and every member's distances and tree (the members' layers fixed)."""
-    readings = members.read(sentences, all_layers)
-    combined = iter(members.combine(readings))
+    parsed = next(members.parse(sentences, all_layers, at_once=True), None)
+    if parsed is None:  # no sentences
+        return []
+    readings, combined = parsed.readings, iter(parsed.trees)
     layers, o = members.options.layers, members.options
     results = []
     for k, words in enumerate(sentences):

@@ -148,15 +148,15 @@ def evaluate_models(models: list, options: EvalOptions, parse_options, messages:
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
     gold = within_length(gold, options.max_length)
     sentences = [g.words for g in gold]
-    with _progress(len(gold) * len(models), options.quiet) as bar:
-        readings = members.read(sentences, progress=bar.update)
+    with _progress(len(gold) * len(models), options.quiet) as bar:  # every gold sentence at once: the rows need all
+        parsed = next(members.parse(sentences, progress=bar.update, at_once=True), None)
     unknown = {m.source: unknown_words(m, sentences) for m in models}
     for source, (count, total) in unknown.items():
         if total and count > UNKNOWN_WARNING * total:
             noted.note(f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {source}: "
                        "its tokenizer or vocabulary does not fit these trees (another language, word segmentation or "
                        "casing?)")
-    members = members.with_layers(readings)
+    members, readings = (parsed.members, parsed.readings) if parsed else (members.with_layers(), [[]] * len(models))
     agreement = None
     if len(models) > 1:
         predicted, agreement = _ensemble_rows(members, readings)
