@@ -56,11 +56,6 @@ class ModelConfig:
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {p}")
-        for name in ("emb_size", "hidden_size"):
-            if getattr(self, name) % self.chunk_size:
-                raise ConfigError(
-                    f"model.chunk_size {self.chunk_size} does not divide model.{name} {getattr(self, name)}"
-                )
 
     @property
     def layer_sizes(self) -> list[int]:

@@ -33,7 +33,6 @@ def test_overrides_and_unknown_keys():
 
 @pytest.mark.parametrize("raw, message", [
     ({"model": {"dropout": -0.1}}, r"model.dropout must be in \[0, 1\)"),
-    ({"model": {"hidden_size": 1150, "chunk_size": 7}}, "does not divide"),
     ({"train": {"batch_size": 0}}, "train.batch_size must be positive"),
     ({"train": {"lr": "fast"}}, "train.lr must be float"),
     ({"data": {"tokenizer": "spacy"}}, "data.tokenizer must be"),
@@ -102,3 +101,13 @@ def test_non_finite_settings_are_refused_naming_set(tmp_path):
     sole_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r",
                        "--set", "train.lr=0"), "train.lr must be positive")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_kind_checks_the_sizes_it_is_built_with():
+    """The ON-LSTM's chunks must divide its layers; a kind without chunks (the student, a PCFG) ignores chunk_size."""
+    from grammar_induce.families import registry
+
+    with pytest.raises(ConfigError, match="model.chunk_size 7 does not divide model.hidden_size 1150"):
+        registry.build(10, C.ModelConfig(emb_size=14, hidden_size=1150, chunk_size=7))
+    student = registry.build(10, C.ModelConfig(kind="student", emb_size=16, hidden_size=16, chunk_size=7, n_layers=1))
+    assert student.NAME == "student"

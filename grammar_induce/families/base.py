@@ -25,7 +25,7 @@ from ..runtime.precision import FULL_PARTS
 from .reading import Reading, middle_layer
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import Config, ModelConfig
     from ..runtime.distributed import World
     from ..text.tokenizer import Tokenizer, Vocab
 
@@ -42,6 +42,11 @@ class ModelKind(nn.Module):
     # (None: the CKY's, structs.EXACT_LIMIT, past which it splits greedily)
     LONGEST: ClassVar[tuple[int, str] | None] = None
     TRAINER: ClassVar[type[Trainer] | None] = None  # the recipe `train` fits it with (None: made otherwise)
+
+    @classmethod
+    def check_config(cls, config: ModelConfig) -> None:
+        """Refuse, as a ConfigError, sizes this kind cannot be built with (the config's own checks are the
+        ones every kind shares)."""
 
     @property
     def device(self) -> torch.device:

@@ -22,5 +22,7 @@ def kind_of(name: str) -> type[ModelKind]:
 
 
 def build(vocab_size: int, config: ModelConfig) -> ModelKind:
-    """A new model of the config's kind."""
-    return kind_of(config.kind)(vocab_size, config)
+    """A new model of the config's kind (its sizes checked by the kind: a ConfigError)."""
+    kind = kind_of(config.kind)
+    kind.check_config(config)
+    return kind(vocab_size, config)

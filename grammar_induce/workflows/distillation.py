@@ -335,7 +335,7 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
 def _student_config(teacher: LoadedModel, settings: DistillSettings, round_number: int) -> Config:
     """The student's model and how it trains (a round's own seed); its text settings are the teacher's."""
     model = ModelConfig(kind=SpanParser.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
-                        chunk_size=1, n_layers=settings.n_layers, dropout=settings.dropout)
+                        n_layers=settings.n_layers, dropout=settings.dropout)
     train = TrainConfig(batch_size=settings.student_batch_size, lr=settings.lr, clip=5.0, epochs=settings.epochs,
                         seed=settings.seed + round_number, device=str(teacher.model.device))
     return Config(model=model, data=teacher.config.data, train=train)

@@ -57,6 +57,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     # about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     recipe = recipe_of(config.model.kind)
+    registry.kind_of(config.model.kind).check_config(config.model)  # before the run directory is touched
     world = distributed.World.from_env()
     if world.size > 1 and not recipe.PARALLEL:
         raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")

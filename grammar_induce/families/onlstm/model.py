@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import ModelConfig
+from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading, model_order
 from .recurrence import linear, recurrence
@@ -230,6 +230,14 @@ class ONLSTMLanguageModel(LanguageModel):
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__(vocab_size, config,
                          lambda input_size, size: ONLSTMLayer(input_size, size, config.chunk_size, config.wdrop))
+
+    @classmethod
+    def check_config(cls, config: ModelConfig) -> None:
+        """Master gates work on chunks of neurons: chunk_size divides every layer's size."""
+        for name in ("emb_size", "hidden_size"):
+            if getattr(config, name) % config.chunk_size:
+                raise ConfigError(f"model.chunk_size {config.chunk_size} does not divide model.{name} "
+                                  f"{getattr(config, name)}")
 
     def distances(self, tokens: Tensor, hidden: State | None = None, n_layers: int | None = None,
                   products: torch.dtype | None = None) -> Distances:
