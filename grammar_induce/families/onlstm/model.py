@@ -19,10 +19,8 @@ from torch import Tensor, nn
 from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading, model_order
-from .recurrence import linear, recurrence
+from .recurrence import State, linear, recurrence
 from .trainer import AWDTrainer
-
-State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
 
 
 class Distances(NamedTuple):

@@ -24,6 +24,8 @@ from torch import Tensor
 
 from . import native
 
+State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
+
 
 # Master gates are kept stacked as (..., 2, n) = [input, forget] so that one fused op serves
 # both: master = cumsum(softmax) * sign + offset gives [1 - cumax(l_i), cumax(l_f)].

@@ -9,7 +9,7 @@ import dataclasses
 import math
 import random
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -21,9 +21,7 @@ from ...text import corpus
 from ...text.tokenizer import Vocab, batchify, get_batch, tokenizer_of
 from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
 from . import native
-
-if TYPE_CHECKING:
-    from .model import LanguageModel, State
+from .recurrence import State
 
 
 def read_stream(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
@@ -122,7 +120,7 @@ def train_step(model, optimizer, inputs, targets, hidden, config: Config, seq_le
 
 
 @torch.no_grad()
-def evaluate_loss(model: LanguageModel, source: Tensor, bptt: int, products: torch.dtype | None = None) -> float:
+def evaluate_loss(model: ModelKind, source: Tensor, bptt: int, products: torch.dtype | None = None) -> float:
     """Mean next-token cross entropy over a batchified stream, in evaluation mode; `products`: the
     dtype of the matrix products (None: float32)."""
     model.eval()
@@ -171,7 +169,7 @@ def time_step_note(model: torch.nn.Module) -> str:
 class AWDTrainer(Trainer):
     UNIT, PARALLEL, PHASE = "tok", True, "sgd"
 
-    def __init__(self, config: Config, model: LanguageModel, text: TrainingText, device: torch.device,
+    def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device,
                  world: distributed.World, phase: str | None):
         self.config, self.model, self.text, self.device, self.world = config, model, text, device, world
         text.train = text.train.to(device)
