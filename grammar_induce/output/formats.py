@@ -26,6 +26,15 @@ class MemberResult:
     layer: int = 0  # the layer its tree came from, counted from 1
     gaps: list[float] = field(default_factory=list)  # that layer's scores of the gaps between words
 
+    @property
+    def forget(self) -> list[list[float]]:
+        """Every layer's forget distances: the Python API's name (`parser.analyse(...).members[0].forget`)."""
+        return self.values["forget"]
+
+    @property
+    def input(self) -> list[list[float]]:
+        return self.values["input"]
+
 
 @dataclass(frozen=True)
 class SentenceResult:
