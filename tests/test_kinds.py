@@ -122,7 +122,7 @@ class WidthCRF(ModelKind):
         emitted = self.unigram.log_softmax(0)[words]
         mask = torch.arange(words.shape[1]).view(1, -1) < torch.tensor(lengths).view(-1, 1)
         scores = self.span_scores(words.shape[1]).expand(len(lengths), -1, -1)
-        tree_log_z = structs.inside(scores, lengths) - structs.inside(scores.detach() * 0, lengths)
+        tree_log_z = structs.TreeCRF(scores, lengths).partition - structs.TreeCRF(scores.detach() * 0, lengths).partition
         return (emitted * mask).sum(1) + tree_log_z
 
     @torch.no_grad()
@@ -130,7 +130,7 @@ class WidthCRF(ModelKind):
         from grammar_induce.families import structs
 
         n = max(len(w) for w in words)
-        found = structs.best_trees(self.span_scores(n).expand(len(words), -1, -1), [len(w) for w in words], words)
+        found = structs.TreeCRF(self.span_scores(n).expand(len(words), -1, -1), [len(w) for w in words]).argmax(words)
         return [Reading(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
 
 

@@ -21,15 +21,13 @@ def brute_force(scores, n):
     return candidates, totals
 
 
-def test_inside_and_cky_equal_brute_force_and_marginals_are_its_gradient():
+def test_the_tree_crf_equals_brute_force():
+    """Its partition, best score, argmax and marginals against every binary tree of sentences of 1 to 6 words."""
     torch.manual_seed(0)
     lengths = [1, 2, 3, 4, 5, 6]
-    scores = torch.randn(len(lengths), 7, 7, dtype=torch.float64, requires_grad=True)
-    log_z = structs.inside(scores, lengths)
-    best = structs.inside(scores, lengths, "max")
-    words = [[f"w{k}" for k in range(n)] for n in lengths]
-    decoded = structs.best_trees(scores, lengths, words)
-    (marginals,) = torch.autograd.grad(log_z.sum(), scores)
+    crf = structs.TreeCRF(torch.randn(len(lengths), 7, 7, dtype=torch.float64), lengths)
+    scores, log_z, best, marginals = crf.scores, crf.partition, crf.max, crf.marginals
+    decoded = crf.argmax([[f"w{k}" for k in range(n)] for n in lengths])
     for b, n in enumerate(lengths):
         candidates, totals = brute_force(scores[b].detach(), n)
         assert math.isclose(log_z[b].item(), math.log(sum(math.exp(t) for t in totals)), rel_tol=1e-9, abs_tol=1e-12)
@@ -47,10 +45,10 @@ def test_keeping_spans_gives_the_trees_that_hold_them():
     n = 5
     scores = torch.randn(1, n + 1, n + 1, dtype=torch.float64)
     kept = {(0, 2), (2, 5)}
-    masked = scores.masked_fill(structs.crossing_mask([kept], n), -1e9)
     candidates, totals = brute_force(scores[0], n)
     holding = [t for c, t in zip(candidates, totals) if kept <= trees.spans(c, whole=True)]
-    assert math.isclose(structs.inside(masked, [n]).item(), math.log(sum(math.exp(t) for t in holding)), rel_tol=1e-9)
+    kept_partition = structs.TreeCRF(scores, [n]).keeping([kept]).partition
+    assert math.isclose(kept_partition.item(), math.log(sum(math.exp(t) for t in holding)), rel_tol=1e-9)
     tree = [["a", "b"], [["c", "d"], "e"]]
     whole = structs.crossing_mask([trees.spans(tree, whole=True)], n)
     assert math.isclose(structs.inside(scores.masked_fill(whole, -1e9), [n]).item(),

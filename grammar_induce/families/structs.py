@@ -1,4 +1,5 @@
-"""Distributions over unlabeled binary trees: the inside algorithm and CKY over span scores, batched.
+"""Distributions over unlabeled binary trees: the inside algorithm and CKY over span scores, batched; `TreeCRF`
+holds them as one object (pytorch-struct's shape: `.partition`, `.marginals`, `.argmax`).
 
 A tree over n words is its n - 1 spans of two or more words (the whole sentence among them); its
 score is the sum of their scores. `inside` gives log Z, the log-sum-exp over all trees (or, with
@@ -16,6 +17,7 @@ takes over, quadratic at worst.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -37,6 +39,43 @@ def inside(scores: Tensor, lengths: Sequence[int], semiring: str = "sum") -> Ten
         chart.append(reduce(parts, dim=1) + width_scores)
     return torch.stack([chart[length][b, 0] if length >= 2 else scores.new_zeros(())
                         for b, length in enumerate(lengths)])
+
+
+@dataclass(frozen=True)
+class TreeCRF:
+    """The distribution over each sentence's binary trees whose score is the sum of its spans' scores: a span
+    parser's (the student's) and, over span marginals, a PCFG's minimum-Bayes-risk decoding. `scores`: (B, N+1,
+    N+1), scores[b, i, j] of the span of words i..j-1 (only j - i >= 2 is read); `lengths`: each sentence's words."""
+
+    scores: Tensor
+    lengths: Sequence[int]
+
+    @property
+    def partition(self) -> Tensor:
+        """log Z of each sentence's trees. (B,)"""
+        return inside(self.scores, self.lengths)
+
+    @property
+    def max(self) -> Tensor:
+        """The best tree's score of each sentence. (B,)"""
+        return inside(self.scores, self.lengths, "max")
+
+    @property
+    def marginals(self) -> Tensor:
+        """Each span's probability of being in the tree (the gradient of log Z). (B, N+1, N+1)"""
+        with torch.enable_grad():
+            scores = self.scores.detach().requires_grad_()
+            (grad,) = torch.autograd.grad(inside(scores, self.lengths).sum(), scores)
+        return grad
+
+    def argmax(self, words: Sequence[Sequence[str]]) -> list[Tree]:
+        """Each sentence's highest-scoring tree over its `words` (see best_trees)."""
+        return best_trees(self.scores, self.lengths, words)
+
+    def keeping(self, kept: Sequence[Iterable[tuple[int, int]]]) -> TreeCRF:
+        """The distribution over the trees that cross none of each sentence's `kept` spans."""
+        forbidden = crossing_mask(kept, self.scores.shape[1] - 1).to(self.scores.device)
+        return TreeCRF(self.scores.masked_fill(forbidden, -1e9), self.lengths)
 
 
 EXACT_LIMIT = 1000  # words; a longer sentence's best tree is found greedily, top down

@@ -190,7 +190,8 @@ class TNPCFG(ModelKind):
             lengths = [len(words[k]) for k in part]
             ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
             marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
-            for b, (k, tree) in enumerate(zip(part, structs.best_trees(marginals, lengths, [words[k] for k in part]))):
+            best = structs.TreeCRF(marginals, lengths).argmax([words[k] for k in part])  # MBR: the most expected spans
+            for b, (k, tree) in enumerate(zip(part, best)):
                 readings[k] = Reading(list(words[k]), [], [], "forward", tree,
                                       self.span_labels(tree, g, chart, grads, b, lengths[b]))
         return readings

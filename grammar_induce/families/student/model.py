@@ -115,11 +115,8 @@ class SpanParser(ModelKind):
     def loss(self, tokens: Tensor, lengths: Sequence[int], kept: Sequence[set[tuple[int, int]]]) -> Tensor:
         """Mean negative log-probability of the trees that keep each sentence's `kept` spans (a whole
         tree's spans: that tree)."""
-        scores = self.span_scores(tokens, lengths)
-        forbidden = structs.crossing_mask(kept, scores.shape[1] - 1).to(scores.device)
-        log_z = structs.inside(scores, lengths)
-        log_kept = structs.inside(scores.masked_fill(forbidden, -1e9), lengths)
-        return (log_z - log_kept).mean()
+        crf = structs.TreeCRF(self.span_scores(tokens, lengths), lengths)
+        return (crf.partition - crf.keeping(kept).partition).mean()
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
@@ -140,7 +137,7 @@ class SpanParser(ModelKind):
         """Each sentence's highest-scoring tree: CKY over every span's score; past structs.EXACT_LIMIT words the
         greedy split, which scores only the spans it looks at (memory linear in the length)."""
         if max(lengths) <= structs.EXACT_LIMIT:
-            return structs.best_trees(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths, words)
+            return structs.TreeCRF(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths).argmax(words)
         return [self.greedy_tree(tokens[b : b + 1, : n + 2], words[b], products) for b, n in enumerate(lengths)]
 
     def greedy_tree(self, tokens: Tensor, words: Sequence[str], products: torch.dtype | None = None) -> Tree:
