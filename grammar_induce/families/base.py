@@ -1,5 +1,5 @@
 """The one interface every model kind has (`ModelKind`): what the rest of the code may ask of a model; and what
-a family that trains itself gives `train` (`Trainer`: its recipe, run by workflows/train.py's one loop).
+a family that trains itself gives `train` (`Trainer`: its recipe, run by the one loop, families/training.py).
 
 A kind is a torch module built from (vocabulary size, ModelConfig). It reads a batch of sentences as rows
 of token ids and yields, per sentence, a reading (`Reading`): every layer's distances (`YIELDS =
@@ -118,7 +118,7 @@ class TrainingText:
 
 
 class Trainer:
-    """A family's training recipe. workflows/train.py owns everything else: the run folder and its lock, the
+    """A family's training recipe. The loop (families/training.py) owns everything else: the run folder and its lock, the
     resume state, signals, step and time limits, validation each epoch, best.pt and last.pt, the log. A new run
     builds the model under `torch.manual_seed(train.seed)` and then the recipe; a resumed one loads both."""
 

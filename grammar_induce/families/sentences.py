@@ -1,7 +1,7 @@
 """The recipe of families fitted to whole sentences by their likelihood (a PCFG, families/pcfg; any kind with
 `log_likelihood(words, lengths, products)`): batches of sentences of neighbouring lengths (a curriculum of longest
 lengths if asked), Adam with the PCFG papers' betas, gradient clipping, the model kept by held-out likelihood.
-workflows/train.py runs it; one process (no torchrun)."""
+families/training.py runs it; one process (no torchrun)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def split_sentences(ids: Tensor) -> list[Tensor]:
     return [ids[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
-def read_sentences(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
+def read_as_sentences(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
     """The config's files through the token cache (as the stream recipe reads them), each as sentences of ids."""
     vocab, entries = corpus.training_files(config, vocab)
     data = config.data
@@ -108,7 +108,7 @@ class SentenceTrainer(Trainer):
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr, betas=ADAM_BETAS)
         self.batches: list[list[int]] = []
 
-    read_text = staticmethod(read_sentences)
+    read_text = staticmethod(read_as_sentences)
 
     @classmethod
     def probe(cls, model: ModelKind, config: Config, vocab_size: int) -> Callable[[torch.dtype | None], None]:

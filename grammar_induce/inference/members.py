@@ -8,7 +8,7 @@ the words reversed); each model kind turns its rows into readings in reading ord
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -221,8 +221,12 @@ def _batches(order: list[int], sentences: list[list[str]], batch_size: int) -> I
 
 def token_rows(loaded: LoadedModel, sentences: list[list[str]]) -> torch.Tensor:
     """(B, T) ids of `<eos> w1 ... wn <eos>` per sentence, padded with `<eos>` to the longest."""
-    vocab, tokenizer = loaded.vocab, loaded.tokenizer
-    eos = vocab.index[EOS]
     longest = max(len(s) for s in sentences)
-    rows = [[eos, *vocab.encode_user_words(tokenizer.normalize(w) for w in s)] for s in sentences]
+    rows = [token_ids(loaded, s) for s in sentences]
+    eos = rows[0][0]
     return torch.tensor([row + [eos] * (longest + 2 - len(row)) for row in rows])
+
+
+def token_ids(loaded: LoadedModel, sentence: Sequence[str]) -> list[int]:
+    """`<eos> w1 ... wn` as the model reads the words (normalised by its tokenizer, unknown words as `<unk>`)."""
+    return [loaded.vocab.index[EOS], *loaded.vocab.encode_user_words(loaded.tokenizer.normalize(w) for w in sentence)]

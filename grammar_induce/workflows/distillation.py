@@ -29,7 +29,7 @@ from ..families.student.trainer import SpanTargets, StudentTrainer
 from ..families.training import fit, resume_state
 from ..files import InputError, Messages, atomic_write, plural, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine
-from ..inference.members import Members, check_members, read_sentences
+from ..inference.members import Members, check_members, read_sentences, token_ids
 from ..inference.voting import span_votes
 from ..metrics import SpanMetric
 from ..runtime import precision, rundir
@@ -89,9 +89,9 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
 
     The run works in OUT.partial beside the output folder and moves its files (best.pt, round-K.pt,
     distill.jsonl) into OUT only when it finishes, so a previous student (replaced only with `force`) is
-    whole until then; a folder holding anything else as best.pt is never written over. After every epoch
-    the work folder holds what `resume` needs to go on from there; a run that fails before its first epoch
-    leaves no folder behind. `messages`: where a line per round and epoch goes (default: nowhere)."""
+    whole until then; a folder holding anything else as best.pt is never written over. Once the teachers have
+    parsed, the work folder holds what `resume` needs to go on from where the run stopped (inside an epoch too); a
+    run that fails before that leaves no folder behind. `messages`: where a line per round and epoch goes (default: nowhere)."""
     messages = messages or Messages()
     if not teachers:
         raise InputError("no teachers: give one or more models whose trees the student learns")
@@ -127,7 +127,7 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     return out_dir / "best.pt"
 
 
-STATE = "resume.pt"  # in the work folder: the round and epoch reached, the student and its optimizer
+STATE = "resume.pt"  # in the work folder: the round reached, the settings and options (the round's own last.pt holds its training)
 
 
 def _student_files(rounds: int) -> list[str]:
@@ -304,12 +304,10 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     folder.mkdir(parents=True, exist_ok=True)
     config = _student_config(teacher, settings, round_number)
     device = teacher.model.device
-    eos = teacher.vocab.index[EOS]
-    ids = [[eos, *teacher.vocab.encode_user_words(teacher.tokenizer.normalize(w) for w in words)] for words in train.words]
+    ids = [token_ids(teacher, words) for words in train.words]
     spans = train.confident if settings.confident else [trees.spans(t, whole=True) for t in train.trees]
-    text = TrainingText(teacher.tokenizer, teacher.vocab, SpanTargets(ids, spans, learnable(train.words,
-                                                                                           settings.max_length), eos),
-                        valid.words, None, [])
+    targets = SpanTargets(ids, spans, learnable(train.words, settings.max_length), teacher.vocab.index[EOS])
+    text = TrainingText(teacher.tokenizer, teacher.vocab, targets, valid.words, None, [])
 
     def recipe(cfg: Config, model: ModelKind, phase: str | None) -> StudentTrainer:
         live = LoadedModel(model, teacher.vocab, teacher.tokenizer, cfg, str(folder / "best.pt"))

@@ -1,7 +1,7 @@
 """The paper's recipe (AWD-LSTM, as the ON-LSTM code trains): the text as one token stream in batch rows, variable
 BPTT windows with the learning rate scaled to each, the hidden state carried across windows, cross entropy plus AR
 and TAR, gradient clipping, SGD switched to averaged SGD when validation stops improving (non-monotone trigger),
-validation with ASGD's averages. workflows/train.py runs it."""
+validation with ASGD's averages. families/training.py runs it."""
 
 from __future__ import annotations
 

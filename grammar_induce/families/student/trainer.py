@@ -1,4 +1,4 @@
-"""The student's recipe (`distill` runs it through workflows/train.py's loop): the span parser learns the spans of
+"""The student's recipe (`distill` runs it through the one loop, families/training.py): the span parser learns the spans of
 its targets' trees (or their confident spans) by its CRF loss, batches of sentences of similar lengths in a random
 order, Adam, the gradient norm clipped at config.train.clip; what validates it is given by whoever runs it
 (distill: agreement with the targets' trees on held-out text; the loss the loop sees is its negative)."""
