@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import trees
+from .errors import InputError, SettingError
 from .families import pretrained
-from .files import InputError, Messages, SettingError
+from .messages import Messages
 
 if TYPE_CHECKING:
     import nltk
@@ -230,7 +231,7 @@ def _weights(weights: Sequence[float] | str | None) -> tuple[float, ...] | str:
 
 
 def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: str | Path, *, max_length: int = 0,
-             treebank: str = "ptb", punct_tags: str | None = None, skip_bad: bool = False, seed: int = 0,
+             treebank: str = "ptb", punct_tags: str | None = None, skip_bad: bool = False, baseline_seed: int = 0,
              labeled: bool = False, quiet: bool = True, pred_format: str | None = None) -> Report:
     """Score a parser, trees aligned with the gold trees (nltk.Trees or bracket strings), or a file of such
     trees (a Path, one per line; `labeled` for PTB-style trees) against gold trees with the paper's
@@ -250,7 +251,7 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
         raise SettingError("max_length", f"must be a whole number of at least 0 (0: every sentence), not {max_length!r}")
     batch_size = predicted.options.batch_size if isinstance(predicted, Parser) else 64
     options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, punct_tags), max_length, skip_bad,
-                                  batch_size, seed, quiet=quiet)
+                                  batch_size, baseline_seed, quiet=quiet)
     if isinstance(predicted, Parser):
         return scoring.evaluate_models(predicted.models, options, predicted.options)
     if isinstance(predicted, Path):

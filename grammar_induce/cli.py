@@ -32,7 +32,7 @@ def user_errors(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        from .files import SettingError, UserError
+        from .errors import SettingError, UserError
 
         _terminate_on_sigterm()
         try:
@@ -81,7 +81,7 @@ def _note(text: str) -> None:
 
 def _messages(**more):
     """A workflow's messages on the command line: log lines to stdout, notes to stderr as they come."""
-    from .files import Messages
+    from .messages import Messages
 
     return Messages(say=click.echo, tell=_note, **more)
 
@@ -102,6 +102,14 @@ def precision_option(default: str | None):
                         help="matrix products in float32, in bfloat16 (needs CPU or GPU bfloat16 hardware; "
                         f"several times faster where it pays), or auto: whichever runs this work faster here, measured at the "
                         f"start and said {shown}")
+
+
+def seed_option(what: str, from_config: bool = False):
+    """--seed: one default for every command (config.SEED); `train` takes its config's, which is that too unless
+    the config sets another."""
+    shown = f"the config's, else {config_module.SEED}" if from_config else str(config_module.SEED)
+    return click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None if from_config else config_module.SEED,
+                        help=f"random seed {what} [default: {shown}]")
 
 
 def device_option(command):
@@ -145,8 +153,7 @@ def config_options(command):
               help="stop after this many batches in all [default: no limit]")
 @click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
               help="stop at the first epoch end past this wall time [default: no limit]")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None,
-              help="random seed of the run [default: the config's]")
+@seed_option("of the run", from_config=True)
 @precision_option(None)
 @click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
               help="also keep the models of the last N epochs (epoch-K.pt) for a snapshot ensemble")
@@ -303,7 +310,8 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
           distance, decoder, combine, right_voter, weights, batch_size, precision,
           device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
-    from .files import Messages, check_folder_output, check_output, progress_bar, refuse_overwriting
+    from .files import check_folder_output, check_output, refuse_overwriting
+    from .messages import Messages, progress_bar
     from .workflows import parse as parse_workflow
 
     if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
@@ -367,12 +375,13 @@ def _input_files(input_path: str | None) -> list[str]:
               help="write an HTML page: the table, F1 by length, predicted and gold trees drawn")
 @click.option("--report-sentences", type=click.IntRange(min=0), default=1000, show_default=True,
               help="how many sentences the HTML page draws")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random baseline")
+@click.option("--baseline-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="seed of the random baseline's trees")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, report_path, report_sentences, seed, quiet, layers, distance, decoder, combine, right_voter,
+             save_trees, report_path, report_sentences, baseline_seed, quiet, layers, distance, decoder, combine, right_voter,
              weights, batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api
@@ -388,7 +397,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     gold = gold or str(QUICKSTART_GOLD)
     gold_files = files_under(Path(gold)) if Path(gold).is_dir() else [gold] if Path(gold).exists() else []
     settings = {"max_length": max_length, "treebank": preset, "punct_tags": punct_tags, "skip_bad": skip_bad,
-                "seed": seed, "quiet": quiet}
+                "baseline_seed": baseline_seed, "quiet": quiet}
     if pred_path is None:
         parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                          batch_size, precision, device)
@@ -422,7 +431,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--confident", is_flag=True, help="learn only the spans most members agree on (the rest of each tree is free)")
 @click.option("--max-length", type=click.IntRange(min=3), default=40, show_default=True,
               help="learn from sentences of at most N words (the tree CRF is cubic in the length)")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=141, show_default=True, help="random seed of the student")
+@seed_option("of the student")
 @click.option("--force", is_flag=True, help="write over a folder that holds a student already")
 @click.option("--keep", type=click.Choice(["agreement", "last"]), default="agreement", show_default=True,
               help="the epoch a round keeps: the one agreeing best with the teachers on --valid, or the last")
@@ -462,7 +471,8 @@ def models() -> None:
 @user_errors
 def plot(run_dirs, output_path) -> None:
     """Draw the learning curves of one or more run directories in one chart."""
-    from .files import check_output, files_under, plural, refuse_overwriting
+    from .files import check_output, files_under, refuse_overwriting
+    from .messages import plural
     from .output.draw import write_curves
 
     check_output(output_path)
@@ -473,7 +483,8 @@ def plot(run_dirs, output_path) -> None:
 
 def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> tuple[Iterable[str], bool]:
     """The sentences to parse, read as they are needed, and whether they come over time (a pipe, a terminal)."""
-    from .files import InputError, check_text, read_lines
+    from .errors import InputError
+    from .files import check_text, read_lines
 
     if arguments and input_path:
         raise click.UsageError("give sentences as arguments or with --input, not both")

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .files import UserError
+from .errors import UserError
 
 DIRECTIONS = ("forward", "backward")
 PRECISIONS = ("fp32", "bf16", "auto")  # see runtime/precision.py
 TOKENIZERS = ("whitespace", "jieba", "char", "treebank")  # see data.Tokenizer
+SEED = 141  # the paper's: the seed of every training (a model, a student) unless one is given
 
 
 class ConfigError(UserError, ValueError):
@@ -103,7 +104,7 @@ class TrainConfig:
     max_steps: int = 0  # 0: no limit; otherwise stop after this many batches in all
     max_minutes: float = 0.0  # 0: no limit; otherwise stop at the first epoch end past it
     nonmono: int = 5
-    seed: int = 141
+    seed: int = SEED
     keep_epochs: int = 0  # also keep the last N epochs' models as epoch-K.pt (a snapshot ensemble)
     device: str = "auto"
     # fp32 (the paper's numbers), bf16 (matrix products in bfloat16, on hardware that has it) or

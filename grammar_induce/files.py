@@ -1,4 +1,4 @@
-"""User-facing file handling, without torch: the one-line user error, reading text, writing outputs.
+"""User-facing file handling, without torch: reading text, writing outputs.
 
 Every reader reports a user's mistake as an `InputError` naming the file and line; every
 output is written whole or not at all.
@@ -11,35 +11,15 @@ import os
 import re
 import shutil
 import stat
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from .errors import InputError
+
 # C0 controls other than tab, newline, vertical tab, form feed and carriage return, and DEL: not text
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
-
-
-class UserError(Exception):
-    """A mistake or a stop the user can act on; the CLI prints it as one line, never as a traceback."""
-
-
-class InputError(UserError):
-    """A problem with a user's file or argument."""
-
-
-class SettingError(InputError, ValueError):
-    """A setting that cannot be used, said in the API's words (`layer 4 is out of range ...`); the command
-    line says the same of its flag (`--layer 4 ...`). A ValueError, as Python's convention has a bad value."""
-
-    def __init__(self, setting: str, detail: str):
-        super().__init__(f"{setting} {detail}")
-        self.setting, self.detail = setting, detail
-
-    def as_flag(self) -> str:
-        return f"--{self.setting.replace('_', '-')} {self.detail}"
 
 
 def read_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, str]]:
@@ -73,29 +53,6 @@ def _decoded_lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
         text = text.removeprefix("\ufeff")  # a file's byte-order mark (or one of files joined together)
         check_text(text, f"{path}:{lineno}")
         yield lineno, text
-
-
-@dataclass
-class Messages:
-    """The one way a workflow tells its user something, whoever called it (the command line, a notebook):
-    `say` a line of a long run's log (an epoch's numbers, a round's), `note` what the user should know beside
-    the results (a cap, a fallback, an output that could not be written), and `advance` a step's progress by
-    a number of items. Notes are kept in `notes` and, with `tell`, passed on as they come; the defaults say
-    nothing, show no progress and keep the notes for the caller."""
-
-    say: Callable[[str], object] = lambda text: None
-    tell: Callable[[str], object] | None = None
-    progress: Callable[[int], object] | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-        if self.tell is not None:
-            self.tell(text)
-
-    def advance(self, count: int) -> None:
-        if self.progress is not None:
-            self.progress(count)
 
 
 def check_text(text: str, where: str) -> None:
@@ -314,20 +271,6 @@ def _mode_for(path: Path) -> int:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:
         return 0o666 & ~_umask()
-
-
-def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", quiet: bool = False, **options):
-    """A tqdm bar on stderr when stderr is a terminal; none in a redirected log (its carriage-return
-    updates would fill it)."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True,
-                disable=quiet or not sys.stderr.isatty(), **options)
-
-
-def plural(n: int, word: str) -> str:
-    """ "1 sentence", "2 sentences", "1,000 tokens"."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def write_lines(lines: Iterable[str], path: Path) -> None:

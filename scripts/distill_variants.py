@@ -28,9 +28,9 @@ import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.families import checkpoint
 from grammar_induce.families.reading import Reading
-from grammar_induce.files import Messages
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement, resolve_weights
 from grammar_induce.inference.members import read_sentences
+from grammar_induce.messages import Messages
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.distillation import (

@@ -11,8 +11,8 @@ import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.api import ModelSpec, to_nltk
 from grammar_induce.cli import QUICKSTART_GOLD, main
+from grammar_induce.errors import InputError, SettingError
 from grammar_induce.families import checkpoint
-from grammar_induce.files import InputError, SettingError
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.trees import from_nested, leaves, parse_brackets, to_brackets
 

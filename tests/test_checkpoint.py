@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from grammar_induce.config import Config
+from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
-from grammar_induce.files import InputError
 from grammar_induce.inference.ensemble import ParseOptions
 from grammar_induce.output.formats import render
 from grammar_induce.text.tokenizer import Tokenizer, Vocab

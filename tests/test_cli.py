@@ -142,6 +142,32 @@ def test_out_of_memory_on_a_gpu_is_one_line(monkeypatch):
                                      "smaller --batch-size (CUDA out of memory. Tried to allocate 20.00 GiB)")
 
 
+def test_every_seed_flag_has_the_one_default():
+    """--seed seeds a training (a model, a student) and defaults to config.SEED everywhere (train: its config's,
+    which is SEED unless the config sets one); evaluate's random baseline has a seed of its own, named so."""
+    from grammar_induce.config import SEED, TrainConfig
+
+    seeds = {name: next(p for p in command.params if p.name == "seed")
+             for name, command in main.commands.items() if any(p.name == "seed" for p in command.params)}
+    assert set(seeds) == {"train", "distill"}
+    assert seeds["distill"].default == SEED == TrainConfig().seed and seeds["train"].default is None
+    assert all(f"[default: {'the config' + chr(39) + 's, else ' if n == 'train' else ''}{SEED}]" in p.help
+               for n, p in seeds.items())
+    baseline = next(p for p in main.commands["evaluate"].params if p.name == "baseline_seed")
+    assert baseline.opts == ["--baseline-seed"] and baseline.default == 0
+
+
+def test_the_baseline_seed_draws_other_random_trees():
+    import grammar_induce as gi
+
+    gold = ROOT / "grammar_induce" / "resources" / "synthetic" / "test.trees"
+    f1 = {seed: gi.evaluate(gold, gold, baseline_seed=seed).rows["random"].sentence_f1 for seed in (0, 3)}
+    assert gi.evaluate(gold, gold).rows["random"].sentence_f1 == f1[0] != f1[3]
+    shown = run("evaluate", "--pred", gold, "--gold", gold, "--baseline-seed", "3")
+    assert shown.exit_code == 0 and f"{100 * f1[3]:.1f}" in next(line for line in shown.output.splitlines()
+                                                                  if line.startswith("random"))
+
+
 def test_seeds_out_of_range_are_refused_without_traceback(tmp_path):
     result = invoke("train", "--seed", "99999999999999999999", "--out", tmp_path / "r")
     assert result.exit_code == 2 and "--seed" in result.output and not (tmp_path / "r").exists()

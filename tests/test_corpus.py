@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammar_induce.config import Config
-from grammar_induce.files import InputError
+from grammar_induce.errors import InputError
 from grammar_induce.text import corpus
 from grammar_induce.text.tokenizer import EOS, Tokenizer, build_vocab, encode_stream, read_corpus
 

@@ -9,9 +9,9 @@ from click.testing import CliRunner
 import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import main
+from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.student.model import SpanParser
-from grammar_induce.files import InputError
 
 from .conftest import (
     ROOT,

@@ -6,16 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from grammar_induce.files import (
-    InputError,
-    Messages,
-    atomic_write,
-    check_output,
-    progress_bar,
-    read_lines,
-    write_lines,
-    write_text,
-)
+from grammar_induce.errors import InputError
+from grammar_induce.files import atomic_write, check_output, read_lines, write_lines, write_text
 from grammar_induce.text import corpus
 
 from .conftest import (
@@ -111,26 +103,6 @@ def test_lines_are_written_whole_or_not_at_all(tmp_path):
     assert not path.exists() and not list(tmp_path.iterdir())
     write_lines(iter(["a", "b"]), path)
     assert path.read_text() == "a\nb\n"
-
-
-def test_no_progress_bar_when_stderr_is_not_a_terminal():
-    assert progress_bar(10).disable  # pytest captures stderr
-
-
-def test_messages_keep_the_notes_and_pass_each_on_as_it_comes():
-    said, told, counted = [], [], []
-    messages = Messages(say=said.append, tell=told.append, progress=counted.append)
-    messages.say("epoch 1: valid ppl 120.00")
-    messages.note("--workers 4 capped at 1")
-    messages.advance(3)
-    messages.advance(2)
-    assert said == ["epoch 1: valid ppl 120.00"] and told == messages.notes == ["--workers 4 capped at 1"]
-    assert counted == [3, 2]
-    quiet = Messages()  # the default: nothing said or shown, the notes kept for the caller
-    quiet.say("epoch 1")
-    quiet.advance(5)
-    quiet.note("kept")
-    assert quiet.notes == ["kept"]
 
 
 def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(run_copy, tmp_path):

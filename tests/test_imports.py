@@ -2,8 +2,8 @@
 
 From the top: the way in (cli, api), workflows, inference, families (each model family in a folder of its own),
 text and output (side by side), runtime,
-and the core (trees, metrics, files, config). A module imports its own folder and the layers below it,
-never above or beside; no workflow imports another; the core imports only `files`; nothing imports the
+and the core (trees, metrics, files, config, errors, messages). A module imports its own folder and the layers
+below it, never above or beside; no workflow imports another; the core imports only `errors`; nothing imports the
 integrations.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from .conftest import ROOT
 
 PACKAGE = ROOT / "grammar_induce"
-CORE = {"trees", "metrics", "files", "config"}
+CORE = {"trees", "metrics", "files", "config", "errors", "messages"}
 RANKS = {"core": 0, "runtime": 1, "text": 2, "output": 2, "families": 3, "inference": 4, "workflows": 5, "way in": 6}
 WAY_IN = {"api", "cli", "__init__", "__main__"}
 
@@ -63,7 +63,7 @@ def test_imports_point_down_the_layers(path):
         other = place(imported)
         assert other != "integrations", f"{module} imports the glue for other libraries ({imported})"
         if layer == "core":
-            assert imported == "files" and module != "files", f"core module {module} imports {imported}"
+            assert imported == "errors" and module != "errors", f"core module {module} imports {imported}"
         elif other == layer:
             assert layer != "workflows", f"workflow {module} imports the workflow {imported}"
         else:

@@ -14,10 +14,10 @@ import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import QUICKSTART_GOLD, main
 from grammar_induce.config import Config, ModelConfig
+from grammar_induce.errors import InputError, SettingError
 from grammar_induce.families import checkpoint, registry, sentences
 from grammar_induce.families.base import ModelKind
 from grammar_induce.families.reading import Reading
-from grammar_induce.files import InputError, SettingError
 from grammar_induce.inference.voting import most_voted_trees
 
 from .conftest import ROOT

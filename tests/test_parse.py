@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from grammar_induce import trees
+from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.reading import middle_layer
-from grammar_induce.files import InputError, Messages
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement
 from grammar_induce.inference.members import Members, read_sentences
+from grammar_induce.messages import Messages
 from grammar_induce.output.formats import render
 from grammar_induce.text import corpus
 from grammar_induce.trees import leaves, tree_from_distances

@@ -287,7 +287,7 @@ def test_the_spacy_component_gives_a_pcfgs_labels_when_asked(tiny_pcfg):
 
 def test_family_weights_balance_the_families_and_a_weightless_member_never_votes(tiny_pcfg, tiny_run):
     from grammar_induce import api
-    from grammar_induce.files import SettingError
+    from grammar_induce.errors import SettingError
     from grammar_induce.inference.ensemble import ParseOptions, resolve_weights
 
     kinds = ["onlstm", "onlstm", "pcfg"]
@@ -306,7 +306,7 @@ def test_family_weights_balance_the_families_and_a_weightless_member_never_votes
 def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_note(tiny_pcfg, monkeypatch):
     from grammar_induce import api
     from grammar_induce.families.pcfg import model as pcfg
-    from grammar_induce.files import Messages
+    from grammar_induce.messages import Messages
 
     monkeypatch.setattr(pcfg, "PARSE_LIMIT", 5)
     monkeypatch.setattr(pcfg.TNPCFG, "LONGEST", (5, pcfg.TNPCFG.LONGEST[1]))

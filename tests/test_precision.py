@@ -5,8 +5,8 @@ import torch
 from click.testing import CliRunner
 
 from grammar_induce.cli import main
+from grammar_induce.errors import UserError
 from grammar_induce.families.onlstm.recurrence import linear, product, recurrence
-from grammar_induce.files import UserError
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.runtime import precision
 
@@ -217,7 +217,7 @@ def test_auto_measures_the_work_and_never_picks_the_slower_precision(with_bf16_u
 
 
 def test_auto_says_what_it_chose_for_a_parse_and_a_training_run(with_bf16_units, monkeypatch, tmp_path):
-    from grammar_induce.files import Messages
+    from grammar_induce.messages import Messages
     from grammar_induce.workflows.train import train
 
     monkeypatch.setattr(precision, "MEASURED", {})

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from grammar_induce.files import InputError
+from grammar_induce.errors import InputError
 from grammar_induce.runtime import rundir
 from grammar_induce.workflows.train import train
 

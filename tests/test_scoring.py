@@ -5,7 +5,7 @@ import pytest
 
 import grammar_induce as gi
 from grammar_induce import trees
-from grammar_induce.files import InputError
+from grammar_induce.errors import InputError
 from grammar_induce.inference.ensemble import ParseOptions
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.inference.voting import most_voted_tree

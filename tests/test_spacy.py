@@ -4,8 +4,8 @@ it: by its factory name through the `spacy_factories` entry point. Skipped where
 import pytest
 
 from grammar_induce import trees
+from grammar_induce.errors import InputError
 from grammar_induce.families import pretrained
-from grammar_induce.files import InputError
 
 spacy = pytest.importorskip("spacy")
 

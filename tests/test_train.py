@@ -9,12 +9,13 @@ import time
 import pytest
 import torch
 
+from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.onlstm import native
 from grammar_induce.families.onlstm import trainer as awd
 from grammar_induce.families.onlstm.trainer import averaged_weights, sample_seq_len
 from grammar_induce.families.training import TrainingStopped
-from grammar_induce.files import InputError, Messages
+from grammar_induce.messages import Messages
 from grammar_induce.output import draw
 from grammar_induce.text.tokenizer import Tokenizer, read_corpus
 from grammar_induce.workflows.train import train
@@ -113,7 +114,7 @@ def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
 
 
 def test_existing_run_directory_is_refused(tiny_run):
-    from grammar_induce.files import InputError
+    from grammar_induce.errors import InputError
 
     with pytest.raises(InputError, match="run directory exists.*--resume or --force"):
         train(tiny_config(), tiny_run, **QUIET)
@@ -169,8 +170,8 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
 
 
 def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
+    from grammar_induce.errors import InputError
     from grammar_induce.families.onlstm.model import LSTMLanguageModel
-    from grammar_induce.files import InputError
     from grammar_induce.inference.ensemble import ParseOptions
     from grammar_induce.workflows.parse import parse
 

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 import grammar_induce as gi
 from grammar_induce import trees
-from grammar_induce.files import InputError
+from grammar_induce.errors import InputError
 from grammar_induce.text.treebank import TagFilter, parse_bracketed, preprocess, read_gold
 
 from .conftest import (

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..files import SettingError
+from ..errors import SettingError
 from ..runtime import rundir
 from ..runtime.precision import FULL_PARTS
 from .reading import Reading, middle_layer

@@ -16,7 +16,8 @@ import torch
 
 from .. import config as config_module
 from ..config import Config, ConfigError
-from ..files import InputError, atomic_write
+from ..errors import InputError
+from ..files import atomic_write
 from ..text.tokenizer import Tokenizer, Vocab
 from . import registry
 from .base import ModelKind

@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import InputError
+from ..errors import InputError
 
 GOLD_NLTK = "NLTK Penn Treebank sample (3914 trees, the paper's protocol)"
 DEFAULT_MODEL = "en"  # what parse, evaluate and gi.load() use when no model is named

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..config import Config, TrainConfig
-from ..files import plural
+from ..messages import plural
 from ..runtime import distributed, precision
 from ..text import corpus
 from ..text.tokenizer import Vocab, tokenizer_of

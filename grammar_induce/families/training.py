@@ -20,7 +20,9 @@ import torch
 
 from .. import config as config_module
 from ..config import Config
-from ..files import InputError, Messages, UserError, progress_bar, write_text
+from ..errors import InputError, UserError
+from ..files import write_text
+from ..messages import Messages, progress_bar
 from ..output import draw
 from ..runtime import distributed, precision, rundir
 from ..text import corpus

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import trees
+from ..errors import SettingError
 from ..families.reading import Reading, middle_layer
-from ..files import SettingError, plural
+from ..messages import plural
 from ..metrics import SpanMetric
 from ..trees import Tree
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..errors import InputError, SettingError
 from ..families.checkpoint import LoadedModel
 from ..families.reading import Reading, model_order
-from ..files import InputError, SettingError
 from ..runtime import precision
 from ..text.tokenizer import EOS
 from ..trees import Tree

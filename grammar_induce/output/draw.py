@@ -19,7 +19,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape as _xml_escape
 
 from .. import trees
-from ..files import plural, write_text
+from ..files import write_text
+from ..messages import plural
 from ..trees import Tree
 
 FONT = 14  # px

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..files import InputError
+from ..errors import InputError
 
 
 def resolve_device(name: str) -> torch.device:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from ..files import UserError
+from ..errors import UserError
 
 FULL_PARTS = "gates, cell state, master gates, loss and weights in float32"
 

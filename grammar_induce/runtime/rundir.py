@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from ..files import InputError, read_lines, write_text
+from ..errors import InputError
+from ..files import read_lines, write_text
 
 RUN_FILES = ("metrics.jsonl", "best.pt", "last.pt")  # what makes a directory a run worth keeping
 LOCK_FILE = ".lock"

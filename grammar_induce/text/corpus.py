@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..files import InputError, plural, read_lines, remove_stale
+from ..errors import InputError
+from ..files import read_lines, remove_stale
+from ..messages import plural
 from .tokenizer import EOS, UNK, Tokenizer, Vocab, tokenizer_of
 
 if TYPE_CHECKING:

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..files import InputError, plural, read_lines
+from ..errors import InputError
+from ..files import read_lines
+from ..messages import plural
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from ..files import InputError, Messages, plural, read_lines
+from ..errors import InputError
+from ..files import read_lines
+from ..messages import Messages, plural
 from ..trees import Tree, leaves
 
 # The 36 word tags of the paper's code; every other tag is dropped.

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from .. import trees
-from ..config import Config, ConfigError, ModelConfig, TrainConfig
+from ..config import SEED, Config, ConfigError, ModelConfig, TrainConfig
+from ..errors import InputError
 from ..families import checkpoint, registry
 from ..families.base import ModelKind, TrainingText
 from ..families.checkpoint import LoadedModel
@@ -27,10 +28,11 @@ from ..families.reading import Reading
 from ..families.student.model import SpanParser
 from ..families.student.trainer import SpanTargets, StudentTrainer
 from ..families.training import fit, resume_state
-from ..files import InputError, Messages, atomic_write, plural, read_lines, refuse_overwriting
+from ..files import atomic_write, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine
 from ..inference.members import Members, check_members, read_sentences, token_ids
 from ..inference.voting import span_votes
+from ..messages import Messages, plural
 from ..metrics import SpanMetric
 from ..runtime import precision, rundir
 from ..runtime.distributed import World
@@ -51,7 +53,7 @@ class DistillSettings:
     hidden_size: int = 200
     n_layers: int = 2  # of the BiLSTM
     dropout: float = 0.3
-    seed: int = 141
+    seed: int = SEED
     # which epoch a round keeps: the one whose trees agree best with the targets on the held-out text,
     # or the last (a fixed budget: the best agreement also copies the teachers' errors best)
     keep: str = "agreement"

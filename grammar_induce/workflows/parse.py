@@ -16,11 +16,13 @@ from typing import ClassVar
 import torch
 
 from .. import trees
+from ..errors import InputError
 from ..families import structs
 from ..families.checkpoint import LoadedModel
-from ..files import InputError, Messages, plural, read_lines, replace_folder, write_text
+from ..files import read_lines, replace_folder, write_text
 from ..inference.ensemble import ParseOptions, member_agreement
 from ..inference.members import Members, chunk_lines
+from ..messages import Messages, plural
 from ..metrics import SpanMetric
 from ..output.formats import MemberResult, SentenceResult, render
 from ..runtime.distributed import World

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import trees
+from ..errors import InputError
 from ..families.reading import DISTANCES
-from ..files import InputError, Messages, plural, progress_bar, read_lines
+from ..files import read_lines
+from ..messages import Messages, plural, progress_bar
 from ..metrics import SpanMetric
 from ..text.tokenizer import Tokenizer
 from ..text.treebank import GoldTree, TagFilter, read_gold
@@ -35,7 +37,7 @@ class EvalOptions:
     max_length: int = 0  # 0: all; WSJ10 is 10 (counted after punctuation removal)
     skip_bad: bool = False
     batch_size: int = 64
-    seed: int = 0
+    baseline_seed: int = 0  # the random baseline's draws: the same trees in every evaluation
     random_draws: int = 5
     quiet: bool = False
 
@@ -427,7 +429,7 @@ def _score(predicted: list, gold_spans: list[set]) -> SpanMetric:
 
 def _random_baseline(gold: list[GoldTree], gold_spans: list[set], options: EvalOptions) -> SpanMetric:
     """Seeded random trees: the mean of several draws."""
-    rng = random.Random(options.seed)
+    rng = random.Random(options.baseline_seed)
     draws = [_score([trees.random_tree(g.words, rng) for g in gold], gold_spans) for _ in range(options.random_draws)]
     total = sum(draws, SpanMetric())
     n = len(draws)  # the mean draw: as many sentences as the other rows, its counts averaged

@@ -15,10 +15,12 @@ import torch
 
 from .. import config as config_module
 from ..config import Config, ConfigError
+from ..errors import InputError, UserError
 from ..families import checkpoint, registry
 from ..families.base import Trainer, exp_loss
 from ..families.training import Result, fit, resume_state
-from ..files import InputError, Messages, UserError, refuse_overwriting
+from ..files import refuse_overwriting
+from ..messages import Messages
 from ..runtime import distributed, precision, rundir
 from ..text import corpus
 from ..text.tokenizer import Vocab
