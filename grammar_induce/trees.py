@@ -58,18 +58,19 @@ def _cartesian_tree(values: Sequence[float]) -> tuple[int, list[int], list[int]]
 def tree_of_splits(words: Sequence[str], splits: Mapping[tuple[int, int], int]) -> Tree:
     """The tree whose span i..j (of two or more words) splits at splits[i, j], without recursion (a long
     line is deep). Every decoder, span voting and the student's CKY build their trees here."""
-    built: dict[tuple[int, int], Tree] = {}
-    todo = [(0, len(words), -1)]  # (i, j, its split once its parts are built, else -1)
+    built: list[Tree] = []  # the parts made so far, left to right
+    todo = [(0, len(words), False)]  # (i, j, whether its two parts are the last two built)
     while todo:
-        i, j, k = todo.pop()
-        if j - i == 1:
-            built[i, j] = words[i]
-        elif k < 0:
-            k = splits[i, j]
-            todo += [(i, j, k), (i, k, -1), (k, j, -1)]
+        i, j, parts_built = todo.pop()
+        if parts_built:
+            right = built.pop()
+            built[-1] = [built[-1], right]
+        elif j - i == 1:
+            built.append(words[i])
         else:
-            built[i, j] = [built.pop((i, k)), built.pop((k, j))]
-    return built[0, len(words)]
+            k = splits[i, j]
+            todo += ((i, j, True), (k, j, False), (i, k, False))
+    return built[0]
 
 
 def mirror(tree: Tree) -> Tree:
@@ -160,18 +161,24 @@ def walk(tree: Tree):
 def rebuild(tree, node: Callable[[list], object] = list, leaf: Callable[[str, int], object] = lambda word, k: word):
     """The tree built again bottom up without recursion: each node made by `node` from its children made
     so far, each leaf by `leaf` from the word and its position. Any nested lists work (an nltk.Tree is one)."""
-    stack: list[list] = [[]]
+    if isinstance(tree, str):
+        return leaf(tree, 0)
     position = 0
-    for event in walk(tree):
-        if event is OPEN:
-            stack.append([])
-        elif event is CLOSE:
-            children = stack.pop()
-            stack[-1].append(node(children))
-        else:
-            stack[-1].append(leaf(event, position))
-            position += 1
-    return stack[0][0]
+    stack = [(iter(tree), [])]  # each open node: its children still to read, those made
+    while True:
+        children, made = stack[-1]
+        for child in children:
+            if isinstance(child, str):
+                made.append(leaf(child, position))
+                position += 1
+            else:
+                stack.append((iter(child), []))
+                break
+        else:  # every child made: the node itself
+            stack.pop()
+            if not stack:
+                return node(made)
+            stack[-1][1].append(node(made))
 
 
 def from_nested(tree) -> Tree:

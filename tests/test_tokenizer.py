@@ -1,6 +1,7 @@
 """text/tokenizer.py: how lines become the words a model reads."""
 
 import json
+import re
 
 import pytest
 
@@ -82,3 +83,27 @@ def test_a_byte_order_mark_does_not_become_part_of_a_word(tiny_run, tmp_path):
                                                        "the dog ran").output)
     text.write_bytes(b"the\x00dog ran\n")
     sole_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--input", text), "in.txt:1: control character U+0000")
+
+
+TRICKY = ['"Hello," she said. "It\'s 5:30 -- isn\'t it?"', "He cannot go; gonna wait (maybe) [or not] {ok} <fine>.",
+          "''Quoted'' and ``quoted'' text... 'Tis done!", "Costs: $3.88, 3,36 euros & 10% of AT&T's; @home #1",
+          "They'll say we'd've gone, wanna bet D'ye more'n that?", "'twas the night' ", '"', "'", ":", "a.", "x -- y--z"]
+
+
+@pytest.mark.parametrize("line", TRICKY)
+def test_the_treebank_tables_compiled_by_re_split_as_nltks_own(line):
+    """The tables run by the standard library's `re` (tokenizer._treebank_tokenizer) give nltk's tokenizer's own
+    tokens and spans, whatever engine this nltk runs them with."""
+    from nltk.tokenize import TreebankWordTokenizer
+
+    from grammar_induce.text.tokenizer import _treebank_tokenizer
+
+    theirs, ours = TreebankWordTokenizer(), _treebank_tokenizer()
+    assert ours.tokenize(line) == theirs.tokenize(line)
+    assert list(ours.span_tokenize(line)) == list(theirs.span_tokenize(line))
+    assert all(type(pattern) is re.Pattern for pattern, _ in ours.PUNCTUATION + ours.STARTING_QUOTES + ours.ENDING_QUOTES)
+
+
+def test_a_chunk_split_in_pieces_stays_whole_only_when_known():
+    assert Tokenizer("treebank").split("The S&L x;y now.", known={"x;y"}) == ["The", "S&L", "x;y", "now", "."]
+    assert Tokenizer("treebank").split("The S&L x;y now.") == ["The", "S&L", "x", ";", "y", "now", "."]

@@ -127,14 +127,17 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
     except ValueError:  # nltk could not find a token it rewrote in the text: its tokens as they are
         return tokenizer.tokenize(line)
     tokens: list[str] = []
-    k = 0
-    for chunk in re.finditer(r"\S+", line):
-        inside = []
-        while k < len(spans) and spans[k][0] < chunk.end():
-            inside.append(line[spans[k][0] : spans[k][1]])
-            k += 1
-        tokens += [chunk.group()] if len(inside) > 1 and keep_whole(chunk.group()) else inside
-    return [piece for k, token in enumerate(tokens) for piece in _split_period(token, tokens[k + 1 : k + 3])]
+    first = 0  # the first span of a chunk: spans that touch were one whitespace-separated chunk
+    for k in range(1, len(spans) + 1):
+        if k == len(spans) or spans[k][0] > spans[k - 1][1]:
+            chunk = line[spans[first][0] : spans[k - 1][1]]
+            if k - first > 1 and keep_whole(chunk):
+                tokens.append(chunk)
+            else:
+                tokens += [line[a:b] for a, b in spans[first:k]]
+            first = k
+    return [piece for k, token in enumerate(tokens)
+            for piece in (_split_period(token, tokens[k + 1 : k + 3]) if token[-1] == "." else (token,))]
 
 
 def _kept_whole(line: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -182,9 +185,27 @@ def _jieba_split(line: str, fold_width: bool) -> list[str]:
 
 @functools.cache
 def _treebank_tokenizer():
+    """nltk's TreebankWordTokenizer with its tables of patterns compiled by the standard library's `re`, as nltk
+    before 3.10 compiled them: 3.10 runs each of its 16 substitutions a line through a guard against runaway
+    patterns (the `regex` engine under a wall-clock timeout), meant for patterns callers supply and several times
+    the cost of these fixed, linear ones. The tokens are the same (tests/test_tokenizer.py compares them)."""
     from nltk.tokenize import TreebankWordTokenizer  # needs no downloaded data
 
-    return TreebankWordTokenizer()
+    tokenizer = TreebankWordTokenizer()
+    for name in ("STARTING_QUOTES", "PUNCTUATION", "ENDING_QUOTES", "CONVERT_PARENTHESES"):
+        setattr(tokenizer, name, [(_stdlib_pattern(pattern), text) for pattern, text in getattr(tokenizer, name)])
+    for name in ("PARENS_BRACKETS", "DOUBLE_DASHES"):
+        pattern, text = getattr(tokenizer, name)
+        setattr(tokenizer, name, (_stdlib_pattern(pattern), text))
+    return tokenizer
+
+
+def _stdlib_pattern(pattern) -> re.Pattern:
+    """A compiled pattern of nltk's (a `re.Pattern` before 3.10, a guarded `regex` one since) as a `re.Pattern`
+    (the flags both engines number alike kept)."""
+    if isinstance(pattern, re.Pattern):
+        return pattern
+    return re.compile(pattern.pattern, pattern.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE))
 
 
 def _jieba():
