@@ -528,10 +528,11 @@ def print_speedups(results: dict, names: list[str], precisions: list[str]) -> No
         for precision in precisions:
             train = results[f"{name} train {precision}"]["tokens_per_s"]
             fp32 = results[f"{name} train fp32"]["tokens_per_s"]
-            parse = results[f"{name} parse batch 256, layers 1-2 {precision}"]["sentences_per_s"]
-            parse_fp32 = results[f"{name} parse batch 256, layers 1-2 fp32"]["sentences_per_s"]
-            print(f"{name} {precision}: training {train / fp32:.2f}x fp32 and {train / paper:.2f}x the paper-style "
-                  f"per-step code; parsing (batches of 256, layers 1-2) {parse / parse_fp32:.2f}x fp32")
+            line = f"{name} {precision}: training {train / fp32:.2f}x fp32 and {train / paper:.2f}x the paper-style per-step code"
+            parse, parse_fp32 = (results[f"{name} parse batch 256, layers 1-2 {p}"] for p in (precision, "fp32"))
+            if parse and parse_fp32:  # not run with --only
+                line += f"; parsing (batches of 256, layers 1-2) {parse['sentences_per_s'] / parse_fp32['sentences_per_s']:.2f}x fp32"
+            print(line)
 
 
 def time_steps(device: str) -> str:
