@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 from grammar_induce.config import Config
 from grammar_induce.errors import InputError
 from grammar_induce.text import corpus
-from grammar_induce.text.tokenizer import EOS, Tokenizer, build_vocab, encode_stream, read_corpus
+from grammar_induce.text.tokenizer import EOS, Tokenizer
 
 from .conftest import ROOT, invoke
+from .plain_corpus import build_vocab, encode_stream, read_corpus
 from .test_cli import CHINESE, run
 
 TEXT = ROOT / "data" / "synthetic" / "valid.txt"

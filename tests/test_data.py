@@ -1,18 +1,14 @@
+from collections import Counter
+
 import pytest
 import torch
 
-from grammar_induce.text.tokenizer import (
-    EOS,
-    UNK,
-    InputError,
-    Tokenizer,
-    Vocab,
-    batchify,
-    build_vocab,
-    encode_stream,
-    get_batch,
-    read_corpus,
-)
+from grammar_induce.config import Config
+from grammar_induce.errors import InputError
+from grammar_induce.text import corpus
+from grammar_induce.text.tokenizer import EOS, UNK, Tokenizer, Vocab, batchify, get_batch
+
+from .plain_corpus import encode_stream
 
 
 def test_whitespace_char_and_normalisation():
@@ -28,11 +24,11 @@ def test_jieba_segments_chinese():
 
 
 def test_vocab_order_limits_and_unknown_words():
-    vocab = build_vocab([["b", "a", "b", "c", "c", "c"]])
+    vocab = Vocab.build(Counter("babccc"))
     assert vocab.words == [UNK, EOS, "c", "b", "a"]
     assert vocab.encode(["c", "zzz"]) == [2, 0]
-    assert build_vocab([["b", "a", "b"]], max_size=3).words == [UNK, EOS, "b"]
-    assert build_vocab([["b", "a", "b"]], min_freq=2).words == [UNK, EOS, "b"]
+    assert Vocab.build(Counter("bab"), max_size=3).words == [UNK, EOS, "b"]
+    assert Vocab.build(Counter("bab"), min_freq=2).words == [UNK, EOS, "b"]
     with pytest.raises(ValueError):
         Vocab(["a", "b"])
 
@@ -47,20 +43,24 @@ def test_stream_batchify_and_batches():
     assert inputs.tolist() == [[0, 3, 6], [1, 4, 7]] and targets.tolist() == [[1, 4, 7], [2, 5, 8]]
 
 
-def test_corpus_errors_name_file_and_line(tmp_path):
+def test_training_text_errors_name_file_and_line(tmp_path):
+    """The token cache's reader (every training file goes through it) names the file, and the line."""
+    def prepare(path):
+        return corpus.prepare(Config(), str(path))
+
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"good line\nstill good\nbad \xff byte\n")
     with pytest.raises(InputError, match=r"bad.txt:3: not UTF-8"):
-        read_corpus(bad, Tokenizer())
+        prepare(bad)
     empty = tmp_path / "empty.txt"
     empty.write_text("\n   \n\n")
     with pytest.raises(InputError, match="empty.txt: no sentences"):
-        read_corpus(empty, Tokenizer())
+        prepare(empty)
     with pytest.raises(InputError, match="cannot read"):
-        read_corpus(tmp_path / "missing.txt", Tokenizer())
+        prepare(tmp_path / "missing.txt")
 
 
-def test_blank_lines_are_skipped(tmp_path):
+def test_blank_lines_are_skipped_and_counted(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("a b\n\n  \nc\r\n")
-    assert read_corpus(path, Tokenizer()) == ([["a", "b"], ["c"]], 2)
+    assert "3 tokens in 2 sentences (2 blank lines skipped)" in corpus.prepare(Config(), str(path))

@@ -3,11 +3,12 @@
 import pytest
 
 from grammar_induce import trees
-from grammar_induce.text.tokenizer import Tokenizer, build_vocab, read_corpus
+from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_file
 
 from .conftest import SHARED_DATA
+from .plain_corpus import build_vocab, read_corpus
 
 TREEBANK = SHARED_DATA / "nltk" / "corpora" / "treebank" / "combined"
 PTB_LM = SHARED_DATA / "ptb_lm"

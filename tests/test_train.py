@@ -17,10 +17,11 @@ from grammar_induce.families.onlstm.trainer import averaged_weights, sample_seq_
 from grammar_induce.families.training import TrainingStopped
 from grammar_induce.messages import Messages
 from grammar_induce.output import draw
-from grammar_induce.text.tokenizer import Tokenizer, read_corpus
+from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, invoke, one_line_error, run_training, tiny_config, well_formed
+from .plain_corpus import read_corpus
 
 
 def test_run_directory_contents(tiny_run):
@@ -38,7 +39,9 @@ def test_run_directory_contents(tiny_run):
 
 def test_best_is_the_lowest_validation(tiny_run, tiny_model):
     from grammar_induce.families.onlstm.trainer import evaluate_loss
-    from grammar_induce.text.tokenizer import batchify, encode_stream
+    from grammar_induce.text.tokenizer import batchify
+
+    from .plain_corpus import encode_stream
 
     lines = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     cfg = tiny_model.config
@@ -158,7 +161,9 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
     train(tiny_config(train={"epochs": 4, "keep_epochs": 2}), out, **QUIET)
     assert sorted(p.name for p in out.glob("epoch-*.pt")) == ["epoch-3.pt", "epoch-4.pt"]
     last_valid = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["valid_ppl"]
-    from grammar_induce.text.tokenizer import batchify, encode_stream
+    from grammar_induce.text.tokenizer import batchify
+
+    from .plain_corpus import encode_stream
 
     snapshot = checkpoint.load(out / "epoch-4.pt")
     cfg = snapshot.config

@@ -11,11 +11,9 @@ import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from ..files import read_lines
 from ..messages import plural
 
 if TYPE_CHECKING:
@@ -242,32 +240,6 @@ class Vocab:
     def encode_user_words(self, words: Iterable[str]) -> list[int]:
         """Ids of words a user wrote to parse: `<eos>` there is an unknown word, not the end of the sentence."""
         return [0 if word == EOS else self.index.get(word, 0) for word in words]
-
-
-def read_corpus(path: str | Path, tokenizer: Tokenizer) -> tuple[list[list[str]], int]:
-    """One sentence per line; blank lines are skipped and counted. Returns (sentences, blank lines)."""
-    sentences, blank = [], 0
-    for _, line in read_lines(path):
-        if words := tokenizer(line):
-            sentences.append(words)
-        else:
-            blank += 1
-    if not sentences:
-        raise InputError(f"{path}: no sentences (the file is empty or has only blank lines)")
-    return sentences, blank
-
-
-def build_vocab(sentences: list[list[str]], max_size: int = 0, min_freq: int = 1) -> Vocab:
-    return Vocab.build(Counter(word for sentence in sentences for word in sentence), max_size, min_freq)
-
-
-def encode_stream(sentences: list[list[str]], vocab: Vocab) -> Tensor:
-    """All sentences as one id stream, each followed by `<eos>` as in the paper's code. (N,)"""
-    import torch
-
-    eos = vocab.index[EOS]
-    ids = [i for sentence in sentences for i in (*vocab.encode(sentence), eos)]
-    return torch.tensor(ids, dtype=torch.long)
 
 
 def batchify(stream: Tensor, batch_size: int, source: str = "the corpus") -> Tensor:
