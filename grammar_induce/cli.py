@@ -96,6 +96,11 @@ def _ignored(options: Iterable[str], why: str) -> None:
         _note(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect {why}")
 
 
+def _renamed(old: str, new: str):
+    """An option that was renamed: a usage error that says the new name (click would suggest the nearest spelling)."""
+    raise click.UsageError(f"{old} is now {new}")
+
+
 def precision_option(default: str | None):
     shown = f"[default: {default}]" if default else "[default: the config's]"
     return click.option("--precision", type=click.Choice(config_module.PRECISIONS), default=default,
@@ -377,6 +382,8 @@ def _input_files(input_path: str | None) -> list[str]:
               help="how many sentences the HTML page draws")
 @click.option("--baseline-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="seed of the random baseline's trees")
+@click.option("--seed", default=None, hidden=True, expose_value=False, callback=lambda context, param, value: value is None
+              or _renamed("--seed", "--baseline-seed (it seeds only the random baseline's trees)"))
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
 @user_errors

@@ -148,13 +148,16 @@ def test_every_seed_flag_has_the_one_default():
     from grammar_induce.config import SEED, TrainConfig
 
     seeds = {name: next(p for p in command.params if p.name == "seed")
-             for name, command in main.commands.items() if any(p.name == "seed" for p in command.params)}
+             for name, command in main.commands.items()
+             if any(p.name == "seed" and p.expose_value for p in command.params)}
     assert set(seeds) == {"train", "distill"}
     assert seeds["distill"].default == SEED == TrainConfig().seed and seeds["train"].default is None
     assert all(f"[default: {'the config' + chr(39) + 's, else ' if n == 'train' else ''}{SEED}]" in p.help
                for n, p in seeds.items())
     baseline = next(p for p in main.commands["evaluate"].params if p.name == "baseline_seed")
     assert baseline.opts == ["--baseline-seed"] and baseline.default == 0
+    old_name = run("evaluate", "--pred", ROOT / "grammar_induce" / "resources" / "synthetic" / "test.trees", "--seed", "3")
+    assert old_name.exit_code == 2 and "--seed is now --baseline-seed" in old_name.output
 
 
 def test_the_baseline_seed_draws_other_random_trees():
