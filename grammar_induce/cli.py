@@ -382,7 +382,8 @@ def _input_files(input_path: str | None) -> list[str]:
               help="how many sentences the HTML page draws")
 @click.option("--baseline-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="seed of the random baseline's trees")
-@click.option("--seed", default=None, hidden=True, expose_value=False, callback=lambda context, param, value: value is None
+@click.option("--seed", default=None, hidden=True, expose_value=False, help="renamed --baseline-seed",
+              callback=lambda context, param, value: value is None
               or _renamed("--seed", "--baseline-seed (it seeds only the random baseline's trees)"))
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
