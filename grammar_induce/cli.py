@@ -96,9 +96,15 @@ def _ignored(options: Iterable[str], why: str) -> None:
         _note(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect {why}")
 
 
-def _renamed(old: str, new: str):
-    """An option that was renamed: a usage error that says the new name (click would suggest the nearest spelling)."""
-    raise click.UsageError(f"{old} is now {new}")
+def renamed_option(old: str, new: str):
+    """A hidden option under a name that was renamed: given, it is a usage error that says the new name (click
+    alone would suggest the nearest spelling of another option)."""
+    def refuse(context: click.Context, param: click.Parameter, value: object) -> None:
+        if value is not None:
+            raise click.UsageError(f"{old} is now {new}")
+
+    return click.option(old, default=None, hidden=True, expose_value=False, help=f"renamed {new.split()[0]}",
+                        callback=refuse)
 
 
 def precision_option(default: str | None):
@@ -382,9 +388,7 @@ def _input_files(input_path: str | None) -> list[str]:
               help="how many sentences the HTML page draws")
 @click.option("--baseline-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="seed of the random baseline's trees")
-@click.option("--seed", default=None, hidden=True, expose_value=False, help="renamed --baseline-seed",
-              callback=lambda context, param, value: value is None
-              or _renamed("--seed", "--baseline-seed (it seeds only the random baseline's trees)"))
+@renamed_option("--seed", "--baseline-seed (it seeds only the random baseline's trees)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
 @user_errors
