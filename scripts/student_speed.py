@@ -26,11 +26,11 @@ def tokenizer_rates(lines: list[str], rounds: int = 3) -> tuple[float, float]:
     """Lines per second of nltk's TreebankWordTokenizer.span_tokenize and of ours (the best of `rounds`, alternating)."""
     from nltk.tokenize import TreebankWordTokenizer
 
-    from grammar_induce.text.tokenizer import _treebank_tokenizer
+    from grammar_induce.text.nltk_treebank import treebank_tokenizer
 
     best = {"nltk": 0.0, "ours": 0.0}
     for _ in range(rounds):
-        for name, tokenizer in (("nltk", TreebankWordTokenizer()), ("ours", _treebank_tokenizer())):
+        for name, tokenizer in (("nltk", TreebankWordTokenizer()), ("ours", treebank_tokenizer())):
             began = time.perf_counter()
             for line in lines:
                 list(tokenizer.span_tokenize(line))

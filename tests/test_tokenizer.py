@@ -1,6 +1,7 @@
 """text/tokenizer.py: how lines become the words a model reads."""
 
 import json
+import random
 import re
 
 import pytest
@@ -87,21 +88,64 @@ def test_a_byte_order_mark_does_not_become_part_of_a_word(tiny_run, tmp_path):
 
 TRICKY = ['"Hello," she said. "It\'s 5:30 -- isn\'t it?"', "He cannot go; gonna wait (maybe) [or not] {ok} <fine>.",
           "''Quoted'' and ``quoted'' text... 'Tis done!", "Costs: $3.88, 3,36 euros & 10% of AT&T's; @home #1",
-          "They'll say we'd've gone, wanna bet D'ye more'n that?", "'twas the night' ", '"', "'", ":", "a.", "x -- y--z"]
+          "They'll say we'd've gone, wanna bet D'ye more'n that?", "'twas the night' ", '"', "'", ":", "a.", "x -- y--z",
+          "GoNNa CANNOT LeMMe 'TIS", "'ti\u017f \u212aelvin gotta\u0131 wanna", "plain words and N <unk> here"]
 
 
 @pytest.mark.parametrize("line", TRICKY)
 def test_the_treebank_tables_compiled_by_re_split_as_nltks_own(line):
-    """The tables run by the standard library's `re` (tokenizer._treebank_tokenizer) give nltk's tokenizer's own
-    tokens and spans, whatever engine this nltk runs them with."""
+    """The tables run by the standard library's `re` (text/nltk_treebank.py), each pattern scanning only the lines
+    that hold what its matches hold, give nltk's tokenizer's own tokens and spans, whatever engine this nltk runs
+    them with (a long s, a Kelvin sign and a dotless i match s, k and i case aside: those lines are scanned)."""
     from nltk.tokenize import TreebankWordTokenizer
 
-    from grammar_induce.text.tokenizer import _treebank_tokenizer
+    from grammar_induce.text.nltk_treebank import treebank_tokenizer
 
-    theirs, ours = TreebankWordTokenizer(), _treebank_tokenizer()
+    theirs, ours = TreebankWordTokenizer(), treebank_tokenizer()
     assert ours.tokenize(line) == theirs.tokenize(line)
     assert list(ours.span_tokenize(line)) == list(theirs.span_tokenize(line))
-    assert all(type(pattern) is re.Pattern for pattern, _ in ours.PUNCTUATION + ours.STARTING_QUOTES + ours.ENDING_QUOTES)
+
+
+PIECES = ["cannot", "CanNot", "gimme", "GONNA", "gotta", "lemme", "more'n", "wanna", "'tis", "'Twas", "d'ye", "\u212a",
+          "\u017f", "\u0131", '"', "''", "``", "'", "`", "(", ")", "[", "]", "{", "}", "<", ">", "--", "...", ".", ",", ":",
+          ";", "?", "!", "@", "#", "$", "%", "&", "'s", "n't", "N'T", "'ll", "'re", "'ve", "'m", "'d", "Mr.", "rose.", "The",
+          "1,000", "3.5", "\u201c", "\u00e9t\u00e9", "\t", "word", "N", "<unk>"]
+
+
+def test_random_lines_split_as_nltks_own():
+    """3,000 seeded lines of the pieces the patterns look for, run together or apart: nltk's tokens and spans."""
+    from nltk.tokenize import TreebankWordTokenizer
+
+    from grammar_induce.text.nltk_treebank import treebank_tokenizer
+
+    theirs, ours, draw = TreebankWordTokenizer(), treebank_tokenizer(), random.Random(7)
+    for _ in range(3000):
+        line = "".join(draw.choice(PIECES) + draw.choice(["", " "]) for _ in range(draw.randint(1, 10)))
+        assert ours.tokenize(line) == theirs.tokenize(line), line
+        assert list(ours.span_tokenize(line)) == list(theirs.span_tokenize(line)), line
+
+
+def test_every_treebank_pattern_runs_on_re_and_most_scan_only_the_lines_that_need_them():
+    from grammar_induce.text.nltk_treebank import _Checked, treebank_tokenizer
+
+    ours = treebank_tokenizer()
+    patterns = ([p for p, _ in ours.STARTING_QUOTES + ours.PUNCTUATION + ours.ENDING_QUOTES]
+                + [ours.PARENS_BRACKETS[0], ours.DOUBLE_DASHES[0]] + ours.CONTRACTIONS2 + ours.CONTRACTIONS3)
+    checked = [p for p in patterns if isinstance(p, _Checked)]
+    assert all(type(p.compiled if isinstance(p, _Checked) else p) is re.Pattern for p in patterns)
+    assert len(checked) == 21 and len(patterns) == 26  # all but the five that cost no more than a check
+    assert next(p for p in checked if p.word == "gonna").sub(r" \1 \2 ", " GoNna go ") == "  GoN na  go "
+    scanned = []
+
+    class Spy:
+        def sub(self, replacement, text):
+            scanned.append(text)
+            return text
+
+    gonna, bracket = _Checked(Spy(), word="gonna"), _Checked(Spy(), characters="[](){}<>")
+    for line in (" gon na ", " GONNA ", " gon na \u0131 ", "a(b", "ab"):
+        gonna.sub("", line), bracket.sub("", line)
+    assert scanned == [" GONNA ", " gon na \u0131 ", "a(b"]  # a line of other characters than ASCII is always scanned
 
 
 def test_a_chunk_split_in_pieces_stays_whole_only_when_known():

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..messages import plural
+from .nltk_treebank import treebank_tokenizer
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -119,7 +120,7 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
     """English split the Penn Treebank way, each token as typed (quotes stay the characters typed, not
     `` and ''); a whitespace-separated chunk that `keep_whole` accepts is not split; a sentence's final
     period in the middle of the line is split off when a capitalised word follows."""
-    tokenizer = _treebank_tokenizer()
+    tokenizer = treebank_tokenizer()
     try:
         spans = _kept_whole(line, list(tokenizer.span_tokenize(line)))
     except ValueError:  # nltk could not find a token it rewrote in the text: its tokens as they are
@@ -179,31 +180,6 @@ def _jieba_split(line: str, fold_width: bool) -> list[str]:
         spans.append((at, at + len(piece)))
         at += len(piece)
     return [token for a, b in _kept_whole(folded, spans) for token in line[a:b].split()]
-
-
-@functools.cache
-def _treebank_tokenizer():
-    """nltk's TreebankWordTokenizer with its tables of patterns compiled by the standard library's `re`, as nltk
-    before 3.10 compiled them: 3.10 runs each of its 16 substitutions a line through a guard against runaway
-    patterns (the `regex` engine under a wall-clock timeout), meant for patterns callers supply and several times
-    the cost of these fixed, linear ones. The tokens are the same (tests/test_tokenizer.py compares them)."""
-    from nltk.tokenize import TreebankWordTokenizer  # needs no downloaded data
-
-    tokenizer = TreebankWordTokenizer()
-    for name in ("STARTING_QUOTES", "PUNCTUATION", "ENDING_QUOTES", "CONVERT_PARENTHESES"):
-        setattr(tokenizer, name, [(_stdlib_pattern(pattern), text) for pattern, text in getattr(tokenizer, name)])
-    for name in ("PARENS_BRACKETS", "DOUBLE_DASHES"):
-        pattern, text = getattr(tokenizer, name)
-        setattr(tokenizer, name, (_stdlib_pattern(pattern), text))
-    return tokenizer
-
-
-def _stdlib_pattern(pattern) -> re.Pattern:
-    """A compiled pattern of nltk's (a `re.Pattern` before 3.10, a guarded `regex` one since) as a `re.Pattern`
-    (the flags both engines number alike kept)."""
-    if isinstance(pattern, re.Pattern):
-        return pattern
-    return re.compile(pattern.pattern, pattern.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE))
 
 
 def _jieba():

@@ -84,15 +84,20 @@ class SpanParser(ModelKind):
         unpacked call: the backward direction reads each row's tokens reversed in place (its padding stays at
         the end, after what it reads). Unpacked rows run torch's fused CPU kernels (oneDNN: in bfloat16 with
         `products`, several times faster where the CPU has AMX); packed ones step by step in float32."""
-        steps = torch.arange(x.shape[1], device=x.device)
+        rows, steps = x.shape[:2]
         ends = torch.tensor([n + 2 for n in lengths], device=x.device)[:, None]
-        reverse = torch.where(steps < ends, ends - 1 - steps, steps)  # (B, T): its own inverse
+        at = torch.arange(steps, device=x.device)
+        reverse = torch.where(at < ends, ends - 1 - at, at)  # (B, T): its own inverse
+        reverse = (reverse + steps * torch.arange(rows, device=x.device)[:, None]).view(-1)  # as rows of (B * T, D)
+
+        def reversed_rows(t: Tensor) -> Tensor:  # index_select: many times faster than gather here
+            return t.reshape(rows * steps, -1).index_select(0, reverse).view_as(t)
+
         inputs = x if products is None else x.to(products)
         for layer in range(self.encoder.num_layers):
             forward = self._direction(inputs, layer, "")
-            by_row = reverse[..., None].expand(-1, -1, inputs.shape[2])
-            backward = self._direction(inputs.gather(1, by_row), layer, "_reverse")
-            inputs = torch.cat([forward, backward.gather(1, reverse[..., None].expand_as(backward))], dim=2)
+            backward = self._direction(reversed_rows(inputs), layer, "_reverse")
+            inputs = torch.cat([forward, reversed_rows(backward)], dim=2)
         return inputs.float()
 
     def _direction(self, inputs: Tensor, layer: int, suffix: str) -> Tensor:
