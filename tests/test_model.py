@@ -6,9 +6,9 @@ import torch
 from grammar_induce.config import ModelConfig
 from grammar_induce.families.base import count_parameters
 from grammar_induce.families.onlstm import native
+from grammar_induce.families.onlstm.decoder import cross_entropy
 from grammar_induce.families.onlstm.model import ONLSTMLanguageModel, cumax, keep_mask, paper_layer
 from grammar_induce.families.onlstm.recurrence import _Recurrence, recurrence
-from grammar_induce.families.onlstm.trainer import cross_entropy
 
 from .paper_onlstm import reference_distances
 

@@ -105,6 +105,36 @@ def test_a_bf16_model_stays_close_to_float32_and_fp32_is_unchanged():
         assert grad.dtype == torch.float32 and relative_error(grad, full_grads[name]) < 0.03, name
 
 
+def test_the_blockwise_bf16_decoder_loss_is_the_plain_ops_loss(monkeypatch):
+    """decoder.py's cross entropy of bfloat16 logits, a few rows at a time (the last block short), against the plain
+    ops (the product rounded to bfloat16, the bias and the loss in float32): the same loss, and the same gradients
+    to a bfloat16 rounding (the softmax gradient is made in another order before it is rounded)."""
+    from grammar_induce.families.onlstm import decoder
+
+    monkeypatch.setattr(decoder, "BLOCK_FLOATS", 7 * 50)  # 7 rows a block of a 50-word vocabulary: 3 blocks of 7, 1 of 2
+    draw = torch.Generator().manual_seed(3)
+    inputs, weight, bias = (torch.randn(*shape, generator=draw, requires_grad=True) for shape in ((23, 16), (50, 16), (50,)))
+    targets = torch.randint(0, 50, (23,), generator=draw)
+    plain = torch.nn.functional.cross_entropy((inputs.to(BF16) @ weight.to(BF16).t()).float() + bias, targets)
+    ours = decoder.decoder_cross_entropy(inputs, weight, bias, targets, BF16)
+    torch.testing.assert_close(ours, plain, rtol=1e-6, atol=0)
+    for got, want in zip(torch.autograd.grad(2.0 * ours, (inputs, weight, bias)),
+                         torch.autograd.grad(2.0 * plain, (inputs, weight, bias))):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-4)
+
+
+def test_a_model_given_targets_gives_the_cross_entropy_of_its_logits():
+    model = small_model(wdrop=0.0).eval()
+    tokens = torch.randint(0, 20, (9, 3), generator=torch.Generator().manual_seed(1))
+    for products, tolerance in ((None, 1e-6), (BF16, 1e-4)):
+        logits = model(tokens[:-1], products=products).logits
+        plain = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[1:].reshape(-1))
+        given = model(tokens[:-1], products=products, targets=tokens[1:])
+        assert given.logits is None
+        torch.testing.assert_close(given.ce, plain, rtol=tolerance, atol=0)
+
+
 def test_bf16_is_refused_without_the_hardware_and_auto_falls_back(without_bf16_units):
     with pytest.raises(UserError, match="this CPU has no bfloat16 matrix hardware .* use fp32, or auto"):
         precision.resolve("bf16", CPU)

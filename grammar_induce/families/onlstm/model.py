@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading, model_order
+from .decoder import decoder_cross_entropy
 from .recurrence import State, linear, recurrence
 from .trainer import AWDTrainer
 
@@ -29,10 +30,11 @@ class Distances(NamedTuple):
 
 
 class LMOutput(NamedTuple):
-    logits: Tensor  # (T, B, V)
+    logits: Tensor | None  # (T, B, V); None when the model was given targets
     hidden: State
     distances: Distances | None  # None for a model without master gates
     top_output: Tensor  # (T, B, E): last layer's output before output dropout (for AR/TAR)
+    ce: Tensor | None = None  # the mean cross entropy against the targets, when given
 
 
 def cumax(x: Tensor) -> Tensor:
@@ -213,9 +215,16 @@ class LanguageModel(ModelKind):
         distances = Distances(torch.stack(forget), torch.stack(inp)) if self.YIELDS == "distances" else None
         return x, new_hidden, distances
 
-    def forward(self, tokens: Tensor, hidden: State | None = None, products: torch.dtype | None = None) -> LMOutput:
+    def forward(self, tokens: Tensor, hidden: State | None = None, products: torch.dtype | None = None,
+                targets: Tensor | None = None) -> LMOutput:
+        """The next-token logits of (T, B) `tokens`; with (T, B) `targets`, their mean cross entropy instead (the
+        decoder and the loss then run together: decoder.py)."""
         top, new_hidden, distances = self.run_stack(tokens, hidden, products=products)
         top_dropped = locked_dropout(top, self.config.dropout, self.training)
+        if targets is not None:
+            ce = decoder_cross_entropy(top_dropped.reshape(-1, top.shape[-1]), self.decoder.weight, self.decoder.bias,
+                                       targets.reshape(-1), products)
+            return LMOutput(None, new_hidden, distances, top, ce)
         logits = linear(top_dropped, self.decoder.weight, self.decoder.bias, products)  # (T, B, V)
         return LMOutput(logits, new_hidden, distances, top)
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ...config import Config
@@ -46,36 +45,6 @@ def read_stream(config: Config, world: distributed.World, vocab: Vocab | None = 
                         rows(data.valid, train_cfg.eval_batch_size), rows(data.test, train_cfg.test_batch_size), notes)
 
 
-class _CrossEntropy(torch.autograd.Function):
-    """Mean cross entropy whose backward turns the saved log-probabilities into the gradient in place.
-
-    The same function as F.cross_entropy; its backward allocates and zero-fills a (N, V) buffer
-    for the one-hot term and makes another for the softmax gradient, which on a CPU costs as
-    much as the log-softmax itself at a 10k vocabulary.
-    """
-
-    @staticmethod
-    def forward(ctx, logits: Tensor, targets: Tensor) -> Tensor:
-        log_probs = torch.log_softmax(logits, dim=-1)
-        ctx.save_for_backward(log_probs, targets)
-        return -log_probs.gather(1, targets[:, None]).mean()
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        log_probs, targets = ctx.saved_tensors
-        grad_logits = log_probs.exp_()  # softmax, in place: nothing needs the log-probabilities after this
-        grad_logits.scatter_add_(1, targets[:, None], grad_logits.new_full((targets.shape[0], 1), -1.0))
-        return grad_logits.mul_(grad / targets.shape[0]), None
-
-
-def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean cross entropy of logits (N, V) against targets (N,), as F.cross_entropy."""
-    if torch.is_grad_enabled() and logits.requires_grad:
-        return _CrossEntropy.apply(logits, targets)
-    return F.cross_entropy(logits, targets)
-
-
 def detach_state(hidden: State) -> State:
     return [(h.detach(), c.detach()) for h, c in hidden]
 
@@ -96,11 +65,10 @@ def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.
 def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: State, config: Config):
     """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden).
     config.train.precision is resolved (fp32 or bf16) by then."""
-    out = model(inputs, hidden, products=precision.product_dtype(config.train.precision))
-    ce = cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), targets.reshape(-1))
+    out = model(inputs, hidden, products=precision.product_dtype(config.train.precision), targets=targets)
     top = out.top_output.float()  # (T, B, E)
-    loss = ce + config.train.alpha * top.pow(2).mean() + config.train.beta * (top[1:] - top[:-1]).pow(2).mean()
-    return loss, ce, out.hidden
+    loss = out.ce + config.train.alpha * top.pow(2).mean() + config.train.beta * (top[1:] - top[:-1]).pow(2).mean()
+    return loss, out.ce, out.hidden
 
 
 def train_step(model, optimizer, inputs, targets, hidden, config: Config, seq_len: int):
@@ -128,8 +96,8 @@ def evaluate_loss(model: ModelKind, source: Tensor, bptt: int, products: torch.d
     total = 0.0
     for start in range(0, source.shape[0] - 1, bptt):
         inputs, targets = get_batch(source, start, bptt)
-        out = model(inputs, hidden, products=products)
-        total += len(inputs) * cross_entropy(out.logits.view(-1, out.logits.shape[-1]), targets.reshape(-1)).item()
+        out = model(inputs, hidden, products=products, targets=targets)
+        total += len(inputs) * out.ce.item()
         hidden = out.hidden
     return total / (source.shape[0] - 1)
 
@@ -188,8 +156,7 @@ class AWDTrainer(Trainer):
                              generator=torch.Generator().manual_seed(0)).to(model.device)
 
         def run(dtype: torch.dtype | None) -> None:
-            out = model(data[:-1], model.init_hidden(cfg.batch_size), products=dtype)
-            cross_entropy(out.logits.float().view(-1, out.logits.shape[-1]), data[1:].reshape(-1)).backward()
+            model(data[:-1], model.init_hidden(cfg.batch_size), products=dtype, targets=data[1:]).ce.backward()
         return run
 
     @classmethod

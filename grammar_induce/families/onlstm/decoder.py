@@ -1,0 +1,98 @@
+"""The language model's loss: mean cross entropy of the decoder's logits, as F.cross_entropy computes it.
+
+`cross_entropy` takes logits made already (float32 products; evaluation). `decoder_cross_entropy` makes them
+too, for reduced-precision products in training: at the paper's size the logits are (1,400 x 10,000) a batch,
+and converting them to float32, adding the bias, the log-softmax and their gradient each pass over 56 MB. Here
+the bfloat16 logits are one product as before, then read a block of rows at a time, each block's float32 work
+done while it is in the cache; the backward recomputes a block's log-probabilities rather than keep them.
+The same loss and gradients as the plain ops (tests/test_precision.py holds them together).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+BLOCK_FLOATS = 1 << 18  # float32 log-probabilities of a block of rows (1 MB): a cache's worth
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """Mean cross entropy whose backward turns the saved log-probabilities into the gradient in place.
+
+    The same function as F.cross_entropy; its backward allocates and zero-fills a (N, V) buffer
+    for the one-hot term and makes another for the softmax gradient, which on a CPU costs as
+    much as the log-softmax itself at a 10k vocabulary.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, targets: Tensor) -> Tensor:
+        log_probs = torch.log_softmax(logits, dim=-1)
+        ctx.save_for_backward(log_probs, targets)
+        return -log_probs.gather(1, targets[:, None]).mean()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        log_probs, targets = ctx.saved_tensors
+        return _softmax_minus_one_hot(log_probs, targets, grad / targets.shape[0]), None
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross entropy of logits (N, V) against targets (N,), as F.cross_entropy."""
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return _CrossEntropy.apply(logits, targets)
+    return F.cross_entropy(logits, targets)
+
+
+def _softmax_minus_one_hot(log_probs: Tensor, targets: Tensor, scale: Tensor) -> Tensor:
+    """(softmax - one-hot of the targets) * scale: the cross entropy's gradient, made in `log_probs`' place."""
+    grad_logits = log_probs.exp_()  # softmax, in place: nothing needs the log-probabilities after this
+    grad_logits.scatter_add_(1, targets[:, None], grad_logits.new_full((targets.shape[0], 1), -1.0))
+    return grad_logits.mul_(scale)
+
+
+class _DecoderCrossEntropy(torch.autograd.Function):
+    """Mean cross entropy of `inputs @ weight.T + bias`, the product in a reduced dtype and the rest in float32,
+    a block of rows at a time (see the module's docstring)."""
+
+    @staticmethod
+    def forward(ctx, inputs: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, dtype: torch.dtype) -> Tensor:
+        reduced_inputs, reduced_weight = inputs.to(dtype), weight.to(dtype)
+        logits = reduced_inputs @ reduced_weight.t()  # (N, V) in `dtype`: rounded once, as `recurrence.linear`
+        total = logits.new_zeros((), dtype=torch.float32)
+        for rows, block_targets in _blocks(logits, targets):
+            total += torch.log_softmax(rows.float() + bias, dim=-1).gather(1, block_targets[:, None]).sum()
+        ctx.save_for_backward(reduced_inputs, reduced_weight, bias, logits, targets)
+        ctx.dtypes = inputs.dtype, weight.dtype
+        return -total / targets.shape[0]
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        reduced_inputs, reduced_weight, bias, logits, targets = ctx.saved_tensors
+        grad_logits = torch.empty_like(logits)  # in `dtype`, as the plain ops round it for the products
+        grad_bias = torch.zeros_like(bias)
+        scale, start = grad / targets.shape[0], 0
+        for rows, block_targets in _blocks(logits, targets):
+            block = _softmax_minus_one_hot(torch.log_softmax(rows.float() + bias, dim=-1), block_targets, scale)
+            grad_bias += block.sum(0)
+            grad_logits[start : start + len(rows)] = block
+            start += len(rows)
+        grad_inputs = (grad_logits @ reduced_weight).to(ctx.dtypes[0])
+        grad_weight = (grad_logits.t() @ reduced_inputs).to(ctx.dtypes[1])
+        return grad_inputs, grad_weight, grad_bias, None, None
+
+
+def _blocks(logits: Tensor, targets: Tensor):
+    size = max(1, BLOCK_FLOATS // logits.shape[1])
+    return zip(logits.split(size), targets.split(size))
+
+
+def decoder_cross_entropy(inputs: Tensor, weight: Tensor, bias: Tensor, targets: Tensor,
+                          dtype: torch.dtype | None) -> Tensor:
+    """Mean cross entropy of the decoder's logits `inputs @ weight.T + bias` ((N, E) inputs, (N,) targets), the
+    product in `dtype` (None: float32, as `F.linear` then `cross_entropy`)."""
+    if dtype is None:
+        return cross_entropy(F.linear(inputs, weight, bias), targets)
+    return _DecoderCrossEntropy.apply(inputs, weight, bias, targets, dtype)
