@@ -3,6 +3,7 @@ validation text at batch 64, and one 800-word line through the student; and the 
 splitting (nltk's tables run by the standard library's `re`) against nltk's own `span_tokenize`, lines per second.
 
     python scripts/student_speed.py [--student en] [--pair ptb-pair] [--text ../shared/data/ptb_lm/valid.txt]
+                                    [--precision fp32|bf16|auto] (the student's; the pair parses in fp32)
 """
 
 from __future__ import annotations
@@ -44,17 +45,18 @@ def main() -> None:
     ap.add_argument("--pair", default="ptb-pair")
     ap.add_argument("--text", default=str(SHARED / "ptb_lm" / "valid.txt"))
     ap.add_argument("--sentences", type=int, default=1000)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"])
     args = ap.parse_args()
     with open(args.text, encoding="utf-8") as f:
         lines = [line.strip() for line in f if line.strip()][: args.sentences]
-    student, pair = gi.load(args.student), gi.load(args.pair)
+    student, pair = gi.load(args.student, precision=args.precision), gi.load(args.pair)
     rate(student, lines[:64]), rate(pair, lines[:64])  # warm up
     rates = {"student": [], "pair": []}
     for _ in range(2):  # alternating, so both see the same machine
         rates["student"].append(rate(student, lines))
         rates["pair"].append(rate(pair, lines))
     s, p = max(rates["student"]), max(rates["pair"])
-    print(f"{args.student}: {s:.1f} sentences/s, {args.pair}: {p:.1f} sentences/s ({len(lines)} sentences, batch 64): "
+    print(f"{args.student} ({args.precision}): {s:.1f} sentences/s, {args.pair}: {p:.1f} sentences/s ({len(lines)} sentences, batch 64): "
           f"the student {s / p:.2f}x")
     words = " ".join(" ".join(lines).split()[:800])
     began = time.perf_counter()
