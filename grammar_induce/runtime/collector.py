@@ -17,9 +17,9 @@ from contextlib import contextmanager
 
 @contextmanager
 def older_objects_frozen() -> Iterator[None]:
-    """Leave the objects that exist now out of the collector's passes until the block ends (then they
-    are collected as usual again). Nothing is done where the collector is off or something else froze
-    objects already (their owner unfreezes them)."""
+    """Leave the objects that exist now out of the collector's passes until the block ends (then they, and
+    anything frozen meanwhile, are collected as usual again). Nothing is done where the collector is off or
+    something else froze objects already (their owner unfreezes them)."""
     if not gc.isenabled() or gc.get_freeze_count():
         yield
         return

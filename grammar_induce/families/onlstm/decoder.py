@@ -1,10 +1,11 @@
 """The language model's loss: mean cross entropy of the decoder's logits, as F.cross_entropy computes it.
 
-`cross_entropy` takes logits made already (float32 products; evaluation). `decoder_cross_entropy` makes them
-too, for reduced-precision products in training: at the paper's size the logits are (1,400 x 10,000) a batch,
-and converting them to float32, adding the bias, the log-softmax and their gradient each pass over 56 MB. Here
-the bfloat16 logits are one product as before, then read a block of rows at a time, each block's float32 work
-done while it is in the cache; the backward recomputes a block's log-probabilities rather than keep them.
+`cross_entropy` takes logits made already. `decoder_cross_entropy` makes them too (float32 products: `F.linear`,
+then `cross_entropy`), and under reduced-precision products runs them with the loss: at the paper's size the
+logits are (1,400 x 10,000) a training batch, and converting them to float32, adding the bias, the log-softmax
+and their gradient each pass over 56 MB. Here the bfloat16 logits are one product as before, then read a block
+of rows at a time, each block's float32 work done while it is in the cache; the backward recomputes a block's
+log-probabilities rather than keep them.
 The same loss and gradients as the plain ops (tests/test_precision.py holds them together).
 """
 
