@@ -4,6 +4,7 @@ import itertools
 import math
 import random
 
+import pytest
 import torch
 
 from grammar_induce import trees
@@ -38,6 +39,52 @@ def test_the_tree_crf_equals_brute_force():
             if j - i >= 2:
                 expected = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in trees.spans(c, whole=True)) / z
                 assert math.isclose(marginals[b, i, j].item(), expected, rel_tol=1e-7, abs_tol=1e-12)
+
+
+NO_C_CKY = "no C compiler here: CKY runs by tensor ops"
+
+
+@pytest.mark.parametrize("engine", ["C", "tensor ops"])
+def test_cky_finds_the_brute_force_best_tree_by_either_engine(engine, monkeypatch):
+    if engine == "tensor ops":
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    elif structs._cky_library() is None:
+        pytest.skip(NO_C_CKY)
+    torch.manual_seed(1)
+    lengths = [1, 2, 3, 4, 5, 6, 7]
+    scores = torch.randn(len(lengths), 8, 8, dtype=torch.float64)
+    found = structs.best_trees(scores, lengths, [[f"w{k}" for k in range(n)] for n in lengths])
+    for b, n in enumerate(lengths):
+        candidates, totals = brute_force(scores[b], n)
+        assert found[b] == candidates[totals.index(max(totals))]
+
+
+@pytest.mark.skipif(structs._cky_library() is None, reason=NO_C_CKY)
+def test_the_c_cky_gives_the_tensor_ops_split_table_ties_and_padding_included():
+    """Vote counts (whole numbers, many ties: the leftmost split wins) and scores rounded to tenths, 0 to 30
+    words, charts wider than the words (a batch's padding): the same table, entry for entry."""
+    draw = random.Random(5)
+    torch.manual_seed(5)
+    for _ in range(100):
+        batch, n = draw.randint(1, 6), draw.randint(0, 30)
+        shape = (batch, n + 1, n + 1 + draw.randint(0, 3))
+        own = torch.randint(0, 3, shape) if draw.random() < 0.5 else torch.randn(shape, dtype=torch.float64).round(
+            decimals=1)
+        in_c = structs._best_splits_in_c(structs._cky_library(), own)
+        assert list(in_c) == structs._best_splits_by_tensor_ops(own)
+
+
+def test_without_a_compiler_cky_runs_by_tensor_ops(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build either
+    structs._cky_library.cache_clear()
+    try:
+        assert structs._cky_library() is None
+        scores = torch.zeros(1, 4, 4, dtype=torch.float64)
+        scores[0, 0, 2] = 1.0  # (w0 w1) scores: ((w0 w1) w2)
+        assert structs.best_trees(scores, [3], [["w0", "w1", "w2"]]) == [[["w0", "w1"], "w2"]]
+    finally:
+        structs._cky_library.cache_clear()
 
 
 def test_keeping_spans_gives_the_trees_that_hold_them():

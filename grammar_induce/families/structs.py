@@ -16,13 +16,18 @@ takes over, quadratic at worst.
 
 from __future__ import annotations
 
+import array
+import ctypes
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from .. import trees
+from ..runtime import native
 from ..trees import Tree
 
 
@@ -102,7 +107,38 @@ def best_trees(scores: Tensor, lengths: Sequence[int], words: Sequence[Sequence[
 def best_splits(own: Tensor) -> list[Splits]:
     """CKY over a batch of charts: `own[b, w, i]` is the score of the span i..i+w (sentences padded to
     N = own.shape[1] - 1 words: a span's best split depends only on the spans inside it). Returns each
-    sentence's best split point of every span; ties go to the leftmost split.
+    sentence's best split point of every span; ties go to the leftmost split. On a CPU one C call (cky.c,
+    compiled on first use: runtime/native.py), elsewhere or without a compiler the same by tensor ops."""
+    batch, n = own.shape[0], own.shape[1] - 1
+    library = _cky_library() if own.device.type == "cpu" and native.enabled() else None
+    table = _best_splits_in_c(library, own) if library is not None else _best_splits_by_tensor_ops(own)
+    return [Splits(table, batch, n, b) for b in range(batch)]
+
+
+CKY_SOURCE = Path(__file__).with_name("cky.c")
+
+
+@functools.cache
+def _cky_library() -> ctypes.CDLL | None:
+    library = native.load(CKY_SOURCE)
+    if library is not None:
+        library.best_splits.restype = None
+        library.best_splits.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3
+    return library
+
+
+def _best_splits_in_c(library: ctypes.CDLL, own: Tensor) -> array.array:
+    """cky.c's split table (see Splits) of `own`; whole-number charts (span votes) are exact in float64."""
+    batch, n = own.shape[0], own.shape[1] - 1
+    chart = own.to(torch.float64).contiguous()
+    table = array.array("i", bytes(4 * max(n - 1, 0) * batch * n))
+    inside_work = torch.empty((n + 1) * (n + 1), dtype=torch.float64)
+    library.best_splits(batch, n, chart.shape[2], chart.data_ptr(), table.buffer_info()[0], inside_work.data_ptr())
+    return table
+
+
+def _best_splits_by_tensor_ops(own: Tensor) -> list[int]:
+    """The split table (see Splits) by tensor ops, vectorised over the starts of each width and the batch.
 
     The chart of best inside scores is kept twice, by (width, start) and by (width, end) with the
     widths reversed, so that for width w the candidates' left parts (widths 1..w-1 at start i) and right
@@ -110,7 +146,7 @@ def best_splits(own: Tensor) -> list[Splits]:
     batch, n = own.shape[0], own.shape[1] - 1
     by_start = torch.zeros_like(own)  # [b, w, i]: the best total inside the span i..i+w
     by_end = torch.zeros_like(own)  # [b, n - w, j]: the same for the span j-w..j
-    firsts = []
+    table = [0] * (max(n - 1, 0) * batch * n)
     for w in range(2, n + 1):
         starts = n - w + 1
         candidates = by_start[:, 1:w, :starts] + by_end[:, n - w + 1 : n, w : n + 1]  # [b, d - 1, i]: split at i + d
@@ -118,19 +154,22 @@ def best_splits(own: Tensor) -> list[Splits]:
         total = best + own[:, w, :starts]
         by_start[:, w, :starts] = total
         by_end[:, n - w, w : n + 1] = total
-        firsts.append(first.tolist())
-    return [Splits(firsts, b) for b in range(batch)]
+        for b, row in enumerate(first.tolist()):
+            at = ((w - 2) * batch + b) * n
+            table[at : at + starts] = row
+    return table
 
 
 class Splits:
-    """One sentence's split points in a batch's CKY result, read as splits[i, j]."""
+    """One sentence's split points in a batch's CKY result, read as splits[i, j]: the span i..j splits at
+    i + 1 + table[((j - i - 2) * batch + b) * n + i] (the table holds every sentence's, width by width)."""
 
-    def __init__(self, firsts: list[list[list[int]]], b: int):
-        self.firsts, self.b = firsts, b
+    def __init__(self, table: Sequence[int], batch: int, n: int, b: int):
+        self.table, self.width_stride, self.offset = table, batch * n, b * n
 
     def __getitem__(self, span: tuple[int, int]) -> int:
         i, j = span
-        return i + 1 + self.firsts[j - i - 2][self.b][i]
+        return i + 1 + self.table[(j - i - 2) * self.width_stride + self.offset + i]
 
 
 def greedy_splits(score: Callable[[int, int], float], n: int) -> dict[tuple[int, int], int]:

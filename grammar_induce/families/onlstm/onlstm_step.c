@@ -1,7 +1,7 @@
 /* One time step of an ON-LSTM layer, forward and backward, for a whole batch, on the CPU.
  *
  * The same maths as _forward_step and the per-step loop of _backward_loop in recurrence.py, in
- * one pass over the step's data instead of a dozen tensor ops. grammar_induce/models/native.py
+ * one pass over the step's data instead of a dozen tensor ops. runtime/native.py (through onlstm/native.py)
  * compiles it once for float and once with -DDOUBLE. All arrays are contiguous, row-major:
  *
  *   gates      (B, 2n + 4nC) gate logits [master input | master forget | o | cand | i | f]

@@ -1,0 +1,34 @@
+/* CKY over a batch of span-score charts: each span's best split, the leftmost of equal bests.
+ *
+ * The same maths as structs._best_splits_by_tensor_ops (which runs where this cannot be built), in one pass
+ * per sentence instead of a dozen tensor ops per span width. runtime/native.py compiles it on first use.
+ *
+ *   own     (batch, n + 1, columns)  own[b][w][i]: the score of the span i..i+w (columns >= n + 1)
+ *   first   (n - 1, batch, n)        out: first[w - 2][b][i] = d - 1 where the best split of i..i+w is at i + d
+ *   inside  ((n + 1) * (n + 1))      work space: the best total inside each span, by width then start
+ */
+#include <math.h>
+
+void best_splits(int batch, int n, int columns, const double *own, int *first, double *inside)
+{
+    for (int b = 0; b < batch; b++) {
+        const double *scores = own + (long)b * (n + 1) * columns;
+        for (int i = 0; i < n; i++)
+            inside[(n + 1) + i] = 0.0;  /* a single word scores nothing */
+        for (int w = 2; w <= n; w++) {
+            for (int i = 0; i + w <= n; i++) {
+                double best = -INFINITY;
+                int split = 1;
+                for (int d = 1; d < w; d++) {
+                    double v = inside[d * (n + 1) + i] + inside[(w - d) * (n + 1) + i + d];
+                    if (v > best) {  /* strict: the first of equal bests stays */
+                        best = v;
+                        split = d;
+                    }
+                }
+                first[((long)(w - 2) * batch + b) * n + i] = split - 1;
+                inside[w * (n + 1) + i] = best + scores[w * columns + i];
+            }
+        }
+    }
+}

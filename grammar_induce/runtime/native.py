@@ -1,0 +1,85 @@
+"""The package's C files compiled on first use with the system C compiler (`$CC`, else `cc`), cached per
+user and machine, and loaded with ctypes.
+
+On a CPU some loops spend more time on many small tensor ops (or Python) than on their arithmetic: the
+ON-LSTM's time step (families/onlstm/onlstm_step.c) and the CKY's loop over widths (families/cky.c) run
+as one C call instead. Without a compiler, without a writable cache, or with GRAMMAR_INDUCE_NATIVE=0,
+`load` gives None and the callers run their tensor ops: the same function, slower.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+# -ffast-math lets gcc call glibc's vector exp and tanh (libmvec). It is for compiling only:
+# linking a shared library with it would switch the whole process to flushing denormals to zero.
+COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math", "-fPIC", "-std=c99", "-c"]
+LINK_FLAGS = (["-shared", "-lmvec", "-lm"], ["-shared", "-lm"])  # the first where there is a libmvec
+
+
+def enabled() -> bool:
+    """Whether native code may run (GRAMMAR_INDUCE_NATIVE=0 turns it off, for comparisons and fallbacks)."""
+    return os.environ.get("GRAMMAR_INDUCE_NATIVE", "1") != "0"
+
+
+def load(source: Path, flags: tuple[str, ...] = ()) -> ctypes.CDLL | None:
+    """`source` compiled (with COMPILE_FLAGS and `flags`) into the cache unless it is there, and loaded; None where
+    it cannot be built or loaded here. Callers cache what they load, and check `enabled()` where they run it."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        return None
+    all_flags = COMPILE_FLAGS + list(flags)
+    key = hashlib.sha256("\0".join([source.read_text(), compiler, *all_flags, _cpu_signature()]).encode()).hexdigest()
+    path = _cache_dir() / f"{source.stem}_{key[:16]}.so"
+    if not path.exists() and not _build(compiler, all_flags, source, path):
+        return None
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError:
+        return None
+
+
+def _build(compiler: str, flags: list[str], source: Path, path: Path) -> bool:
+    """Compile and link into temporary files, then rename: ranks of a distributed run may build at once."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=path.parent))
+    except OSError:  # no writable cache
+        return False
+    try:
+        obj, lib = work / "code.o", work / "code.so"
+        if not _run([compiler, *flags, str(source), "-o", str(obj)]):
+            return False
+        if not any(_run([compiler, str(obj), "-o", str(lib), *link]) for link in LINK_FLAGS):
+            return False
+        os.replace(lib, path)
+        return True
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(command: list[str]) -> bool:
+    try:
+        return subprocess.run(command, capture_output=True, check=False).returncode == 0
+    except OSError:
+        return False
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grammar-induce"
+
+
+def _cpu_signature() -> str:
+    """What -march=native depends on, so a cache shared between machines never loads a foreign build."""
+    try:
+        flags = [line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")]
+    except OSError:
+        flags = []
+    return platform.machine() + platform.processor() + (flags[0] if flags else "")
