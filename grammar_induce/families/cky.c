@@ -3,16 +3,16 @@
  * The same maths as structs._best_splits_by_tensor_ops (which runs where this cannot be built), in one pass
  * per sentence instead of a dozen tensor ops per span width. runtime/native.py compiles it on first use.
  *
- *   own     (batch, n + 1, columns)  own[b][w][i]: the score of the span i..i+w (columns >= n + 1)
+ *   scores  (batch, n + 1, columns)  scores[b][i][j]: the score of the span i..j-1 (columns >= n + 1)
  *   first   (n - 1, batch, n)        out: first[w - 2][b][i] = d - 1 where the best split of i..i+w is at i + d
  *   inside  ((n + 1) * (n + 1))      work space: the best total inside each span, by width then start
  */
 #include <math.h>
 
-void best_splits(int batch, int n, int columns, const double *own, int *first, double *inside)
+void best_splits(int batch, int n, int columns, const double *scores, int *first, double *inside)
 {
     for (int b = 0; b < batch; b++) {
-        const double *scores = own + (long)b * (n + 1) * columns;
+        const double *chart = scores + (long)b * (n + 1) * columns;
         for (int i = 0; i < n; i++)
             inside[(n + 1) + i] = 0.0;  /* a single word scores nothing */
         for (int w = 2; w <= n; w++) {
@@ -27,7 +27,7 @@ void best_splits(int batch, int n, int columns, const double *own, int *first, d
                     }
                 }
                 first[((long)(w - 2) * batch + b) * n + i] = split - 1;
-                inside[w * (n + 1) + i] = best + scores[w * columns + i];
+                inside[w * (n + 1) + i] = best + chart[i * columns + i + w];
             }
         }
     }

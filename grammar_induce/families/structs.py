@@ -90,13 +90,10 @@ def best_trees(scores: Tensor, lengths: Sequence[int], words: Sequence[Sequence[
     """Each sentence's highest-scoring tree: CKY up to EXACT_LIMIT words, greedy beyond. `scores`:
     (B, N+1, N+1), scores[b, i, j] of the span i..j-1, as for `inside`."""
     scores = scores.detach().double()
-    n = scores.shape[1] - 1
-    by_width = scores.new_zeros(scores.shape)  # [b, w, i]: the span i..i+w
-    for w in range(2, n + 1):
-        by_width[:, w, : n - w + 1] = torch.diagonal(scores, offset=w, dim1=1, dim2=2)
     exact = [b for b, length in enumerate(lengths) if length <= EXACT_LIMIT]
     out: list[Tree | None] = [None] * len(lengths)
-    for b, splits in zip(exact, best_splits(by_width[exact, : max((lengths[b] for b in exact), default=0) + 1])):
+    fenceposts = max((lengths[b] for b in exact), default=0) + 1
+    for b, splits in zip(exact, best_splits(scores[exact, :fenceposts, :fenceposts])):
         out[b] = trees.tree_of_splits(words[b], splits)
     for b in sorted(set(range(len(lengths))) - set(exact)):
         rows = scores[b].tolist()
@@ -104,14 +101,14 @@ def best_trees(scores: Tensor, lengths: Sequence[int], words: Sequence[Sequence[
     return out
 
 
-def best_splits(own: Tensor) -> list[Splits]:
-    """CKY over a batch of charts: `own[b, w, i]` is the score of the span i..i+w (sentences padded to
-    N = own.shape[1] - 1 words: a span's best split depends only on the spans inside it). Returns each
-    sentence's best split point of every span; ties go to the leftmost split. On a CPU one C call (cky.c,
+def best_splits(scores: Tensor) -> list[Splits]:
+    """CKY over a batch of charts: `scores[b, i, j]` is the score of the span i..j-1, as for `inside` (sentences
+    padded to N = scores.shape[1] - 1 words: a span's best split depends only on the spans inside it). Returns
+    each sentence's best split point of every span; ties go to the leftmost split. On a CPU one C call (cky.c,
     compiled on first use: runtime/native.py), elsewhere or without a compiler the same by tensor ops."""
-    batch, n = own.shape[0], own.shape[1] - 1
-    library = _cky_library() if own.device.type == "cpu" and native.enabled() else None
-    table = _best_splits_in_c(library, own) if library is not None else _best_splits_by_tensor_ops(own)
+    batch, n = scores.shape[0], scores.shape[1] - 1
+    library = _cky_library() if scores.device.type == "cpu" and native.enabled() else None
+    table = _best_splits_in_c(library, scores) if library is not None else _best_splits_by_tensor_ops(scores)
     return [Splits(table, batch, n, b) for b in range(batch)]
 
 
@@ -127,23 +124,26 @@ def _cky_library() -> ctypes.CDLL | None:
     return library
 
 
-def _best_splits_in_c(library: ctypes.CDLL, own: Tensor) -> array.array:
-    """cky.c's split table (see Splits) of `own`; whole-number charts (span votes) are exact in float64."""
-    batch, n = own.shape[0], own.shape[1] - 1
-    chart = own.to(torch.float64).contiguous()
+def _best_splits_in_c(library: ctypes.CDLL, scores: Tensor) -> array.array:
+    """cky.c's split table (see Splits) of `scores`; whole-number charts (span votes) are exact in float64."""
+    batch, n = scores.shape[0], scores.shape[1] - 1
+    chart = scores.to(torch.float64).contiguous()
     table = array.array("i", bytes(4 * max(n - 1, 0) * batch * n))
     inside_work = torch.empty((n + 1) * (n + 1), dtype=torch.float64)
     library.best_splits(batch, n, chart.shape[2], chart.data_ptr(), table.buffer_info()[0], inside_work.data_ptr())
     return table
 
 
-def _best_splits_by_tensor_ops(own: Tensor) -> list[int]:
+def _best_splits_by_tensor_ops(scores: Tensor) -> list[int]:
     """The split table (see Splits) by tensor ops, vectorised over the starts of each width and the batch.
 
     The chart of best inside scores is kept twice, by (width, start) and by (width, end) with the
     widths reversed, so that for width w the candidates' left parts (widths 1..w-1 at start i) and right
     parts (widths w-1..1 ending at i+w) are both plain slices."""
-    batch, n = own.shape[0], own.shape[1] - 1
+    batch, n = scores.shape[0], scores.shape[1] - 1
+    own = torch.zeros_like(scores[:, : n + 1, : n + 1])  # [b, w, i]: the score of the span i..i+w
+    for w in range(2, n + 1):
+        own[:, w, : n - w + 1] = torch.diagonal(scores, offset=w, dim1=1, dim2=2)[:, : n - w + 1]
     by_start = torch.zeros_like(own)  # [b, w, i]: the best total inside the span i..i+w
     by_end = torch.zeros_like(own)  # [b, n - w, j]: the same for the span j-w..j
     table = [0] * (max(n - 1, 0) * batch * n)

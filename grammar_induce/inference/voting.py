@@ -62,11 +62,11 @@ def span_votes(members: Sequence[Tree], weights: Sequence[float] | None = None) 
 
 
 def _chart(n: int, votes: list[dict[tuple[int, int], float]]) -> torch.Tensor:
-    """[b, w, i]: the votes of the span i..i+w of each sentence, padded to `n` words; whole counts stay
+    """[b, i, j]: the votes of the span i..j-1 of each sentence, padded to `n` words; whole counts stay
     exact integers, weighted votes are float64."""
     whole = all(isinstance(c, int) for counts in votes for c in counts.values())
-    own = torch.zeros((len(votes), n + 1, n + 1), dtype=torch.int64 if whole else torch.float64)
+    chart = torch.zeros((len(votes), n + 1, n + 1), dtype=torch.int64 if whole else torch.float64)
     for b, counts in enumerate(votes):
         for (i, j), count in counts.items():
-            own[b, j - i, i] = count
-    return own
+            chart[b, i, j] = count
+    return chart
