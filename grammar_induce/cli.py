@@ -514,8 +514,18 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> tuple
     if input_path == "-" and not _stdin_is_a_file():  # a pipe or a terminal: lines come over time
         from .workflows.parse import live_lines
 
-        return live_lines(sys.stdin.buffer), True
+        return live_lines(_own_stdin_reader()), True
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)), False
+
+
+def _own_stdin_reader():
+    """A reader of its own on the standard input's descriptor (sys.stdin.buffer where there is none, as under a test
+    runner): the thread that reads a pipe may be blocked in a read, holding its reader's lock, when the process
+    exits, and Python aborts ("could not acquire lock ... at interpreter shutdown") if that is sys.stdin's."""
+    try:
+        return open(sys.stdin.fileno(), "rb", closefd=False)
+    except (OSError, ValueError):  # no descriptor
+        return sys.stdin.buffer
 
 
 def _stdin_is_a_file() -> bool:
