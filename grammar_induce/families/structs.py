@@ -8,9 +8,9 @@ batch of sentences padded to one length. Its gradient is each span's marginal pr
 max, the best tree's spans), so training and decoding need no other code. Spans may be forbidden
 (score -inf), which gives the trees that keep a set of spans (`crossing_mask`).
 
-The best tree of given span scores (CKY, `best_splits`) is also kept by width, vectorised over the
-starts of each width, with its split points read back (`trees.tree_of_splits`): span voting (inference/voting.py) and
-a student's parsing share it. Past `EXACT_LIMIT` words, cubic in any form, a top-down greedy split
+The best tree of given span scores (CKY, `best_splits`: one C call per batch on a CPU, cky.c; else by
+width, vectorised over the starts of each width) gives its split points, read back by `trees.tree_of_splits`:
+span voting (inference/voting.py) and a student's parsing share it. Past `EXACT_LIMIT` words, cubic in any form, a top-down greedy split
 takes over, quadratic at worst.
 """
 

@@ -1,8 +1,8 @@
 """Span voting: the binary tree holding the most spans of an ensemble's trees (minimum Bayes risk over
 spans, Shayegh et al., ICLR 2024).
 
-Exact by CKY over a chart of span counts (structs.best_splits, vectorised over the starts of each span
-width: cubic work but one tensor step per width, so 800 words take well under a second). Past
+Exact by CKY over a chart of span counts (structs.best_splits: one C call on a CPU, else one tensor step per
+span width; cubic work, but 800 words take well under a second). Past
 `structs.EXACT_LIMIT` words a top-down greedy split takes over, quadratic at worst.
 """
 
