@@ -7,8 +7,6 @@
  *   first   (n - 1, batch, n)        out: first[w - 2][b][i] = d - 1 where the best split of i..i+w is at i + d
  *   inside  ((n + 1) * (n + 1))      work space: the best total inside each span, by width then start
  */
-#include <math.h>
-
 void best_splits(int batch, int n, int columns, const double *scores, int *first, double *inside)
 {
     for (int b = 0; b < batch; b++) {
@@ -17,9 +15,10 @@ void best_splits(int batch, int n, int columns, const double *scores, int *first
             inside[(n + 1) + i] = 0.0;  /* a single word scores nothing */
         for (int w = 2; w <= n; w++) {
             for (int i = 0; i + w <= n; i++) {
-                double best = -INFINITY;
+                /* start from the first candidate, not -INFINITY: -ffast-math assumes no infinities */
+                double best = inside[(n + 1) + i] + inside[(w - 1) * (n + 1) + i + 1];
                 int split = 1;
-                for (int d = 1; d < w; d++) {
+                for (int d = 2; d < w; d++) {
                     double v = inside[d * (n + 1) + i] + inside[(w - d) * (n + 1) + i + d];
                     if (v > best) {  /* strict: the first of equal bests stays */
                         best = v;
