@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from grammar_induce.cli import main
 from grammar_induce.errors import UserError
-from grammar_induce.families.onlstm.recurrence import linear, product, recurrence
+from grammar_induce.families.onlstm.recurrence import backward_map, linear, recurrence
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.runtime import precision
 
@@ -41,8 +41,9 @@ def test_products_take_bfloat16_inputs_and_give_float32():
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, by_hand, rtol=0, atol=1e-6)
     assert not torch.equal(out, linear(a, w, b, None))  # it really ran in bfloat16
-    torch.testing.assert_close(product(a, w.t().to(BF16)), by_hand - b, rtol=0, atol=1e-6)
-    assert torch.equal(product(a, w.t()), a @ w.t())  # float32 weights: the plain product
+    for steps in (1, 20):  # a plain product, and one on a weight laid out for 20 steps
+        torch.testing.assert_close(backward_map(w.t().to(BF16), 5, steps)(a), by_hand - b, rtol=0, atol=1e-6)
+        torch.testing.assert_close(backward_map(w.t(), 5, steps)(a), a @ w.t(), rtol=1e-6, atol=1e-6)  # float32
 
 
 def float32_layer(seed: int):

@@ -3,6 +3,7 @@
 onlstm.py writes the cell as the paper does (`paper_layer`, one step at a time through autograd);
 this module computes the same function fast. The input projection of all steps is one matrix
 product (done by the caller), the hidden-to-hidden weight gradient one matrix product per batch,
+the per-step products run on the hidden map laid out once per sequence (runtime/products.py),
 and backpropagation through time is written out. Each time step's element-wise work, forward
 and backward, exists in tensor ops (any device, `_forward_step`, `_backward_coefficients`) and
 as one call into C on a CPU (onlstm_step.c, see native.py); `_time_steps` chooses.
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ...runtime.products import RepeatedProduct
 from . import native
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
@@ -67,13 +69,10 @@ def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, 
     probs = xproj.new_empty(steps, batch, 2, n)
     acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
     c = c0.reshape(batch, n, chunk).contiguous()
-    weight_t = weight.t()
+    hidden_map = RepeatedProduct(weight, batch, uses=steps)
     gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
     for t, x_t in enumerate(xproj.unbind(0)):
-        if weight.dtype == xproj.dtype:
-            torch.addmm(x_t, hs[t], weight_t, out=gates)
-        else:  # a reduced-precision product, added to the float32 input part
-            torch.add(x_t, hs[t].to(weight.dtype) @ weight_t, out=gates)
+        torch.add(x_t, hidden_map(hs[t].to(weight.dtype)), out=gates)  # a reduced product is added in float32
         step(gates, c, probs[t], acts[t if save else 0], cs[t], hs[t + 1].view(batch, n, chunk))
         c = cs[t]
     return hs, cs, probs, acts if save else None
@@ -116,11 +115,11 @@ def _distances(probs: Tensor) -> tuple[Tensor, Tensor]:
     return 1.0 - master[..., 1, :].mean(-1), master[..., 0, :].mean(-1)
 
 
-def product(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b run in b's dtype (a layer's weights set the product dtype), the result in a's."""
-    if a.dtype == b.dtype:
-        return a @ b
-    return (a.to(b.dtype) @ b).to(a.dtype)
+def backward_map(weight: Tensor, rows: int, steps: int) -> Callable[[Tensor], Tensor]:
+    """g -> g @ weight for the `rows` gate gradients of each of `steps` steps, run in the weight's dtype (a layer's
+    weights set the product dtype), the result in g's; the weight laid out once for all (runtime/products.py)."""
+    step = RepeatedProduct(weight, rows, uses=steps, transposed=True)
+    return lambda g: step(g.to(weight.dtype)).to(g.dtype)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None, full_rows: int = 0) -> Tensor:
@@ -171,6 +170,7 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
     grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
     dh = torch.zeros_like(grad_hs[0])
     dc = grad_c_last.reshape(batch, n, -1).clone()
+    to_hidden = backward_map(weight, batch, steps)
     for t in range(steps - 1, -1, -1):
         out = grad_gates[t]
         d_acts = out[:, 2 * n :].view(batch, 4, n, -1)
@@ -185,7 +185,7 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
         p_dp = p * d_probs
         torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
         dc = dc * coef.forget[t]
-        dh = product(out, weight)  # (B, H)
+        dh = to_hidden(out)  # (B, H)
     return grad_gates, dh, dc
 
 
@@ -199,10 +199,11 @@ def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, gra
     grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
     dh = grad_hs.new_zeros(batch, hidden)
     dc = grad_c_last.reshape(batch, hidden).clone(memory_format=torch.contiguous_format)
+    to_hidden = backward_map(weight, batch, steps)
     for t in range(steps - 1, -1, -1):
         arrays = (acts[t], c_prev[t], probs[t], grad_dist[t], grad_hs[t], dh, dc, grad_gates[t])
         step(batch, n, hidden // n, *(a.data_ptr() for a in arrays))  # updates dc, writes grad_gates[t]
-        dh = product(grad_gates[t], weight)
+        dh = to_hidden(grad_gates[t])
     return grad_gates, dh, dc
 
 

@@ -1,0 +1,65 @@
+"""A weight laid out once for many products gives the plain products' values, and falls back where it cannot pack."""
+
+import pytest
+import torch
+
+from grammar_induce.runtime.products import RepeatedProduct
+
+BF16 = torch.bfloat16
+
+
+def random(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@pytest.mark.parametrize("rows, out, inp", [(20, 483, 115), (3, 7, 5), (64, 800, 200)])
+def test_float32_products_equal_the_plain_ones(rows, out, inp):
+    weight, x = random(out, inp), random(rows, inp, seed=1)
+    step = RepeatedProduct(weight, rows)
+    if torch.backends.mkl.is_available():
+        assert step.packed is not None  # laid out once, by MKL
+    for seed in range(3):  # the same packed weight, several products
+        x = random(rows, inp, seed=seed + 1)
+        torch.testing.assert_close(step(x), x @ weight.t(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows, out, inp", [(20, 483, 115), (64, 800, 200)])
+def test_bfloat16_products_are_the_rounded_float_product(rows, out, inp):
+    """bfloat16 inputs, float32 sums, the result rounded to bfloat16 once: the products agree to one rounding."""
+    weight, x = random(out, inp, dtype=BF16), random(rows, inp, dtype=BF16, seed=1)
+    got = RepeatedProduct(weight, rows)(x)
+    assert got.dtype == BF16
+    want = x.float() @ weight.float().t()
+    torch.testing.assert_close(got.float(), want, rtol=2**-8, atol=1e-3)
+
+
+def test_a_transposed_weight_gives_x_times_the_weight():
+    weight = random(483, 115)  # (in, out): a recurrence's hidden map read backwards
+    step = RepeatedProduct(weight, 20, transposed=True)
+    x = random(20, 483, seed=1)
+    torch.testing.assert_close(step(x), x @ weight, rtol=1e-5, atol=1e-5)
+    bf16 = RepeatedProduct(weight.to(BF16), 20, transposed=True)(x.to(BF16))
+    torch.testing.assert_close(bf16.float(), x.to(BF16).float() @ weight.to(BF16).float(), rtol=2**-8, atol=1e-3)
+
+
+def test_few_uses_run_the_plain_product():
+    weight, x = random(40, 10), random(4, 10, seed=1)
+    step = RepeatedProduct(weight, 4, uses=3)  # laying out would cost more than it saves
+    assert step.packed is None and torch.equal(step(x), x @ weight.t())
+
+
+def test_other_row_counts_and_weights_with_gradients_run_the_plain_product():
+    weight = random(30, 10)
+    step = RepeatedProduct(weight, 4)
+    x = random(7, 10, seed=1)  # not the rows it was laid out for
+    assert torch.equal(step(x), x @ weight.t())
+    trained = weight.clone().requires_grad_()
+    assert RepeatedProduct(trained, 4).packed is None  # the packed products have no gradient
+    with torch.no_grad():
+        assert RepeatedProduct(trained, 4).packed is not None or not torch.backends.mkl.is_available()
+
+
+def test_float64_runs_the_plain_product():
+    weight, x = random(12, 5).double(), random(3, 5, seed=1).double()
+    step = RepeatedProduct(weight, 3)
+    assert step.packed is None and torch.equal(step(x), x @ weight.t())
