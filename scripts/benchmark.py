@@ -9,8 +9,8 @@ For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in eac
 - training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step;
   fixed sequence length), the median over batches after warm-up, and the "floor": the time of
   only the matrix products one such batch must do (forward and backward of every input map,
-  of the hidden map at every step, and of the decoder, at their real shapes), in the same
-  precision; and training as the paper's code trains (per-step layers through autograd,
+  of the hidden map at every step, and of the decoder, at their real shapes; the hidden map's on
+  the weight laid out once per sequence, as the recurrence runs them), in the same precision; and training as the paper's code trains (per-step layers through autograd,
   `tests/paper_onlstm.py`), the baseline of the speed-ups;
 - parsing sentences/s of 20-word sentences, one at a time and in batches of 64 and 256, with
   the forward floor in the same precision, and one at a time with the plain per-step implementation
@@ -112,8 +112,10 @@ def torch_dtype(precision: str):
 def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, n_layers: int | None = None,
                  precision: str = "fp32"):
     """A function doing only the matrix products of one batch (through the lowest `n_layers`), at their real
-    shapes, in `precision`."""
+    shapes, in `precision`, the per-step ones as the recurrence runs them (runtime/products.py)."""
     import torch
+
+    from grammar_induce.runtime.products import RepeatedProduct
 
     def r(*shape):
         return torch.randn(*shape, device=device, dtype=torch_dtype(precision))
@@ -123,11 +125,13 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
         x, w_ih, w_hh, h = r(steps * batch, inp), r(gates, inp), r(gates, hid), r(batch, hid)
         dg, dg_step = r(steps * batch, gates), r(batch, gates)
         work.append(lambda x=x, w=w_ih: x @ w.t())  # input map, all steps at once
-        work.append(lambda h=h, w=w_hh: [h @ w.t() for _ in range(steps)])  # hidden map, step by step
+        # hidden map, step by step, on the weight laid out once per sequence as the recurrence does
+        work.append(lambda h=h, w=w_hh: (lambda m: [m(h) for _ in range(steps)])(RepeatedProduct(w, batch, steps)))
         if backward:
             work.append(lambda dg=dg, w=w_ih: dg @ w)  # d input
             work.append(lambda dg=dg, x=x: dg.t() @ x)  # d input map
-            work.append(lambda d=dg_step, w=w_hh: [d @ w for _ in range(steps)])  # d hidden, step by step
+            work.append(lambda d=dg_step, w=w_hh: (lambda m: [m(d) for _ in range(steps)])(
+                RepeatedProduct(w, batch, steps, transposed=True)))  # d hidden, step by step
             hs = r(steps * batch, hid)
             work.append(lambda dg=dg, hs=hs: dg.t() @ hs)  # d hidden map
     if decoder:

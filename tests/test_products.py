@@ -1,5 +1,8 @@
 """A weight laid out once for many products gives the plain products' values, and falls back where it cannot pack."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -63,3 +66,16 @@ def test_float64_runs_the_plain_product():
     weight, x = random(12, 5).double(), random(3, 5, seed=1).double()
     step = RepeatedProduct(weight, 3)
     assert step.packed is None and torch.equal(step(x), x @ weight.t())
+
+
+def test_dropped_at_once_not_at_the_next_cycle_collection():
+    """No reference cycle: a packed weight (tens of MB at a recurrence's size, one per layer and batch) is freed
+    when its product is dropped (a bound method kept on the object once held each of them until a collection)."""
+    step = RepeatedProduct(random(30, 10), 4)
+    gone = weakref.ref(step)
+    gc.disable()
+    try:
+        del step
+        assert gone() is None
+    finally:
+        gc.enable()

@@ -24,30 +24,24 @@ class RepeatedProduct:
 
     def __init__(self, weight: Tensor, rows: int, uses: int = PACK_FROM, transposed: bool = False):
         self.weight, self.rows = (weight.t() if transposed else weight), rows  # (out, in)
-        self.packed, self.run = None, self._plain
+        self.packed: Tensor | None = None
+        self.library = "plain"  # or "mkl", "onednn": which packed the weight (a name, not a bound method: no cycle)
         if weight.device.type != "cpu" or uses < PACK_FROM or (weight.requires_grad and torch.is_grad_enabled()):
             return  # the packed products have no gradient
         weight = self.weight.contiguous()
         try:
             if weight.dtype == torch.float32 and torch.backends.mkl.is_available():
-                self.packed, self.run = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows), self._mkl
+                self.packed, self.library = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows), "mkl"
             elif weight.dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-                self.packed, self.run = torch.ops.mkldnn._reorder_linear_weight(weight, rows), self._onednn
+                self.packed, self.library = torch.ops.mkldnn._reorder_linear_weight(weight, rows), "onednn"
         except (AttributeError, RuntimeError):  # a torch without the packing ops (or without oneDNN)
-            self.packed, self.run = None, self._plain
+            self.packed, self.library = None, "plain"
         if self.packed is not None:
             self.weight = weight  # MKL's packed product is given the plain weight too: contiguous
 
     def __call__(self, x: Tensor) -> Tensor:
-        if x.shape[0] != self.rows:
-            return self._plain(x)
-        return self.run(x)
-
-    def _plain(self, x: Tensor) -> Tensor:
-        return x @ self.weight.t()
-
-    def _mkl(self, x: Tensor) -> Tensor:
-        return torch.ops.mkl._mkl_linear(x, self.packed, self.weight, None, self.rows)
-
-    def _onednn(self, x: Tensor) -> Tensor:
+        if self.packed is None or x.shape[0] != self.rows:
+            return x @ self.weight.t()
+        if self.library == "mkl":
+            return torch.ops.mkl._mkl_linear(x, self.packed, self.weight, None, self.rows)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
