@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from grammar_induce.families.onlstm import native
-from grammar_induce.families.onlstm.recurrence import _Recurrence
+from grammar_induce.families.onlstm.recurrence import _Recurrence, drop_connect
 
 from .test_model import fast, needs_c_steps, random_layer
 
@@ -50,3 +50,33 @@ def test_without_a_compiler_or_cache_the_model_falls_back_to_tensor_ops(missing,
         torch.autograd.grad(sum(o.sum() for o in fast(p)), [p["w_hh"]])  # runs, through the tensor-op loop
     finally:
         native.library.cache_clear()
+
+
+@needs_c_steps
+@pytest.mark.parametrize("native_on", [True, False])
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16])
+def test_drop_connect_keeps_entries_unscaled_at_rate_one_minus_p_and_masks_the_gradient(native_on, dtype, monkeypatch):
+    """In C (one pass, its own random stream) and in tensor ops: kept entries unscaled (rounded once to bfloat16 where
+    asked), about 1 - p of them kept, the gradient the incoming one where kept and 0 elsewhere, in float32."""
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1" if native_on else "0")
+    torch.manual_seed(0)
+    weight = torch.randn(300, 200, requires_grad=True)
+    masked = drop_connect(weight, 0.3, dtype)
+    assert masked.dtype == (dtype or torch.float32)
+    kept = masked != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.01  # 60000 draws: standard error 0.002
+    assert torch.equal(masked, torch.where(kept, weight.detach(), 0.0).to(masked.dtype))
+    grad = torch.randn(300, 200).to(masked.dtype)
+    masked.backward(grad)
+    assert weight.grad.dtype == torch.float32
+    assert torch.equal(weight.grad, torch.where(kept, grad.float(), 0.0))
+
+
+@needs_c_steps
+def test_drop_connect_in_c_draws_a_new_mask_each_call_and_the_same_masks_from_the_same_seed():
+    weight = torch.randn(64, 50)
+    torch.manual_seed(5)
+    first, second = drop_connect(weight, 0.5, None) != 0, drop_connect(weight, 0.5, None) != 0
+    assert not torch.equal(first, second)
+    torch.manual_seed(5)
+    assert torch.equal(drop_connect(weight, 0.5, None) != 0, first)

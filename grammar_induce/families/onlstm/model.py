@@ -20,7 +20,7 @@ from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
-from .recurrence import State, linear, recurrence
+from .recurrence import State, drop_connect, keep_mask, linear, recurrence
 from .trainer import AWDTrainer
 
 
@@ -80,20 +80,6 @@ def paper_layer(
     return torch.stack(outputs), c.reshape(-1, hidden_size), torch.stack(dist_f), torch.stack(dist_i)
 
 
-def keep_mask(weight: Tensor, p: float) -> Tensor:
-    """A Bernoulli(1 - p) mask of 0s and 1s shaped and typed like `weight`, from 16 random bits per weight.
-
-    Drawing the random numbers is most of DropConnect's cost, so four weights share one
-    64-bit draw (p is then resolved to 1/65536, against 2^-24 for a float draw). The mask is
-    converted to the weight's dtype once: multiplying by a bool mask converts it again in the
-    forward and in the backward product.
-    """
-    count = weight.numel()
-    bits = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=weight.device)
-    keep = bits.view(torch.int16)[:count].view(weight.shape) >= round(p * 65536) - 32768
-    return keep.to(weight.dtype)
-
-
 class ONLSTMLayer(nn.Module):
     """One ON-LSTM layer: input map I -> 4H+2n, hidden map H -> 4H+2n, DropConnect on the latter."""
 
@@ -106,13 +92,15 @@ class ONLSTMLayer(nn.Module):
         self.hh = nn.Linear(hidden_size, gate_size)
         self.wdrop = wdrop
 
-    def recurrent_weight(self) -> Tensor:
-        """DropConnect as the paper's code: one mask per batch, unscaled; weight * (1-p) in evaluation."""
-        if not self.wdrop:
-            return self.hh.weight
-        if self.training:
-            return self.hh.weight * keep_mask(self.hh.weight, self.wdrop)
-        return self.hh.weight * (1.0 - self.wdrop)
+    def recurrent_weight(self, dtype: torch.dtype | None = None) -> Tensor:
+        """DropConnect as the paper's code: one mask per batch, unscaled; weight * (1-p) in evaluation. In `dtype`
+        (None: the weight's)."""
+        weight = self.hh.weight
+        if self.wdrop and self.training:
+            return drop_connect(weight, self.wdrop, dtype)
+        if self.wdrop:
+            weight = weight * (1.0 - self.wdrop)
+        return weight if dtype is None else weight.to(dtype)
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor], products: torch.dtype | None = None):
         """`products`: the dtype of the matrix products (None: float32, as the paper; see runtime/precision.py)."""
@@ -127,7 +115,7 @@ class ONLSTMLayer(nn.Module):
         # decides near-ties between splits, so it changes trees. Training rounds them like every product.
         full_rows = 0 if self.training else 2 * self.n_levels
         xproj = linear(x, self.ih.weight, bias, dtype, full_rows)
-        return recurrence(xproj, h0, c0, self.recurrent_weight().to(dtype), self.n_levels)
+        return recurrence(xproj, h0, c0, self.recurrent_weight(dtype), self.n_levels)
 
 
 def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:

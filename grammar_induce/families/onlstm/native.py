@@ -29,11 +29,15 @@ def usable(tensor: torch.Tensor) -> bool:
 
 @functools.cache
 def library(dtype: torch.dtype) -> ctypes.CDLL | None:
-    """The compiled steps for `dtype` (forward_step, backward_step), or None when they cannot be built here."""
+    """The compiled steps for `dtype` (forward_step, backward_step, and DropConnect's drop_connect and
+    drop_connect_backward), or None when they cannot be built here."""
     lib = native.load(SOURCE, TYPE_FLAGS[dtype])
     if lib is None:
         return None
     lib.forward_step.restype = lib.backward_step.restype = None
     lib.forward_step.argtypes = [INT] * 3 + [POINTER] * 6
     lib.backward_step.argtypes = [INT] * 3 + [POINTER] * 8
+    lib.drop_connect.restype = lib.drop_connect_backward.restype = None
+    lib.drop_connect.argtypes = [ctypes.c_long, POINTER, ctypes.c_uint64, INT] + [POINTER] * 3
+    lib.drop_connect_backward.argtypes = [ctypes.c_long] + [POINTER] * 4
     return lib
