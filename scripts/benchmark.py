@@ -117,6 +117,10 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
 
     from grammar_induce.runtime.products import RepeatedProduct
 
+    def step_by_step(weight, x, transposed=False):  # on the weight laid out once per sequence, as the recurrence
+        product = RepeatedProduct(weight, batch, steps, transposed)
+        return [product(x) for _ in range(steps)]
+
     def r(*shape):
         return torch.randn(*shape, device=device, dtype=torch_dtype(precision))
 
@@ -125,13 +129,11 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
         x, w_ih, w_hh, h = r(steps * batch, inp), r(gates, inp), r(gates, hid), r(batch, hid)
         dg, dg_step = r(steps * batch, gates), r(batch, gates)
         work.append(lambda x=x, w=w_ih: x @ w.t())  # input map, all steps at once
-        # hidden map, step by step, on the weight laid out once per sequence as the recurrence does
-        work.append(lambda h=h, w=w_hh: (lambda m: [m(h) for _ in range(steps)])(RepeatedProduct(w, batch, steps)))
+        work.append(lambda h=h, w=w_hh: step_by_step(w, h))  # hidden map, step by step
         if backward:
             work.append(lambda dg=dg, w=w_ih: dg @ w)  # d input
             work.append(lambda dg=dg, x=x: dg.t() @ x)  # d input map
-            work.append(lambda d=dg_step, w=w_hh: (lambda m: [m(d) for _ in range(steps)])(
-                RepeatedProduct(w, batch, steps, transposed=True)))  # d hidden, step by step
+            work.append(lambda d=dg_step, w=w_hh: step_by_step(w, d, transposed=True))  # d hidden, step by step
             hs = r(steps * batch, hid)
             work.append(lambda dg=dg, hs=hs: dg.t() @ hs)  # d hidden map
     if decoder:
