@@ -53,6 +53,27 @@ def test_without_a_compiler_or_cache_the_model_falls_back_to_tensor_ops(missing,
 
 
 @needs_c_steps
+def test_a_compiler_without_openmp_builds_the_steps_without_threads(monkeypatch, tmp_path):
+    """The steps split a batch's rows over torch's threads where the compiler has OpenMP, and run on one without it:
+    the same values either way, to float rounding (each row is computed as alone; the two builds may order a sum
+    differently)."""
+    compiler = tmp_path / "cc-without-openmp"
+    compiler.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -fopenmp ] && exit 1; done\nexec cc "$@"\n')
+    compiler.chmod(0o755)
+    with_threads = layer_values_float32(True, monkeypatch)
+    monkeypatch.setenv("CC", str(compiler))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    native.library.cache_clear()
+    try:
+        assert native.library(torch.float32) is not None
+        assert list((tmp_path / "grammar-induce").glob("onlstm_step_*.so"))  # built here, without OpenMP
+        for got, want in zip(layer_values_float32(True, monkeypatch), with_threads):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    finally:
+        native.library.cache_clear()
+
+
+@needs_c_steps
 @pytest.mark.parametrize("native_on", [True, False])
 @pytest.mark.parametrize("dtype", [None, torch.bfloat16])
 def test_drop_connect_keeps_entries_unscaled_at_rate_one_minus_p_and_masks_the_gradient(native_on, dtype, monkeypatch):

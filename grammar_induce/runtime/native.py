@@ -25,6 +25,7 @@ from pathlib import Path
 COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math", "-fPIC", "-std=c99", "-c",
                  *(["-mprefer-vector-width=512"] if platform.machine().lower() in ("x86_64", "amd64") else [])]
 LINK_FLAGS = (["-shared", "-lmvec", "-lm"], ["-shared", "-lm"])  # the first where there is a libmvec
+OPENMP = "-fopenmp"  # compiling and linking
 
 
 def enabled() -> bool:
@@ -32,24 +33,27 @@ def enabled() -> bool:
     return os.environ.get("GRAMMAR_INDUCE_NATIVE", "1") != "0"
 
 
-def load(source: Path, flags: tuple[str, ...] = ()) -> ctypes.CDLL | None:
+def load(source: Path, flags: tuple[str, ...] = (), threads: bool = False) -> ctypes.CDLL | None:
     """`source` compiled (with COMPILE_FLAGS and `flags`) into the cache unless it is there, and loaded; None where
-    it cannot be built or loaded here. Callers cache what they load, and check `enabled()` where they run it."""
+    it cannot be built or loaded here. With `threads`, built with OpenMP where the compiler has it (torch's own
+    runtime, libgomp, already loaded: its threads, and torch.set_num_threads, serve both), else without. Callers
+    cache what they load, and check `enabled()` where they run it."""
     compiler = shutil.which(os.environ.get("CC", "cc"))
     if compiler is None:
         return None
-    all_flags = COMPILE_FLAGS + list(flags)
-    key = hashlib.sha256("\0".join([source.read_text(), compiler, *all_flags, _cpu_signature()]).encode()).hexdigest()
-    path = _cache_dir() / f"{source.stem}_{key[:16]}.so"
-    if not path.exists() and not _build(compiler, all_flags, source, path):
-        return None
-    try:
-        return ctypes.CDLL(str(path))
-    except OSError:
-        return None
+    for extra in ([OPENMP], []) if threads else ([],):
+        all_flags = COMPILE_FLAGS + list(flags) + extra
+        key = hashlib.sha256("\0".join([source.read_text(), compiler, *all_flags, _cpu_signature()]).encode())
+        path = _cache_dir() / f"{source.stem}_{key.hexdigest()[:16]}.so"
+        if path.exists() or _build(compiler, all_flags, source, path, extra):
+            try:
+                return ctypes.CDLL(str(path))
+            except OSError:
+                return None
+    return None
 
 
-def _build(compiler: str, flags: list[str], source: Path, path: Path) -> bool:
+def _build(compiler: str, flags: list[str], source: Path, path: Path, link_extra: list[str]) -> bool:
     """Compile and link into temporary files, then rename: ranks of a distributed run may build at once."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,7 +64,7 @@ def _build(compiler: str, flags: list[str], source: Path, path: Path) -> bool:
         obj, lib = work / "code.o", work / "code.so"
         if not _run([compiler, *flags, str(source), "-o", str(obj)]):
             return False
-        if not any(_run([compiler, str(obj), "-o", str(lib), *link]) for link in LINK_FLAGS):
+        if not any(_run([compiler, str(obj), "-o", str(lib), *link, *link_extra]) for link in LINK_FLAGS):
             return False
         os.replace(lib, path)
         return True

@@ -31,7 +31,7 @@ def usable(tensor: torch.Tensor) -> bool:
 def library(dtype: torch.dtype) -> ctypes.CDLL | None:
     """The compiled steps for `dtype` (forward_step, backward_step, and DropConnect's drop_connect and
     drop_connect_backward), or None when they cannot be built here."""
-    lib = native.load(SOURCE, TYPE_FLAGS[dtype])
+    lib = native.load(SOURCE, TYPE_FLAGS[dtype], threads=True)
     if lib is None:
         return None
     lib.forward_step.restype = lib.backward_step.restype = None

@@ -20,6 +20,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Built with OpenMP where the compiler has it (runtime/native.py): a batch's rows, or a weight's entries, are split
+ * over torch's threads when there are at least this many units of work; every row is computed as alone. */
+#define PARALLEL_FROM 4096
+
 #ifdef DOUBLE
 typedef double real;
 #define EXP exp
@@ -84,8 +88,9 @@ void forward_step(int batch, int n, int chunk, const real *gates, const real *c_
                   real *c, real *h)
 {
     const int hidden = n * chunk, width = 4 * hidden + 2 * n;
-    real m_in[hidden], m_forget[hidden], w[hidden];
+#pragma omp parallel for schedule(static) if (batch * hidden >= PARALLEL_FROM)
     for (int b = 0; b < batch; b++) {
+        real m_in[hidden], m_forget[hidden], w[hidden];
         const real *g = gates + (size_t)b * width, *g_units = g + 2 * n;
         real *p = probs + (size_t)b * 2 * n, *a = acts + (size_t)b * 7 * hidden;
         softmax(n, g, p);
@@ -103,9 +108,10 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
                    const real *restrict dh_next, real *restrict dc, real *restrict grad_gates)
 {
     const int hidden = n * chunk, width = 4 * hidden + 2 * n;
-    real d_in[n], d_forget[n];
-    real m_in[hidden], m_forget[hidden], w[hidden], dc_cand[hidden], dc_prev[hidden], dc_w[hidden];
+#pragma omp parallel for schedule(static) if (batch * hidden >= PARALLEL_FROM)
     for (int b = 0; b < batch; b++) {
+        real d_in[n], d_forget[n];
+        real m_in[hidden], m_forget[hidden], w[hidden], dc_cand[hidden], dc_prev[hidden], dc_w[hidden];
         const real *o = acts + (size_t)b * 7 * hidden, *cand = o + hidden, *in = cand + hidden, *forget = in + hidden;
         const real *in_hat = forget + hidden, *forget_hat = in_hat + hidden, *tanh_c = forget_hat + hidden;
         const real *cp = c_prev + (size_t)b * hidden, *gh = grad_h + (size_t)b * hidden;
@@ -178,21 +184,21 @@ static uint16_t to_bf16(float f)
 void drop_connect(long count, const real *weight, uint64_t seed, int threshold, real *out, uint16_t *out_bf16,
                   uint8_t *keep)
 {
+#pragma omp parallel for schedule(static) if (count >= PARALLEL_FROM)
     for (long i = 0; i < count; i++) {
         const uint64_t bits = splitmix64(seed + (uint64_t)(i / 4));
         keep[i] = ((bits >> (16 * (i % 4))) & 0xffffu) >= (uint64_t)threshold;
-    }
-    if (out_bf16 != NULL)
-        for (long i = 0; i < count; i++)
+        if (out_bf16 != NULL)
             out_bf16[i] = to_bf16(keep[i] ? (float)weight[i] : 0.0f);
-    else
-        for (long i = 0; i < count; i++)
+        else
             out[i] = keep[i] ? weight[i] : 0;
+    }
 }
 
 /* The gradient of drop_connect: grad (float, or bfloat16 where grad_bf16 is not NULL) where kept, else 0. */
 void drop_connect_backward(long count, const real *grad, const uint16_t *grad_bf16, const uint8_t *keep, real *out)
 {
+#pragma omp parallel for schedule(static) if (count >= PARALLEL_FROM)
     for (long i = 0; i < count; i++) {
         real g;
         if (grad_bf16 != NULL) {
