@@ -38,6 +38,6 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
     lib.forward_step.argtypes = [INT] * 3 + [POINTER] * 6
     lib.backward_step.argtypes = [INT] * 3 + [POINTER] * 8
     lib.drop_connect.restype = lib.drop_connect_backward.restype = None
-    lib.drop_connect.argtypes = [ctypes.c_long, POINTER, ctypes.c_uint64, INT] + [POINTER] * 3
-    lib.drop_connect_backward.argtypes = [ctypes.c_long] + [POINTER] * 4
+    lib.drop_connect.argtypes = [ctypes.c_long, POINTER, POINTER, INT, POINTER, POINTER]
+    lib.drop_connect_backward.argtypes = [ctypes.c_long, POINTER, POINTER, POINTER, INT, POINTER]
     return lib

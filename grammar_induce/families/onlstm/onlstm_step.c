@@ -163,17 +163,9 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
 
 /* DropConnect of a weight for one batch (the paper's mask: unscaled, one per batch), in one pass.
  *
- * Entry i is kept where the 16 bits i % 4 of splitmix64(seed + i / 4) are at least `threshold` (p * 65536
- * rounded: kept with probability 1 - p, as model.keep_mask), and written to out (float) or, where out_bf16 is
- * not NULL, to out_bf16 rounded to bfloat16 (to nearest even, as torch); keep gets 1 or 0 for the backward. */
-static uint64_t splitmix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
+ * Entry i is kept where bits[i], 16 random bits (model.keep_mask's draw), is at least `threshold` (p * 65536
+ * rounded, less 32768: kept with probability 1 - p), and written to out (real) or, where out_bf16 is not NULL, to
+ * out_bf16 rounded to bfloat16 (to nearest even, as torch converts; no NaNs arise). */
 static uint16_t to_bf16(float f)
 {
     uint32_t bits;
@@ -181,34 +173,33 @@ static uint16_t to_bf16(float f)
     return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
-void drop_connect(long count, const real *weight, uint64_t seed, int threshold, real *out, uint16_t *out_bf16,
-                  uint8_t *keep)
+void drop_connect(long count, const real *weight, const int16_t *bits, int threshold, real *out, uint16_t *out_bf16)
 {
 #pragma omp parallel for schedule(static) if (count >= PARALLEL_FROM)
     for (long i = 0; i < count; i++) {
-        const uint64_t bits = splitmix64(seed + (uint64_t)(i / 4));
-        keep[i] = ((bits >> (16 * (i % 4))) & 0xffffu) >= (uint64_t)threshold;
+        const int keep = bits[i] >= threshold;
         if (out_bf16 != NULL)
-            out_bf16[i] = to_bf16(keep[i] ? (float)weight[i] : 0.0f);
+            out_bf16[i] = to_bf16(keep ? (float)weight[i] : 0.0f);
         else
-            out[i] = keep[i] ? weight[i] : 0;
+            out[i] = keep ? weight[i] : 0;
     }
 }
 
-/* The gradient of drop_connect: grad (float, or bfloat16 where grad_bf16 is not NULL) where kept, else 0. */
-void drop_connect_backward(long count, const real *grad, const uint16_t *grad_bf16, const uint8_t *keep, real *out)
+/* The gradient of drop_connect: grad (real, or bfloat16 where grad_bf16 is not NULL) where kept, else 0. */
+void drop_connect_backward(long count, const real *grad, const uint16_t *grad_bf16, const int16_t *bits, int threshold,
+                           real *out)
 {
 #pragma omp parallel for schedule(static) if (count >= PARALLEL_FROM)
     for (long i = 0; i < count; i++) {
         real g;
         if (grad_bf16 != NULL) {
-            const uint32_t bits = (uint32_t)grad_bf16[i] << 16;
+            const uint32_t word = (uint32_t)grad_bf16[i] << 16;
             float f;
-            memcpy(&f, &bits, sizeof f);
+            memcpy(&f, &word, sizeof f);
             g = f;
         } else {
             g = grad[i];
         }
-        out[i] = keep[i] ? g : 0;
+        out[i] = bits[i] >= threshold ? g : 0;
     }
 }

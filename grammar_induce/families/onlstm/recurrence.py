@@ -7,7 +7,7 @@ the per-step products run on the hidden map laid out once per sequence (runtime/
 and backpropagation through time is written out. Each time step's element-wise work, forward
 and backward, exists in tensor ops (any device, `_forward_step`, `_backward_coefficients`) and
 as one call into C on a CPU (onlstm_step.c, see native.py); `_time_steps` chooses. DropConnect's mask is
-drawn and applied in one C pass too (`drop_connect`: three times faster than the tensor ops, forward and backward).
+applied in one C pass too (`drop_connect`: the same masks as the tensor ops, from the same draws).
 
 A change to the cell's maths touches together: model.paper_layer (the readable cell, which the
 tests hold this engine to, values and gradients), `_forward_step` and `_backward_coefficients`
@@ -253,53 +253,56 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
 
 
 def keep_mask(weight: Tensor, p: float) -> Tensor:
-    """A Bernoulli(1 - p) mask of 0s and 1s shaped and typed like `weight`, from 16 random bits per weight.
+    """A Bernoulli(1 - p) mask of 0s and 1s shaped and typed like `weight`: random_bits >= keep_threshold.
+    The mask is converted to the weight's dtype once: multiplying by a bool mask converts it again in the forward
+    and in the backward product."""
+    return (random_bits(weight) >= keep_threshold(p)).to(weight.dtype)
 
-    Drawing the random numbers is most of DropConnect's cost, so four weights share one
-    64-bit draw (p is then resolved to 1/65536, against 2^-24 for a float draw). The mask is
-    converted to the weight's dtype once: multiplying by a bool mask converts it again in the
-    forward and in the backward product.
-    """
+
+def random_bits(weight: Tensor) -> Tensor:
+    """16 random bits per weight, as int16 shaped like it. Drawing the random numbers is most of DropConnect's cost,
+    so four weights share one 64-bit draw (p is then resolved to 1/65536, against 2^-24 for a float draw)."""
     count = weight.numel()
     bits = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=weight.device)
-    keep = bits.view(torch.int16)[:count].view(weight.shape) >= round(p * 65536) - 32768
-    return keep.to(weight.dtype)
+    return bits.view(torch.int16)[:count].view(weight.shape)
+
+
+def keep_threshold(p: float) -> int:
+    """The int16 value from which random_bits keep their weight: kept with probability 1 - p."""
+    return round(p * 65536) - 32768
 
 
 class _DropConnect(torch.autograd.Function):
-    """DropConnect's mask drawn and applied in one C pass (onlstm_step.c's drop_connect), the result in the products'
-    dtype; the gradient is the incoming one where kept, in the weight's dtype."""
+    """DropConnect's mask (keep_mask's draw) applied in one C pass (onlstm_step.c's drop_connect), the result in the
+    products' dtype; the gradient is the incoming one where kept, in the weight's dtype, in one pass too."""
 
     @staticmethod
     def forward(ctx, weight: Tensor, p: float, dtype: torch.dtype | None):
-        library = native.library(weight.dtype)
-        seed = int(torch.randint(0, 2**62, (1,)))  # from torch's generator: a seed gives the same masks
-        keep = torch.empty(weight.shape, dtype=torch.uint8)
+        bits, threshold = random_bits(weight), keep_threshold(p)
         out = torch.empty(weight.shape, dtype=dtype or weight.dtype)
         reduced = out.dtype != weight.dtype
-        library.drop_connect(weight.numel(), weight.data_ptr(), seed, round(p * 65536),
-                             None if reduced else out.data_ptr(), out.data_ptr() if reduced else None, keep.data_ptr())
-        ctx.save_for_backward(keep)
-        ctx.weight_dtype = weight.dtype
+        native.library(weight.dtype).drop_connect(weight.numel(), weight.data_ptr(), bits.data_ptr(), threshold,
+                                                  None if reduced else out.data_ptr(), out.data_ptr() if reduced else None)
+        ctx.save_for_backward(bits)
+        ctx.threshold, ctx.weight_dtype = threshold, weight.dtype
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        (keep,) = ctx.saved_tensors
+        (bits,) = ctx.saved_tensors
         grad = grad.contiguous()
         out = torch.empty(grad.shape, dtype=ctx.weight_dtype)
         reduced = grad.dtype != ctx.weight_dtype
         native.library(ctx.weight_dtype).drop_connect_backward(
-            keep.numel(), None if reduced else grad.data_ptr(), grad.data_ptr() if reduced else None, keep.data_ptr(),
-            out.data_ptr())
+            bits.numel(), None if reduced else grad.data_ptr(), grad.data_ptr() if reduced else None, bits.data_ptr(),
+            ctx.threshold, out.data_ptr())
         return out, None, None
 
 
 def drop_connect(weight: Tensor, p: float, dtype: torch.dtype | None) -> Tensor:
-    """weight with each entry kept with probability 1 - p (unscaled, as the paper's code), in `dtype` (None: the
-    weight's): one C pass on a CPU (its own random stream, seeded from torch's), else weight * keep_mask."""
+    """weight * keep_mask(weight, p) (unscaled, as the paper's code) in `dtype` (None: the weight's): one C pass on a
+    CPU, the same masks from the same random draws, else tensor ops."""
     if native.usable(weight) and weight.is_contiguous() and dtype in (None, torch.bfloat16):
         return _DropConnect.apply(weight, p, dtype)
     masked = weight * keep_mask(weight, p)
     return masked if dtype is None else masked.to(dtype)
-
