@@ -10,6 +10,7 @@ import torch
 from grammar_induce import trees
 from grammar_induce.config import ModelConfig
 from grammar_induce.families import structs
+from grammar_induce.families.student import native_scores
 from grammar_induce.families.student.model import SpanParser
 
 from .test_trees import all_binary_trees
@@ -220,3 +221,43 @@ def test_parsing_reads_each_direction_unpacked_and_gets_the_packed_states():
     for row, n in enumerate(lengths):
         assert torch.allclose(unpacked[row, : n + 1, : n + 1], packed[row, : n + 1, : n + 1], atol=1e-6)
         assert torch.allclose(bf16[row, : n + 1, : n + 1], packed[row, : n + 1, : n + 1], atol=0.05)
+
+
+def test_bf16_parsing_converts_the_weights_once_and_sees_a_change_to_them():
+    """bfloat16 copies of the BiLSTM's weights are kept between batches, and made again when a weight changes (a
+    training step, a loaded state): a parse after the change equals a fresh model's."""
+    torch.manual_seed(4)
+    config = ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=1, dropout=0.0)
+    model = SpanParser(30, config).eval()
+    tokens, lengths = batch([[2, 3, 4], [5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        first = model.span_scores(tokens, lengths, products=torch.bfloat16)
+        copies = [id(w) for w in model._lstm_weights(0, "", torch.bfloat16)]
+        assert torch.equal(model.span_scores(tokens, lengths, products=torch.bfloat16), first)
+        assert [id(w) for w in model._lstm_weights(0, "", torch.bfloat16)] == copies  # not converted again
+        model.encoder.weight_hh_l0.mul_(3.0)
+        changed = model.span_scores(tokens, lengths, products=torch.bfloat16)
+    fresh = SpanParser(30, config).eval()
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert torch.equal(changed, fresh.span_scores(tokens, lengths, products=torch.bfloat16))
+    assert not torch.equal(changed, first)
+
+
+@pytest.mark.parametrize("hidden", [8, 200])
+def test_parse_scores_in_c_equal_the_tensor_ops_on_every_span_read(hidden, monkeypatch):
+    """span_scores.c scores only the spans i < j from their fenceposts; the tensor ops materialise every span's
+    features in blocks. The same scores to float rounding (a sum over the hidden units in another order)."""
+    if not native_scores.usable(torch.zeros(1)):
+        pytest.skip("no C compiler here")
+    torch.manual_seed(7)
+    model = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=hidden, chunk_size=1, n_layers=1,
+                                       dropout=0.0)).eval()
+    tokens, lengths = batch([[2, 3], [4, 5, 6, 7, 8, 9, 10], [11, 12, 13, 14], list(range(2, 26))])
+    with torch.no_grad():
+        in_c = model.span_scores(tokens, lengths, block=1 << 22)
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+        by_ops = model.span_scores(tokens, lengths, block=1 << 22)
+    upper = torch.ones(in_c.shape[1], in_c.shape[1], dtype=torch.bool).triu(1)
+    torch.testing.assert_close(in_c[:, upper], by_ops[:, upper], rtol=1e-5, atol=1e-6)
+    assert not in_c[:, ~upper].any()  # nothing computed where the CKY does not read
