@@ -48,8 +48,8 @@ def load(source: Path, flags: tuple[str, ...] = (), threads: bool = False) -> ct
         if path.exists() or _build(compiler, all_flags, source, path, extra):
             try:
                 return ctypes.CDLL(str(path))
-            except OSError:
-                return None
+            except OSError:  # built but not loadable here (an OpenMP runtime missing at run time): the next build
+                continue
     return None
 
 
