@@ -10,8 +10,9 @@ For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in eac
   fixed sequence length), the median over batches after warm-up, and the "floor": the time of
   only the matrix products one such batch must do (forward and backward of every input map,
   of the hidden map at every step, and of the decoder, at their real shapes; the hidden map's on
-  the weight laid out once per sequence, as the recurrence runs them), in the same precision; and training as the paper's code trains (per-step layers through autograd,
-  `tests/paper_onlstm.py`), the baseline of the speed-ups;
+  the weight laid out once per sequence, as the recurrence runs them), in the same precision;
+  and training as the paper's code trains (per-step layers through autograd, `tests/paper_onlstm.py`),
+  the baseline of the speed-ups;
 - parsing sentences/s of 20-word sentences, one at a time and in batches of 64 and 256, with
   the forward floor in the same precision, and one at a time with the plain per-step implementation
   (`tests/paper_onlstm.py`): as the paper's code runs it (the DropConnect weight scaled

@@ -5,8 +5,8 @@ Precisions (config.PRECISIONS) are "fp32" (the paper's numbers, the default), "b
 here, measured once a process: on some CPUs bf16 pays only at large shapes). Under bf16 the model's matrix products (the input
 maps, but for their master-gate rows in evaluation, the hidden map at every step, the decoder,
 and their gradients) take bfloat16 inputs and weights; the gates, cell state, master gates, softmax and
-cumsum, the loss and the weights the optimizer updates stay float32 (see model.linear and
-model.product). A workflow resolves the requested precision once (`resolve`) and passes its
+cumsum, the loss and the weights the optimizer updates stay float32 (see onlstm/recurrence.py's
+linear, the recurrence's per-step products and backward_map). A workflow resolves the requested precision once (`resolve`) and passes its
 `product_dtype` to the model's forward explicitly (`products=`); no autocast is involved.
 
 Without bfloat16 hardware, torch emulates the products and they run slower than float32:

@@ -56,7 +56,7 @@ class SpanParser(ModelKind):
         if not block:
             return self._scores(f, b, 0, n + 1)
         if native_scores.usable(f):
-            g = (f - b).contiguous()
+            g = f - b
             return native_scores.scores(g, g + self.project.bias, self.score.weight[0], float(self.score.bias[0]))
         scores = f.new_zeros(f.shape[0], n + 1, n + 1)
         rows = max(1, block // (f.shape[0] * (n + 1) * f.shape[2]))

@@ -36,10 +36,11 @@ def usable(x: Tensor) -> bool:
 
 def scores(rows: Tensor, columns: Tensor, weight: Tensor, bias: float) -> Tensor:
     """(B, P, P) scores, bias + weight . relu(columns[b, j] - rows[b, i]) for i < j, zeros elsewhere, from (B, P, H)
-    `rows` and `columns` (contiguous float32) and the scoring layer's (H,) weight and bias."""
+    `rows` and `columns` (float32) and the scoring layer's (H,) weight and bias."""
     batch, posts, hidden = rows.shape
     out = rows.new_zeros(batch, posts, posts)
     weight = weight.detach().contiguous()
-    library().span_scores(batch, posts, hidden, rows.data_ptr(), columns.contiguous().data_ptr(), weight.data_ptr(),
-                          bias, out.data_ptr())
+    rows, columns = rows.contiguous(), columns.contiguous()  # no copy for the model's (fresh results of ops)
+    library().span_scores(batch, posts, hidden, rows.data_ptr(), columns.data_ptr(), weight.data_ptr(), bias,
+                          out.data_ptr())
     return out
