@@ -2,7 +2,13 @@ import pytest
 import torch
 
 from grammar_induce.families.onlstm import native
-from grammar_induce.families.onlstm.recurrence import _Recurrence, drop_connect
+from grammar_induce.families.onlstm.recurrence import (
+    _native_backward_loop,
+    _run_forward,
+    _time_steps,
+    drop_connect,
+    recurrence,
+)
 
 from .test_model import fast, needs_c_steps, random_layer
 
@@ -15,7 +21,7 @@ def layer_values_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:
     inputs = [torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen), torch.randn(batch, hidden, generator=gen),
               torch.randn(batch, hidden, generator=gen), torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2]
     inputs = [x.requires_grad_() for x in inputs]
-    outputs = _Recurrence.apply(*inputs, n)
+    outputs = recurrence(*inputs, n)
     weights = [torch.randn(o.shape, generator=gen) for o in outputs]
     grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), inputs)
     return [o.detach() for o in outputs] + list(grads)
@@ -108,3 +114,23 @@ def test_drop_connect_in_c_and_in_tensor_ops_draw_the_same_masks(dtype, monkeypa
         results.append((masked, weight.grad))
         weight.grad = None
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+@needs_c_steps
+def test_the_c_steps_bfloat16_copies_are_torchs_rounding():
+    """Under bf16 the C steps write h and the gate gradients in bfloat16 for the next products: rounded as torch
+    rounds (to nearest even, NaN kept), so no conversion runs between steps and the numbers are those it would give."""
+    gen = torch.Generator().manual_seed(8)
+    steps, batch, hidden, n = 5, 3, 40, 4
+    xproj = torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen, requires_grad=True)
+    h0, c0 = torch.randn(batch, hidden, generator=gen), torch.randn(batch, hidden, generator=gen)
+    weight = (torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2).to(torch.bfloat16)
+    run = _run_forward(xproj.detach(), None, h0, c0, weight, n, _time_steps(h0).forward, save=True)
+    assert run.hs_in.dtype == torch.bfloat16 and torch.equal(run.hs_in, run.hs.to(torch.bfloat16))
+    grad_hs = torch.randn(steps, batch, hidden, generator=gen)
+    grad_hs[1, 0, :3] = torch.tensor([float("nan"), 3.0e38, -1.0e-40])
+    zeros = torch.zeros(steps, batch)
+    grad_gates, reduced, _, _ = _native_backward_loop(c0, weight, run.cs, run.probs, run.acts, grad_hs,
+                                                      torch.zeros(batch, hidden), zeros, zeros, n)
+    assert reduced.dtype == torch.bfloat16 and grad_gates.isnan().any()
+    torch.testing.assert_close(reduced, grad_gates.to(torch.bfloat16), rtol=0, atol=0, equal_nan=True)  # NaN's bits vary

@@ -74,6 +74,29 @@ def test_a_bf16_layer_stays_close_to_float32_with_its_state_in_float32(steps, mo
         assert relative_error(got, want) < 0.02
 
 
+@pytest.mark.parametrize("steps", ["C step", "tensor ops"])
+def test_a_bf16_input_map_given_with_its_bias_is_the_float32_sum(steps, monkeypatch):
+    """bf16 training hands the recurrence its input map in bfloat16 and the biases apart (the steps add them in
+    float32, as torch would): the same outputs and gradients as the float32 sum given whole."""
+    if steps == "tensor ops":
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    p = float32_layer(seed=6)
+    weight = p["w_hh"].to(BF16)
+    gen = torch.Generator().manual_seed(7)
+    results = []
+    for apart in (True, False):
+        xproj = p["x"].to(BF16) @ p["w_ih"].to(BF16).t()
+        out = (recurrence(xproj, p["h"], p["c"], weight, p["n"], p["b_ih"]) if apart
+               else recurrence(xproj.float() + p["b_ih"], p["h"], p["c"], weight, p["n"]))
+        loss = sum((o * torch.randn(o.shape, generator=gen.manual_seed(7))).sum() for o in out)
+        results.append((out, torch.autograd.grad(loss, [p[k] for k in ("x", "h", "c", "w_ih", "b_ih", "w_hh")])))
+    (apart_out, apart_grads), (whole_out, whole_grads) = results
+    for got, want in zip(apart_out, whole_out):
+        assert torch.equal(got, want)
+    for got, want in zip(apart_grads, whole_grads):  # the bias's sum over steps may be ordered otherwise
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+
+
 @needs_c_steps
 def test_c_and_tensor_op_steps_agree_under_bf16(monkeypatch):
     p = float32_layer(seed=4)

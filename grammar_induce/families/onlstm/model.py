@@ -20,7 +20,7 @@ from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
-from .recurrence import State, drop_connect, keep_mask, linear, recurrence
+from .recurrence import State, drop_connect, keep_mask, linear, recurrence, reduced_product
 from .trainer import AWDTrainer
 
 
@@ -110,11 +110,14 @@ class ONLSTMLayer(nn.Module):
         if dtype is None:  # full precision, as the paper
             xproj = F.linear(x, self.ih.weight, bias)  # (T, B, G)
             return recurrence(xproj, h0, c0, self.recurrent_weight(), self.n_levels)
-        # Products in `dtype`, everything else in float32. In evaluation (validation, parsing) the master
-        # gates' logits (the first 2n rows of the input map, 5% of its work) stay float32: their rounding
-        # decides near-ties between splits, so it changes trees. Training rounds them like every product.
-        full_rows = 0 if self.training else 2 * self.n_levels
-        xproj = linear(x, self.ih.weight, bias, dtype, full_rows)
+        # Products in `dtype`, everything else in float32. Training rounds every product, and the input map goes to
+        # the recurrence as it is, in `dtype`: its steps add the biases in float32. In evaluation (validation,
+        # parsing) the master gates' logits (the first 2n rows of the input map, 5% of its work) stay float32:
+        # their rounding decides near-ties between splits, so it changes trees.
+        if self.training:
+            xproj = reduced_product(x, self.ih.weight, dtype)
+            return recurrence(xproj, h0, c0, self.recurrent_weight(dtype), self.n_levels, bias)
+        xproj = linear(x, self.ih.weight, bias, dtype, 2 * self.n_levels)
         return recurrence(xproj, h0, c0, self.recurrent_weight(dtype), self.n_levels)
 
 

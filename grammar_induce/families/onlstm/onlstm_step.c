@@ -4,7 +4,8 @@
  * one pass over the step's data instead of a dozen tensor ops. runtime/native.py (through onlstm/native.py)
  * compiles it once for float and once with -DDOUBLE. All arrays are contiguous, row-major:
  *
- *   gates      (B, 2n + 4nC) gate logits [master input | master forget | o | cand | i | f]
+ *   gates      (B, 2n + 4nC) gate logits [master input | master forget | o | cand | i | f], given as the input map
+ *                            (real, or bfloat16 plus a float bias) and the hidden map's product (real or bfloat16)
  *   c_prev     (B, n, C)     the cell state before this step
  *   probs      (B, 2, n)     softmaxes of the master input and master forget logits
  *   acts       (B, 7, n, C)  o, tanh(candidate), i, f, i^, f^, tanh(c) of this step
@@ -14,6 +15,11 @@
  *   dh_next    (B, n, C)     gradient reaching h from the next step's gates (zeros at the last step)
  *   dc         (B, n, C)     in: gradient of c from the next step; out: gradient of c_prev
  *   grad_gates (B, 2n + 4nC) gradient of the gate logits
+ *
+ * Under bf16 (runtime/precision.py) the products take and give bfloat16: the steps read them and write bfloat16
+ * copies of h and of the gate gradients beside the float ones (the next products' inputs), so that no conversion
+ * runs between steps. A bfloat16 value is the top half of a float's bits; rounding to it is to nearest even, as
+ * torch rounds.
  */
 #include <math.h>
 #include <stddef.h>
@@ -23,6 +29,23 @@
 /* Built with OpenMP where the compiler has it (runtime/native.py): a batch's rows, or a weight's entries, are split
  * over torch's threads when there are at least this many units of work; every row is computed as alone. */
 #define PARALLEL_FROM 4096
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) /* NaN stays NaN (rounding could carry it into infinity) */
+        return (uint16_t)((bits >> 16) | 0x40u);
+    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t half)
+{
+    const uint32_t bits = (uint32_t)half << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 #ifdef DOUBLE
 typedef double real;
@@ -84,28 +107,51 @@ static void forward_units(int hidden, const real *restrict m_in, const real *res
     }
 }
 
-void forward_step(int batch, int n, int chunk, const real *gates, const real *c_prev, real *probs, real *acts,
-                  real *c, real *h)
+/* One row's gate logits: the input map (real `gates` or bfloat16 `gates_bf16`), plus `bias` where not NULL, plus the
+ * hidden map's product (real or bfloat16), added in that order as torch adds them. */
+static void gate_logits(int width, const real *gates, const uint16_t *gates_bf16, const real *bias,
+                        const real *product, const uint16_t *product_bf16, real *restrict out)
+{
+    for (int j = 0; j < width; j++)
+        out[j] = gates_bf16 != NULL ? from_bf16(gates_bf16[j]) : gates[j];
+    if (bias != NULL)
+        for (int j = 0; j < width; j++)
+            out[j] += bias[j];
+    for (int j = 0; j < width; j++)
+        out[j] += product_bf16 != NULL ? from_bf16(product_bf16[j]) : product[j];
+}
+
+void forward_step(int batch, int n, int chunk, const real *gates, const uint16_t *gates_bf16, const real *bias,
+                  const real *product, const uint16_t *product_bf16, const real *c_prev, real *probs, real *acts,
+                  real *c, real *h, uint16_t *h_bf16)
 {
     const int hidden = n * chunk, width = 4 * hidden + 2 * n;
 #pragma omp parallel for schedule(static) if (batch * hidden >= PARALLEL_FROM)
     for (int b = 0; b < batch; b++) {
-        real m_in[hidden], m_forget[hidden], w[hidden];
-        const real *g = gates + (size_t)b * width, *g_units = g + 2 * n;
-        real *p = probs + (size_t)b * 2 * n, *a = acts + (size_t)b * 7 * hidden;
+        real m_in[hidden], m_forget[hidden], w[hidden], g[width];
+        const size_t row = (size_t)b * width;
+        gate_logits(width, gates_bf16 != NULL ? NULL : gates + row, gates_bf16 != NULL ? gates_bf16 + row : NULL, bias,
+                    product_bf16 != NULL ? NULL : product + row, product_bf16 != NULL ? product_bf16 + row : NULL, g);
+        const real *g_units = g + 2 * n;
+        real *p = probs + (size_t)b * 2 * n, *a = acts + (size_t)b * 7 * hidden, *h_row = h + (size_t)b * hidden;
         softmax(n, g, p);
         softmax(n, g + n, p + n);
         master_gates(n, chunk, p, p + n, m_in, m_forget, w);
         forward_units(hidden, m_in, m_forget, w, g_units, g_units + hidden, g_units + 2 * hidden,
                       g_units + 3 * hidden, c_prev + (size_t)b * hidden, a, a + hidden, a + 2 * hidden,
-                      a + 3 * hidden, a + 4 * hidden, a + 5 * hidden, a + 6 * hidden, c + (size_t)b * hidden,
-                      h + (size_t)b * hidden);
+                      a + 3 * hidden, a + 4 * hidden, a + 5 * hidden, a + 6 * hidden, c + (size_t)b * hidden, h_row);
+        if (h_bf16 != NULL)
+            for (int u = 0; u < hidden; u++)
+                h_bf16[(size_t)b * hidden + u] = to_bf16((float)h_row[u]);
     }
 }
 
+/* dh_next is real, or bfloat16 (dh_next_bf16, the hidden map's product); grad_gates_bf16, where not NULL, gets a
+ * bfloat16 copy of grad_gates. */
 void backward_step(int batch, int n, int chunk, const real *restrict acts, const real *restrict c_prev,
                    const real *restrict probs, const real *restrict grad_dist, const real *restrict grad_h,
-                   const real *restrict dh_next, real *restrict dc, real *restrict grad_gates)
+                   const real *restrict dh_next, const uint16_t *restrict dh_next_bf16, real *restrict dc,
+                   real *restrict grad_gates, uint16_t *restrict grad_gates_bf16)
 {
     const int hidden = n * chunk, width = 4 * hidden + 2 * n;
 #pragma omp parallel for schedule(static) if (batch * hidden >= PARALLEL_FROM)
@@ -115,10 +161,13 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
         const real *o = acts + (size_t)b * 7 * hidden, *cand = o + hidden, *in = cand + hidden, *forget = in + hidden;
         const real *in_hat = forget + hidden, *forget_hat = in_hat + hidden, *tanh_c = forget_hat + hidden;
         const real *cp = c_prev + (size_t)b * hidden, *gh = grad_h + (size_t)b * hidden;
-        const real *dn = dh_next + (size_t)b * hidden, *p_in = probs + (size_t)b * 2 * n, *p_forget = p_in + n;
+        const real *p_in = probs + (size_t)b * 2 * n, *p_forget = p_in + n;
         real *d = dc + (size_t)b * hidden, *out = grad_gates + (size_t)b * width;
         real *d_o = out + 2 * n, *d_cand = d_o + hidden, *d_i = d_cand + hidden, *d_f = d_i + hidden;
 
+        real dn[hidden];
+        for (int u = 0; u < hidden; u++)
+            dn[u] = dh_next_bf16 != NULL ? from_bf16(dh_next_bf16[(size_t)b * hidden + u]) : dh_next[(size_t)b * hidden + u];
         master_gates(n, chunk, p_in, p_forget, m_in, m_forget, w);
         /* element-wise gradients of the gate logits, and the carry of dc */
         for (int u = 0; u < hidden; u++) {
@@ -158,6 +207,9 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
             out[j] = p_in[j] * (d_in[j] - dot_in);
             out[n + j] = p_forget[j] * (d_forget[j] - dot_forget);
         }
+        if (grad_gates_bf16 != NULL)
+            for (int j = 0; j < width; j++)
+                grad_gates_bf16[(size_t)b * width + j] = to_bf16((float)out[j]);
     }
 }
 
@@ -165,13 +217,7 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
  *
  * Entry i is kept where bits[i], 16 random bits (model.keep_mask's draw), is at least `threshold` (p * 65536
  * rounded, less 32768: kept with probability 1 - p), and written to out (real) or, where out_bf16 is not NULL, to
- * out_bf16 rounded to bfloat16 (to nearest even, as torch converts; no NaNs arise). */
-static uint16_t to_bf16(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
+ * out_bf16 rounded to bfloat16. */
 
 void drop_connect(long count, const real *weight, const int16_t *bits, int threshold, real *out, uint16_t *out_bf16)
 {
@@ -191,15 +237,7 @@ void drop_connect_backward(long count, const real *grad, const uint16_t *grad_bf
 {
 #pragma omp parallel for schedule(static) if (count >= PARALLEL_FROM)
     for (long i = 0; i < count; i++) {
-        real g;
-        if (grad_bf16 != NULL) {
-            const uint32_t word = (uint32_t)grad_bf16[i] << 16;
-            float f;
-            memcpy(&f, &word, sizeof f);
-            g = f;
-        } else {
-            g = grad[i];
-        }
+        const real g = grad_bf16 != NULL ? from_bf16(grad_bf16[i]) : grad[i];
         out[i] = bits[i] >= threshold ? g : 0;
     }
 }

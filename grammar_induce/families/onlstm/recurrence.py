@@ -6,8 +6,10 @@ product (done by the caller), the hidden-to-hidden weight gradient one matrix pr
 the per-step products run on the hidden map laid out once per sequence (runtime/products.py),
 and backpropagation through time is written out. Each time step's element-wise work, forward
 and backward, exists in tensor ops (any device, `_forward_step`, `_backward_coefficients`) and
-as one call into C on a CPU (onlstm_step.c, see native.py); `_time_steps` chooses. DropConnect's mask is
-applied in one C pass too (`drop_connect`: the same masks as the tensor ops, from the same draws).
+as one call into C on a CPU (onlstm_step.c, see native.py); `_time_steps` chooses. Under bf16 the C steps read
+the products' bfloat16 results (and, in training, the bfloat16 input map with the biases apart) and write the next
+products' bfloat16 inputs, so that nothing is converted between steps. DropConnect's mask is applied in one C pass
+too (`drop_connect`: the same masks as the tensor ops, from the same draws).
 
 A change to the cell's maths touches together: model.paper_layer (the readable cell, which the
 tests hold this engine to, values and gradients), `_forward_step` and `_backward_coefficients`
@@ -37,54 +39,64 @@ def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class _TimeSteps(NamedTuple):
-    forward: Callable[..., None]  # (gates, c_prev, probs, acts, c, h) -> None: one step, see _forward_step
-    backward_loop: Callable[..., tuple[Tensor, Tensor, Tensor]]  # see _backward_loop
+    forward: Callable[..., None]  # (x_t, bias, product, c_prev, probs, acts, c, h, h_reduced) -> None: see _forward_step
+    backward_loop: Callable[..., tuple[Tensor, Tensor | None, Tensor, Tensor]]  # see _backward_loop
 
 
-def _time_steps(x: Tensor) -> _TimeSteps:
-    """The C steps where they can run (see native.py), else the tensor-op steps; chosen here only.
-    Fixed arguments are bound once, not per step (the tensor-op constants are host-to-device copies on a GPU)."""
-    if native.usable(x):
-        return _TimeSteps(functools.partial(_native_forward_step, native.library(x.dtype).forward_step),
+def _time_steps(state: Tensor) -> _TimeSteps:
+    """The C steps where they can run on the state's device and dtype (see native.py), else the tensor-op steps;
+    chosen here only. Fixed arguments are bound once, not per step (the tensor-op constants are host-to-device
+    copies on a GPU)."""
+    if native.usable(state):
+        return _TimeSteps(functools.partial(_native_forward_step, native.library(state.dtype).forward_step),
                           _native_backward_loop)
-    return _TimeSteps(functools.partial(_forward_step, *_sign_offset(x)), _backward_loop)
+    return _TimeSteps(functools.partial(_forward_step, *_sign_offset(state)), _backward_loop)
 
 
-def _run_forward(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, step: Callable[..., None],
-                 save: bool):
+class _Forward(NamedTuple):
+    hs: Tensor  # (T+1, B, H): h0..hT, one buffer, so h_{t-1} for all t is a view
+    hs_in: Tensor  # hs in the products' dtype, as they read it (hs itself when that is the state's)
+    cs: Tensor  # (T, B, n, C)
+    probs: Tensor  # (T, B, 2, n): the master softmaxes
+    acts: Tensor | None  # (T, B, 7, n, C) when saved: o, tanh(candidate), i, f, i^, f^ and tanh(c) of each step
+
+
+def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
+                 step: Callable[..., None], save: bool) -> _Forward:
     """The time loop of one layer.
 
-    xproj: (T, B, G) input projection plus both biases, G = 2n + 4H with columns
-    [master input | master forget | o | candidate | i | f]; weight: (G, H) hidden map, in the
-    dtype its products run in (bfloat16 under reduced precision; everything else stays float32).
-    Returns the hidden states h0..hT (T+1, B, H), cs (T, B, n, C), master softmaxes
-    (T, B, 2, n) and, when `save`, what backward needs per step (T, B, 7, n, C): the gates o,
-    tanh(candidate), i, f, the combined gates i^ and f^, and tanh(c).
+    xproj: (T, B, G) input projection, G = 2n + 4H with columns [master input | master forget | o | candidate | i |
+    f], in the state's dtype or the products' (bfloat16 under bf16 training); `bias` (G), where given, is added to it
+    in the state's dtype (both layers' biases). weight: (G, H) hidden map, in the dtype its products run in; the
+    state (h0, c0) and everything element-wise stay in theirs (float32). Saves the activations when `save`.
     """
     steps, batch, _ = xproj.shape
     hidden_size = h0.shape[-1]
     chunk = hidden_size // n
-    hs = xproj.new_empty(steps + 1, batch, hidden_size)  # one buffer, so h_{t-1} for all t is a view
+    hs = h0.new_empty(steps + 1, batch, hidden_size)
     hs[0] = h0
-    cs = xproj.new_empty(steps, batch, n, chunk)
-    probs = xproj.new_empty(steps, batch, 2, n)
-    acts = xproj.new_empty(steps if save else 1, batch, 7, n, chunk)
+    hs_in = hs if weight.dtype == hs.dtype else hs.new_empty(hs.shape, dtype=weight.dtype)
+    hs_in[0] = h0
+    cs = h0.new_empty(steps, batch, n, chunk)
+    probs = h0.new_empty(steps, batch, 2, n)
+    acts = h0.new_empty(steps if save else 1, batch, 7, n, chunk)
     c = c0.reshape(batch, n, chunk).contiguous()
     hidden_map = RepeatedProduct(weight, batch, uses=steps)
-    gates = xproj.new_empty(xproj.shape[1:])  # (B, G), reused: a fresh one per step costs page faults
     for t, x_t in enumerate(xproj.unbind(0)):
-        torch.add(x_t, hidden_map(hs[t].to(weight.dtype)), out=gates)  # a reduced product is added in float32
-        step(gates, c, probs[t], acts[t if save else 0], cs[t], hs[t + 1].view(batch, n, chunk))
+        step(x_t, bias, hidden_map(hs_in[t]), c, probs[t], acts[t if save else 0], cs[t],
+             hs[t + 1].view(batch, n, chunk), None if hs_in is hs else hs_in[t + 1])
         c = cs[t]
-    return hs, cs, probs, acts if save else None
+    return _Forward(hs, hs_in, cs, probs, acts if save else None)
 
 
-def _forward_step(sign: Tensor, offset: Tensor, gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor,
-                  h: Tensor) -> None:
-    """One step in tensor ops: from the gate logits (B, G) and c_prev (B, n, C), writes the
-    master softmaxes probs (B, 2, n), the activations a (B, 7, n, C), and c and h (B, n, C).
-    sign and offset are _sign_offset's."""
+def _forward_step(sign: Tensor, offset: Tensor, x_t: Tensor, bias: Tensor | None, product: Tensor, c_prev: Tensor,
+                  probs: Tensor, a: Tensor, c: Tensor, h: Tensor, h_reduced: Tensor | None) -> None:
+    """One step in tensor ops: from the gate logits x_t (+ bias) + product (B, G) and c_prev (B, n, C), writes the
+    master softmaxes probs (B, 2, n), the activations a (B, 7, n, C), c and h (B, n, C), and h in the products'
+    dtype into h_reduced (B, H) where given. sign and offset are _sign_offset's."""
     batch, _, n, chunk = a.shape
+    gates = x_t.to(c.dtype) if bias is None else x_t.to(c.dtype) + bias
+    gates = gates + product.to(c.dtype)  # a reduced product is added in float32
     probs.copy_(torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1))
     master = torch.addcmul(offset, probs.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
     overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
@@ -95,13 +107,30 @@ def _forward_step(sign: Tensor, offset: Tensor, gates: Tensor, c_prev: Tensor, p
     torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0, out=a[:, 4:6])
     torch.addcmul(a[:, 5] * c_prev, a[:, 4], a[:, 1], out=c)  # eq. 13
     torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=h)  # eq. 14
+    if h_reduced is not None:
+        h_reduced.copy_(h.reshape(h_reduced.shape))
 
 
-def _native_forward_step(forward_step, gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor,
-                         h: Tensor) -> None:
-    """_forward_step as one call to onlstm_step.c's forward_step (CPU; all arguments contiguous)."""
+def _native_forward_step(forward_step, x_t: Tensor, bias: Tensor | None, product: Tensor, c_prev: Tensor,
+                         probs: Tensor, a: Tensor, c: Tensor, h: Tensor, h_reduced: Tensor | None) -> None:
+    """_forward_step as one call to onlstm_step.c's forward_step (CPU; all arguments contiguous; x_t and product in
+    the state's dtype or bfloat16, and the conversions done in C)."""
     batch, _, n, chunk = a.shape
-    forward_step(batch, n, chunk, *(x.data_ptr() for x in (gates, c_prev, probs, a, c, h)))
+    forward_step(batch, n, chunk, *_as_state_or_bf16(x_t, c.dtype), _pointer(bias), *_as_state_or_bf16(product, c.dtype),
+                 *(x.data_ptr() for x in (c_prev, probs, a, c, h)), _pointer(h_reduced))
+
+
+def _pointer(x: Tensor | None) -> int | None:
+    return None if x is None else x.data_ptr()
+
+
+def _as_state_or_bf16(x: Tensor, state_dtype: torch.dtype) -> tuple[int | None, int | None]:
+    """A C step's pair of pointers for an array given in the state's dtype or in bfloat16 (the other one NULL)."""
+    if x.dtype == state_dtype:
+        return x.data_ptr(), None
+    if x.dtype != torch.bfloat16:
+        raise TypeError(f"the C steps take {state_dtype} or bfloat16 arrays, not {x.dtype}")
+    return None, x.data_ptr()
 
 
 def _masters(probs: Tensor) -> Tensor:
@@ -123,13 +152,18 @@ def backward_map(weight: Tensor, rows: int, steps: int) -> Callable[[Tensor], Te
     return lambda g: step(g.to(weight.dtype)).to(g.dtype)
 
 
+def reduced_product(x: Tensor, weight: Tensor, dtype: torch.dtype) -> Tensor:
+    """x @ weight.t() in a reduced `dtype`, inputs and result."""
+    return x.to(dtype) @ weight.to(dtype).t()
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None, full_rows: int = 0) -> Tensor:
     """F.linear; with a reduced `dtype`, the product in it, but for the first `full_rows` outputs, and
     the bias added in float32. A reduced product is rounded to `dtype` once (torch has no CPU product
     with bfloat16 inputs and a float32 result)."""
     if dtype is None:
         return F.linear(x, weight, bias)
-    out = (x.to(dtype) @ weight[full_rows:].to(dtype).t()).float()
+    out = reduced_product(x, weight[full_rows:], dtype).float()
     if full_rows:
         out = torch.cat([x @ weight[:full_rows].t(), out], dim=-1)
     return out if bias is None else out + bias
@@ -143,25 +177,29 @@ class _Recurrence(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, xproj, h0, c0, weight, n):
-        steps = _time_steps(xproj)
-        hs, cs, probs, acts = _run_forward(xproj, h0, c0, weight, n, steps.forward, save=True)
-        ctx.save_for_backward(h0, c0, weight, hs, cs, probs, acts)
-        ctx.n, ctx.backward_loop = n, steps.backward_loop
-        return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
+    def forward(ctx, xproj, bias, h0, c0, weight, n):
+        steps = _time_steps(h0)
+        run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward, save=True)
+        ctx.save_for_backward(h0, c0, weight, run.hs_in, run.cs, run.probs, run.acts)
+        ctx.n, ctx.backward_loop, ctx.xproj_dtype, ctx.has_bias = n, steps.backward_loop, xproj.dtype, bias is not None
+        return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
 
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
-        h0, c0, weight, hs, cs, probs, acts = ctx.saved_tensors
-        grad_gates, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n)
+        h0, c0, weight, hs_in, cs, probs, acts = ctx.saved_tensors
+        grad_gates, reduced, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last,
+                                                        grad_dist_f, grad_dist_i, ctx.n)
+        reduced = grad_gates.to(weight.dtype) if reduced is None else reduced  # the gate gradients, as products read them
         # sum over steps of dg_t^T h_{t-1}, as one product
-        grad_weight = (grad_gates.view(-1, grad_gates.shape[-1]).t().to(weight.dtype)
-                       @ hs[:-1].reshape(-1, hs.shape[-1]).to(weight.dtype))
-        return grad_gates, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
+        grad_weight = reduced.view(-1, reduced.shape[-1]).t() @ hs_in[:-1].reshape(-1, hs_in.shape[-1])
+        grad_xproj = reduced if ctx.xproj_dtype == weight.dtype else grad_gates.to(ctx.xproj_dtype)
+        grad_bias = grad_gates.sum((0, 1)) if ctx.has_bias else None
+        return grad_xproj, grad_bias, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
 
 
 def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
-    """Backward through time in tensor ops: returns the gate gradients (T, B, G) and those of h0 and c0."""
+    """Backward through time in tensor ops: returns the gate gradients (T, B, G), None (where the C loop gives them in
+    the products' dtype too), and the gradients of h0 and c0."""
     steps, batch, _ = grad_hs.shape
     coef = _backward_coefficients(c0, cs, probs, acts, n)
     # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
@@ -187,25 +225,28 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
         torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
         dc = dc * coef.forget[t]
         dh = to_hidden(out)  # (B, H)
-    return grad_gates, dh, dc
+    return grad_gates, None, dh, dc
 
 
 def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
-    """_backward_loop with each step's element-wise work done by one call into onlstm_step.c (CPU)."""
+    """_backward_loop with each step's element-wise work done by one call into onlstm_step.c (CPU), which also
+    writes the gate gradients in the products' dtype where it is not the state's (returned second, else None)."""
     steps, batch, hidden = grad_hs.shape
     step = native.library(acts.dtype).backward_step
     grad_hs = grad_hs.contiguous()
     grad_dist = torch.stack([grad_dist_i, grad_dist_f], dim=-1).contiguous()  # (T, B, 2)
     c_prev = [c0.reshape(batch, hidden).contiguous(), *cs[:-1].unbind(0)]
     grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
+    reduced = None if weight.dtype == acts.dtype else grad_gates.new_empty(grad_gates.shape, dtype=weight.dtype)
     dh = grad_hs.new_zeros(batch, hidden)
     dc = grad_c_last.reshape(batch, hidden).clone(memory_format=torch.contiguous_format)
-    to_hidden = backward_map(weight, batch, steps)
+    to_hidden = RepeatedProduct(weight, batch, uses=steps, transposed=True)
     for t in range(steps - 1, -1, -1):
-        arrays = (acts[t], c_prev[t], probs[t], grad_dist[t], grad_hs[t], dh, dc, grad_gates[t])
-        step(batch, n, hidden // n, *(a.data_ptr() for a in arrays))  # updates dc, writes grad_gates[t]
-        dh = to_hidden(grad_gates[t])
-    return grad_gates, dh, dc
+        step(batch, n, hidden // n, *(a.data_ptr() for a in (acts[t], c_prev[t], probs[t], grad_dist[t], grad_hs[t])),
+             *_as_state_or_bf16(dh, acts.dtype), dc.data_ptr(), grad_gates[t].data_ptr(),
+             _pointer(None if reduced is None else reduced[t]))  # updates dc, writes grad_gates[t] (and reduced[t])
+        dh = to_hidden(grad_gates[t] if reduced is None else reduced[t])
+    return grad_gates, reduced, dh.to(acts.dtype), dc
 
 
 class _Coefficients(NamedTuple):
@@ -244,12 +285,13 @@ def _backward_coefficients(c0: Tensor, cs: Tensor, probs: Tensor, acts: Tensor, 
     )
 
 
-def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int):
-    """Run one layer: returns hs (T, B, H), c_last (B, H), forget and input distances (T, B)."""
-    if torch.is_grad_enabled() and any(x.requires_grad for x in (xproj, h0, c0, weight)):
-        return _Recurrence.apply(xproj, h0, c0, weight, n)
-    hs, cs, probs, _ = _run_forward(xproj, h0, c0, weight, n, _time_steps(xproj).forward, save=False)
-    return (hs[1:], cs[-1].reshape(c0.shape)) + _distances(probs)
+def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, bias: Tensor | None = None):
+    """Run one layer: returns hs (T, B, H), c_last (B, H), forget and input distances (T, B). xproj (T, B, G) is the
+    input map, in the state's dtype or the products' (see _run_forward), plus `bias` (G) where given."""
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (xproj, bias, h0, c0, weight)):
+        return _Recurrence.apply(xproj, bias, h0, c0, weight, n)
+    run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, _time_steps(h0).forward, save=False)
+    return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
 
 
 def keep_mask(weight: Tensor, p: float) -> Tensor:
