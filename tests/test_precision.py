@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 from grammar_induce.cli import main
 from grammar_induce.errors import UserError
+from grammar_induce.families.onlstm import native
 from grammar_induce.families.onlstm.recurrence import backward_map, linear, recurrence
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.runtime import precision
@@ -129,16 +130,24 @@ def test_a_bf16_model_stays_close_to_float32_and_fp32_is_unchanged():
         assert grad.dtype == torch.float32 and relative_error(grad, full_grads[name]) < 0.03, name
 
 
-def test_the_blockwise_bf16_decoder_loss_is_the_plain_ops_loss(monkeypatch):
-    """decoder.py's cross entropy of bfloat16 logits, a few rows at a time (the last block short), against the plain
-    ops (the product rounded to bfloat16, the bias and the loss in float32): the same loss, and the same gradients
-    to a bfloat16 rounding (the softmax gradient is made in another order before it is rounded)."""
+@pytest.mark.parametrize("vocab", [50, 1100])
+@pytest.mark.parametrize("passes", ["C", "tensor ops"])
+def test_the_bf16_decoder_loss_is_the_plain_ops_loss(passes, vocab, monkeypatch):
+    """decoder.py's cross entropy of bfloat16 logits, in C (a row at a time; 1,100 words: three blocks of columns,
+    over threads) or a few rows at a time in tensor ops (the last block short), against the plain ops (the product
+    rounded to bfloat16, the bias and the loss in float32): the same loss, and the same gradients to a bfloat16
+    rounding (the softmax gradient is made in another order before it is rounded)."""
     from grammar_induce.families.onlstm import decoder
 
-    monkeypatch.setattr(decoder, "BLOCK_FLOATS", 7 * 50)  # 7 rows a block of a 50-word vocabulary: 3 blocks of 7, 1 of 2
+    if passes == "tensor ops":
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    elif native.library(torch.float32) is None:
+        pytest.skip("no C compiler here")
+    monkeypatch.setattr(decoder, "BLOCK_FLOATS", 7 * vocab)  # 7 rows a block: 3 blocks of 7, 1 of 2
     draw = torch.Generator().manual_seed(3)
-    inputs, weight, bias = (torch.randn(*shape, generator=draw, requires_grad=True) for shape in ((23, 16), (50, 16), (50,)))
-    targets = torch.randint(0, 50, (23,), generator=draw)
+    inputs, weight, bias = (torch.randn(*shape, generator=draw, requires_grad=True)
+                            for shape in ((23, 16), (vocab, 16), (vocab,)))
+    targets = torch.randint(0, vocab, (23,), generator=draw)
     plain = torch.nn.functional.cross_entropy((inputs.to(BF16) @ weight.to(BF16).t()).float() + bias, targets)
     ours = decoder.decoder_cross_entropy(inputs, weight, bias, targets, BF16)
     torch.testing.assert_close(ours, plain, rtol=1e-6, atol=0)

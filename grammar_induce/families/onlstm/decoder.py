@@ -5,7 +5,8 @@ then `cross_entropy`), and under reduced-precision products runs them with the l
 logits are (1,400 x 10,000) a training batch, and converting them to float32, adding the bias, the log-softmax
 and their gradient each pass over 56 MB. Here the bfloat16 logits are one product as before, then read a block
 of rows at a time, each block's float32 work done while it is in the cache; the backward recomputes a block's
-log-probabilities rather than keep them.
+log-probabilities rather than keep them. On a CPU that is one C pass over each row (onlstm_step.c's
+cross_entropy_rows), and one more for the gradient, from each row's log-sum-exp.
 The same loss and gradients as the plain ops (tests/test_precision.py holds them together).
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from . import native
 
 BLOCK_FLOATS = 1 << 18  # float32 log-probabilities of a block of rows (1 MB): a cache's worth
 
@@ -61,11 +64,19 @@ class _DecoderCrossEntropy(torch.autograd.Function):
     def forward(ctx, inputs: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, dtype: torch.dtype) -> Tensor:
         reduced_inputs, reduced_weight = inputs.to(dtype), weight.to(dtype)
         logits = reduced_inputs @ reduced_weight.t()  # (N, V) in `dtype`: rounded once, as `recurrence.linear`
-        total = logits.new_zeros((), dtype=torch.float32)
-        for rows, block_targets in _blocks(logits, targets):
-            total += torch.log_softmax(rows.float() + bias, dim=-1).gather(1, block_targets[:, None]).sum()
+        targets = targets.contiguous()
+        kernels = _native_kernels(logits, bias)
+        if kernels is not None:  # one pass over each row in C: its log-sum-exp and its target's logit
+            lse, picked = logits.new_empty(len(targets), dtype=torch.float32), bias.new_empty(len(targets))
+            kernels.cross_entropy_rows(*logits.shape, logits.data_ptr(), bias.data_ptr(), targets.data_ptr(),
+                                       lse.data_ptr(), picked.data_ptr())
+            total, ctx.lse = (picked - lse).sum(), lse
+        else:
+            total = logits.new_zeros((), dtype=torch.float32)
+            for rows, block_targets in _blocks(logits, targets):
+                total += torch.log_softmax(rows.float() + bias, dim=-1).gather(1, block_targets[:, None]).sum()
         ctx.save_for_backward(reduced_inputs, reduced_weight, bias, logits, targets)
-        ctx.dtypes = inputs.dtype, weight.dtype
+        ctx.dtypes, ctx.kernels = (inputs.dtype, weight.dtype), kernels
         return -total / targets.shape[0]
 
     @staticmethod
@@ -75,14 +86,25 @@ class _DecoderCrossEntropy(torch.autograd.Function):
         grad_logits = torch.empty_like(logits)  # in `dtype`, as the plain ops round it for the products
         grad_bias = torch.zeros_like(bias)
         scale, start = grad / targets.shape[0], 0
-        for rows, block_targets in _blocks(logits, targets):
-            block = _softmax_minus_one_hot(torch.log_softmax(rows.float() + bias, dim=-1), block_targets, scale)
-            grad_bias += block.sum(0)
-            grad_logits[start : start + len(rows)] = block
-            start += len(rows)
+        if ctx.kernels is not None:  # one pass in C: softmax from the forward's log-sum-exp, less the one-hot
+            ctx.kernels.cross_entropy_gradient(*logits.shape, logits.data_ptr(), bias.data_ptr(), targets.data_ptr(),
+                                               ctx.lse.data_ptr(), scale.item(), grad_logits.data_ptr(),
+                                               grad_bias.data_ptr())
+        else:
+            for rows, block_targets in _blocks(logits, targets):
+                block = _softmax_minus_one_hot(torch.log_softmax(rows.float() + bias, dim=-1), block_targets, scale)
+                grad_bias += block.sum(0)
+                grad_logits[start : start + len(rows)] = block
+                start += len(rows)
         grad_inputs = (grad_logits @ reduced_weight).to(ctx.dtypes[0])
         grad_weight = (grad_logits.t() @ reduced_inputs).to(ctx.dtypes[1])
         return grad_inputs, grad_weight, grad_bias, None, None
+
+
+def _native_kernels(logits: Tensor, bias: Tensor):
+    """onlstm_step.c's loss kernels where they run (bfloat16 logits, a float32 bias, on a CPU), else None."""
+    usable = logits.dtype == torch.bfloat16 and bias.dtype == torch.float32 and native.usable(bias)
+    return native.library(torch.float32) if usable and bias.is_contiguous() else None
 
 
 def _blocks(logits: Tensor, targets: Tensor):

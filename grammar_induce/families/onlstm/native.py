@@ -1,9 +1,10 @@
-"""The CPU time step of an ON-LSTM layer in C (onlstm_step.c), compiled on first use (runtime/native.py).
+"""The CPU time step of an ON-LSTM layer in C (onlstm_step.c), compiled on first use (runtime/native.py), with
+DropConnect's mask and the bf16 loss.
 
 On a CPU the time loops spend more time on a dozen small tensor ops per step than on their
-arithmetic; one C call per step does the same maths in a single pass. On other devices and dtypes,
-or where the C code cannot be built (no compiler, GRAMMAR_INDUCE_NATIVE=0), the model runs its
-tensor-op steps instead: same function, slower on a CPU.
+arithmetic; one C call per step does the same maths in a single pass (and the loss one pass over each row of
+logits, not one per op). On other devices and dtypes, or where the C code cannot be built (no compiler,
+GRAMMAR_INDUCE_NATIVE=0), the model runs its tensor ops instead: same function, slower on a CPU.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def usable(tensor: torch.Tensor) -> bool:
 
 @functools.cache
 def library(dtype: torch.dtype) -> ctypes.CDLL | None:
-    """The compiled steps for `dtype` (forward_step, backward_step, and DropConnect's drop_connect and
-    drop_connect_backward), or None when they cannot be built here."""
+    """The compiled steps for `dtype` (forward_step, backward_step, DropConnect's drop_connect and
+    drop_connect_backward, and the bf16 loss's cross_entropy_rows and cross_entropy_gradient), or None when they cannot
+    be built here."""
     lib = native.load(SOURCE, TYPE_FLAGS[dtype], threads=True)
     if lib is None:
         return None
@@ -40,4 +42,7 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
     lib.drop_connect.restype = lib.drop_connect_backward.restype = None
     lib.drop_connect.argtypes = [ctypes.c_long, POINTER, POINTER, INT, POINTER, POINTER]
     lib.drop_connect_backward.argtypes = [ctypes.c_long, POINTER, POINTER, POINTER, INT, POINTER]
+    lib.cross_entropy_rows.restype = lib.cross_entropy_gradient.restype = None
+    lib.cross_entropy_rows.argtypes = [INT] * 2 + [POINTER] * 5
+    lib.cross_entropy_gradient.argtypes = [INT] * 2 + [POINTER] * 4 + [ctypes.c_float] + [POINTER] * 2
     return lib

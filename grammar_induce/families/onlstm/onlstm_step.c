@@ -241,3 +241,51 @@ void drop_connect_backward(long count, const real *grad, const uint16_t *grad_bf
         out[i] = bits[i] >= threshold ? g : 0;
     }
 }
+
+/* The language model's loss under bf16 (decoder.py): the cross entropy of bfloat16 logits (rows, vocab) plus a float
+ * bias, one pass over each row for its log-sum-exp (lse) and its target's logit, and one more for the gradient
+ * (softmax - one-hot) * scale, written in bfloat16 for the products, with the bias's gradient in float. */
+void cross_entropy_rows(int rows, int vocab, const uint16_t *logits, const float *bias, const int64_t *targets,
+                        float *lse, float *target_logit)
+{
+#pragma omp parallel for schedule(static) if ((long)rows * vocab >= PARALLEL_FROM)
+    for (int r = 0; r < rows; r++) {
+        const uint16_t *row = logits + (size_t)r * vocab;
+        float top = -INFINITY, sum = 0;
+        for (int j = 0; j < vocab; j++) {
+            const float x = from_bf16(row[j]) + bias[j];
+            top = x > top ? x : top;
+        }
+        for (int j = 0; j < vocab; j++)
+            sum += expf(from_bf16(row[j]) + bias[j] - top);
+        lse[r] = top + logf(sum);
+        target_logit[r] = from_bf16(row[targets[r]]) + bias[targets[r]];
+    }
+}
+
+/* Split over columns, so that each thread sums the bias's gradient of its own columns over all rows. */
+void cross_entropy_gradient(int rows, int vocab, const uint16_t *logits, const float *bias, const int64_t *targets,
+                            const float *lse, float scale, uint16_t *grad_logits, float *grad_bias)
+{
+    enum { COLUMNS = 512 };
+    const int blocks = (vocab + COLUMNS - 1) / COLUMNS;
+#pragma omp parallel for schedule(static) if ((long)rows * vocab >= PARALLEL_FROM)
+    for (int block = 0; block < blocks; block++) {
+        const int start = block * COLUMNS, end = start + COLUMNS < vocab ? start + COLUMNS : vocab;
+        float bias_sum[COLUMNS] = {0};
+        for (int r = 0; r < rows; r++) {
+            const uint16_t *row = logits + (size_t)r * vocab;
+            uint16_t *out = grad_logits + (size_t)r * vocab;
+            const float row_lse = lse[r];
+            const int64_t target = targets[r];
+            for (int j = start; j < end; j++) {
+                const float one_hot = j == target;
+                const float g = (expf(from_bf16(row[j]) + bias[j] - row_lse) - one_hot) * scale;
+                bias_sum[j - start] += g;
+                out[j] = to_bf16(g);
+            }
+        }
+        for (int j = start; j < end; j++)
+            grad_bias[j] = bias_sum[j - start];
+    }
+}
