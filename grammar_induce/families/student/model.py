@@ -88,29 +88,30 @@ class SpanParser(ModelKind):
         """The BiLSTM's (B, T, 2H) states as packed sequences give them, each layer and direction one
         unpacked call: the backward direction reads each row's tokens reversed in place (its padding stays at
         the end, after what it reads). Unpacked rows run torch's fused CPU kernels (oneDNN: in bfloat16 with
-        `products`, several times faster where the CPU has AMX); packed ones step by step in float32."""
+        `products`, several times faster where the CPU has AMX); packed ones step by step in float32. The layers
+        run time-major, as those kernels do (batch-first inputs and outputs would be copied at every call)."""
         rows, steps = x.shape[:2]
-        ends = torch.tensor([n + 2 for n in lengths], device=x.device)[:, None]
-        at = torch.arange(steps, device=x.device)
-        reverse = torch.where(at < ends, ends - 1 - at, at)  # (B, T): its own inverse
-        reverse = (reverse + steps * torch.arange(rows, device=x.device)[:, None]).view(-1)  # as rows of (B * T, D)
+        ends = torch.tensor([n + 2 for n in lengths], device=x.device)
+        at = torch.arange(steps, device=x.device)[:, None]
+        reverse = torch.where(at < ends, ends - 1 - at, at)  # (T, B): its own inverse
+        reverse = (reverse * rows + torch.arange(rows, device=x.device)).view(-1)  # as rows of (T * B, D)
 
         def reversed_rows(t: Tensor) -> Tensor:  # index_select: many times faster than gather here
-            return t.reshape(rows * steps, -1).index_select(0, reverse).view_as(t)
+            return t.view(steps * rows, -1).index_select(0, reverse).view_as(t)
 
-        inputs = x if products is None else x.to(products)
+        inputs = _contiguous(x.transpose(0, 1), products or x.dtype)  # (T, B, D)
         for layer in range(self.encoder.num_layers):
             forward = self._direction(inputs, layer, "")
             backward = self._direction(reversed_rows(inputs), layer, "_reverse")
             inputs = torch.cat([forward, reversed_rows(backward)], dim=2)
-        return inputs.float()
+        return _contiguous(inputs.transpose(0, 1), torch.float32)
 
     def _direction(self, inputs: Tensor, layer: int, suffix: str) -> Tensor:
-        """One layer of one direction of the encoder over (B, T, D) inputs, from a zero state."""
+        """One layer of one direction of the encoder over (T, B, D) inputs, from a zero state."""
         weights = self._lstm_weights(layer, suffix, inputs.dtype)
-        zeros = inputs.new_zeros(1, inputs.shape[0], self.encoder.hidden_size)
-        # has_biases, one layer, no dropout, not training, one direction, batch first
-        states, _, _ = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, False, False, True)
+        zeros = inputs.new_zeros(1, inputs.shape[1], self.encoder.hidden_size)
+        # has_biases, one layer, no dropout, not training, one direction, time-major
+        states, _, _ = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, False, False, False)
         return states
 
     def _lstm_weights(self, layer: int, suffix: str, dtype: torch.dtype) -> list[Tensor]:
@@ -179,3 +180,8 @@ class SpanParser(ModelKind):
             return i + 1 + int((left + right).argmax())  # the first maximum: the leftmost split
 
         return trees.tree_of_splits(words, structs.splits_top_down(best_split, len(words)))
+
+
+def _contiguous(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """t in `dtype`, laid out contiguously: one copy where both change (`to` alone keeps a view's strides)."""
+    return t.contiguous() if t.dtype == dtype else t.to(dtype, memory_format=torch.contiguous_format)
