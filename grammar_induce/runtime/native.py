@@ -36,8 +36,9 @@ def enabled() -> bool:
 def load(source: Path, flags: tuple[str, ...] = (), threads: bool = False) -> ctypes.CDLL | None:
     """`source` compiled (with COMPILE_FLAGS and `flags`) into the cache unless it is there, and loaded; None where
     it cannot be built or loaded here. With `threads`, built with OpenMP where the compiler has it (torch's own
-    runtime, libgomp, already loaded: its threads, and torch.set_num_threads, serve both), else without. Callers
-    cache what they load, and check `enabled()` where they run it."""
+    runtime, libgomp, already loaded: its threads, and torch.set_num_threads, serve both), else without (a build
+    that failed once, such as OpenMP's where the compiler lacks it, is marked in the cache and not tried again).
+    Callers cache what they load, and check `enabled()` where they run it."""
     compiler = shutil.which(os.environ.get("CC", "cc"))
     if compiler is None:
         return None
@@ -45,12 +46,23 @@ def load(source: Path, flags: tuple[str, ...] = (), threads: bool = False) -> ct
         all_flags = COMPILE_FLAGS + list(flags) + extra
         key = hashlib.sha256("\0".join([source.read_text(), compiler, *all_flags, _cpu_signature()]).encode())
         path = _cache_dir() / f"{source.stem}_{key.hexdigest()[:16]}.so"
-        if path.exists() or _build(compiler, all_flags, source, path, extra):
-            try:
-                return ctypes.CDLL(str(path))
-            except OSError:  # built but not loadable here (an OpenMP runtime missing at run time): the next build
-                continue
+        failed = path.with_suffix(".failed")  # this build failed here before: not tried again in every process
+        if not path.exists() and (failed.exists() or not _build(compiler, all_flags, source, path, extra)):
+            _mark(failed)
+            continue
+        try:
+            return ctypes.CDLL(str(path))
+        except OSError:  # built but not loadable here (an OpenMP runtime missing at run time): the next build
+            continue
     return None
+
+
+def _mark(failed: Path) -> None:
+    """Leave `failed` in the cache (removing the cache folder tries every build again)."""
+    try:
+        failed.touch()
+    except OSError:  # no writable cache: nothing was built either
+        pass
 
 
 def _build(compiler: str, flags: list[str], source: Path, path: Path, link_extra: list[str]) -> bool:
