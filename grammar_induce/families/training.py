@@ -24,7 +24,7 @@ from ..errors import InputError, UserError
 from ..files import write_text
 from ..messages import Messages, progress_bar
 from ..output import draw
-from ..runtime import distributed, precision, rundir
+from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
 from . import checkpoint, registry
 from .base import EpochPosition, ModelKind, Trainer, count_parameters, exp_loss
@@ -132,6 +132,8 @@ def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: in
         quiet: bool, messages: Messages, precision_line: str) -> Result:
     """The loop itself, in a folder the caller holds (`train`'s run directory, a distillation's round): a model
     of the config built under its seed (or last.pt's, `resumed`), its recipe, epochs until done or stopped."""
+    if device.type == "cpu":
+        memory.keep_freed_memory()
     torch.manual_seed(config.train.seed)
     model = registry.build(vocab_size, config.model).to(device)
     payload, saved = resumed or (None, None)
