@@ -154,8 +154,11 @@ def bench_training(name: str, device_name: str, batches: int, precision: str) ->
 
     from grammar_induce.families.onlstm.model import ONLSTMLanguageModel
     from grammar_induce.families.onlstm.trainer import make_optimizer, train_step
+    from grammar_induce.runtime import memory
 
     device = torch.device(device_name)
+    if device.type == "cpu":  # as training does (families/training.py)
+        memory.keep_freed_memory()
     cfg = model_config(name)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
     steps, batch = cfg.train.bptt, cfg.train.batch_size
