@@ -1,4 +1,5 @@
-/* One time step of an ON-LSTM layer, forward and backward, for a whole batch, on the CPU.
+/* One time step of an ON-LSTM layer, forward and backward, for a whole batch, on the CPU (and, at the end, DropConnect
+ * and the language model's bf16 loss).
  *
  * The same maths as _forward_step and the per-step loop of _backward_loop in recurrence.py, in
  * one pass over the step's data instead of a dozen tensor ops. runtime/native.py (through onlstm/native.py)
@@ -251,8 +252,8 @@ void cross_entropy_rows(int rows, int vocab, const uint16_t *logits, const float
 #pragma omp parallel for schedule(static) if ((long)rows * vocab >= PARALLEL_FROM)
     for (int r = 0; r < rows; r++) {
         const uint16_t *row = logits + (size_t)r * vocab;
-        float top = -INFINITY, sum = 0;
-        for (int j = 0; j < vocab; j++) {
+        float top = from_bf16(row[0]) + bias[0], sum = 0; /* not -INFINITY: -ffast-math assumes no infinities */
+        for (int j = 1; j < vocab; j++) {
             const float x = from_bf16(row[j]) + bias[j];
             top = x > top ? x : top;
         }
