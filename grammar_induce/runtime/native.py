@@ -47,9 +47,12 @@ def load(source: Path, flags: tuple[str, ...] = (), threads: bool = False) -> ct
         key = hashlib.sha256("\0".join([source.read_text(), compiler, *all_flags, _cpu_signature()]).encode())
         path = _cache_dir() / f"{source.stem}_{key.hexdigest()[:16]}.so"
         failed = path.with_suffix(".failed")  # this build failed here before: not tried again in every process
-        if not path.exists() and (failed.exists() or not _build(compiler, all_flags, source, path, extra)):
-            _mark(failed)
-            continue
+        if not path.exists():
+            if failed.exists():
+                continue
+            if not _build(compiler, all_flags, source, path, extra):
+                _mark(failed)
+                continue
         try:
             return ctypes.CDLL(str(path))
         except OSError:  # built but not loadable here (an OpenMP runtime missing at run time): the next build

@@ -76,7 +76,8 @@ def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, wei
     hs = h0.new_empty(steps + 1, batch, hidden_size)
     hs[0] = h0
     hs_in = hs if weight.dtype == hs.dtype else hs.new_empty(hs.shape, dtype=weight.dtype)
-    hs_in[0] = h0
+    if hs_in is not hs:
+        hs_in[0] = h0
     cs = h0.new_empty(steps, batch, n, chunk)
     probs = h0.new_empty(steps, batch, 2, n)
     acts = h0.new_empty(steps if save else 1, batch, 7, n, chunk)
