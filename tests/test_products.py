@@ -6,7 +6,7 @@ import weakref
 import pytest
 import torch
 
-from grammar_induce.runtime.products import RepeatedProduct
+from grammar_induce.runtime.products import RepeatedProduct, transposed_copy
 
 BF16 = torch.bfloat16
 ROUNDING = 1e-4  # float32 sums of a few hundred terms of size ~1, added in another order: ~1e-5 apart
@@ -44,6 +44,17 @@ def test_a_transposed_weight_gives_x_times_the_weight():
     torch.testing.assert_close(step(x), x @ weight, rtol=1e-5, atol=ROUNDING)
     bf16 = RepeatedProduct(weight.to(BF16), 20, transposed=True)(x.to(BF16))
     torch.testing.assert_close(bf16.float(), x.to(BF16).float() @ weight.to(BF16).float(), rtol=2**-8, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16, torch.int16, torch.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 200), (130, 67), (483, 115)])  # within one tile, across tiles' edges
+def test_transposed_copy_is_the_transpose_exactly(dtype, shape, monkeypatch):
+    x = random(*shape).mul(1000).to(dtype)
+    for native in ("1", "0"):  # the C copy (2- and 4-byte elements) and torch's
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", native)
+        got = transposed_copy(x)
+        assert got.shape == shape[::-1] and got.is_contiguous() and torch.equal(got, x.t())
+    assert torch.equal(transposed_copy(x.t()), x)  # a non-contiguous input
 
 
 def test_few_uses_run_the_plain_product():

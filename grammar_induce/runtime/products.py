@@ -5,13 +5,20 @@ inside every product. At a recurrence's shapes, 20 rows by a 1,150 x 4,830 weigh
 is a quarter to a third of each product's time. `RepeatedProduct` lays the weight out once, with the libraries'
 own packing (the ops torch's compiler uses for frozen weights), and runs each product on the packed copy; where
 torch has no such op for the device or dtype it runs the plain product. Laying out costs about four products'
-time and saves a quarter to a third of each, so it is done only for `uses` of PACK_FROM or more.
+time and saves a quarter to a third of each, so it is done only for `uses` of PACK_FROM or more. A transposed weight
+(backpropagation's products) is first copied transposed in C (transpose.c), which torch does on one thread, slowly.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+from pathlib import Path
+
 import torch
 from torch import Tensor
+
+from . import native
 
 PACK_FROM = 16  # products with one weight, from which laying it out once pays
 
@@ -30,11 +37,11 @@ class RepeatedProduct:
             return  # the packed products have no gradient
         try:
             if weight.dtype == torch.float32 and torch.backends.mkl.is_available():
-                self.weight = self.weight.contiguous()  # MKL's packed product is given the plain weight too
+                self.weight = transposed_copy(weight) if transposed else weight.contiguous()  # MKL is given it too
                 self.packed, self.library = torch.ops.mkl._mkl_reorder_linear_weight(self.weight, rows), "mkl"
             elif weight.dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-                # oneDNN lays out a transposed view directly (twice as fast as torch's copy of it, then packing)
-                self.packed, self.library = torch.ops.mkldnn._reorder_linear_weight(self.weight, rows), "onednn"
+                plain = transposed_copy(weight) if transposed else weight
+                self.packed, self.library = torch.ops.mkldnn._reorder_linear_weight(plain, rows), "onednn"
         except (AttributeError, RuntimeError):  # a torch without the packing ops (or without oneDNN)
             self.packed, self.library = None, "plain"
 
@@ -44,3 +51,27 @@ class RepeatedProduct:
         if self.library == "mkl":
             return torch.ops.mkl._mkl_linear(x, self.packed, self.weight, None, self.rows)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
+
+
+TRANSPOSE_SOURCE = Path(__file__).with_name("transpose.c")
+
+
+@functools.cache
+def _transpose_library() -> ctypes.CDLL | None:
+    lib = native.load(TRANSPOSE_SOURCE, threads=True)
+    if lib is not None:
+        for f in (lib.transpose16, lib.transpose32):
+            f.restype, f.argtypes = None, [ctypes.c_long] * 2 + [ctypes.c_void_p] * 2
+    return lib
+
+
+def transposed_copy(x: Tensor) -> Tensor:
+    """x.t().contiguous() of a 2-D x: in C on a CPU (2- and 4-byte elements; tiles split over threads), else torch's
+    copy."""
+    lib = _transpose_library() if x.device.type == "cpu" and x.element_size() in (2, 4) and native.enabled() else None
+    if lib is None:
+        return x.t().contiguous()
+    x = x.contiguous()
+    out = x.new_empty(x.shape[1], x.shape[0])
+    (lib.transpose16 if x.element_size() == 2 else lib.transpose32)(x.shape[0], x.shape[1], x.data_ptr(), out.data_ptr())
+    return out
