@@ -17,6 +17,7 @@ from ..errors import InputError, SettingError
 from ..families.checkpoint import LoadedModel
 from ..families.reading import Reading, model_order
 from ..runtime import precision
+from ..runtime.threads import map_in_threads
 from ..text.tokenizer import EOS
 from ..trees import Tree
 from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers, resolve_weights
@@ -197,10 +198,15 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     direction = loaded.config.model.direction
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Reading | None] = [None] * len(sentences)
-    for batch in _batches(order, sentences, batch_size):
+
+    def read(batch: list[int]) -> list[Reading]:
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
-        for k, reading in zip(batch, loaded.model.read(tokens, words, n_layers, products)):
+        return loaded.model.read(tokens, words, n_layers, products)
+
+    batches = list(_batches(order, sentences, batch_size))
+    for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device)):
+        for k, reading in zip(batch, readings):
             results[k] = reading
         if progress is not None:
             progress(len(batch))

@@ -1,0 +1,77 @@
+"""Batches read two at a time on a CPU (runtime/threads.py): in order, on two threads with half of torch's threads
+each, the same readings as one at a time."""
+
+import threading
+import time
+
+import pytest
+import torch
+
+from grammar_induce.inference.members import read_sentences
+from grammar_induce.runtime.threads import map_in_threads
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def two_torch_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_items_come_back_in_order_from_two_threads_with_one_torch_thread_each(two_torch_threads):
+    seen = []
+
+    def square(x):
+        seen.append((threading.current_thread().name, torch.get_num_threads(), torch.is_grad_enabled()))
+        time.sleep(0.01)  # both threads busy at once
+        return x * x
+
+    assert list(map_in_threads(square, list(range(10)), CPU)) == [x * x for x in range(10)]
+    assert len({name for name, _, _ in seen}) == 2 and all(name.startswith("grammar-induce-read") for name, _, _ in seen)
+    assert {(threads, grad) for _, threads, grad in seen} == {(1, False)}
+    assert torch.get_num_threads() == 2  # the caller's again
+
+
+def test_an_error_reaches_the_caller_and_its_torch_threads_come_back(two_torch_threads):
+    def fails_on_three(x):
+        if x == 3:
+            raise ValueError("item 3")
+        return x
+
+    with pytest.raises(ValueError, match="item 3"):
+        list(map_in_threads(fails_on_three, list(range(6)), CPU))
+    assert torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("threads, device, items", [(1, CPU, [1, 2, 3]), (2, torch.device("meta"), [1, 2, 3]),
+                                                    (2, CPU, [1])])
+def test_one_torch_thread_another_device_or_one_item_run_in_the_calling_thread(threads, device, items):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        names = list(map_in_threads(lambda _: threading.current_thread().name, items, device))
+    finally:
+        torch.set_num_threads(before)
+    assert names == [threading.current_thread().name] * len(items)
+
+
+def test_readings_in_two_threads_equal_those_read_one_batch_at_a_time(tiny_model, two_torch_threads, monkeypatch):
+    sentences = [("the old man saw a dog near the river " * 3).split()[: 3 + k % 20] for k in range(40)]
+    torch.set_num_threads(1)
+    alone = read_sentences(tiny_model, sentences, batch_size=8)
+    torch.set_num_threads(2)
+    read, threads_used = tiny_model.model.read, set()
+
+    def recorded(*args, **kwargs):
+        threads_used.add(threading.current_thread().name)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model.model, "read", recorded)
+    together = read_sentences(tiny_model, sentences, batch_size=8)
+    assert len(threads_used) == 2
+    for a, b in zip(alone, together, strict=True):
+        assert a.words == b.words
+        torch.testing.assert_close(torch.tensor(b.forget), torch.tensor(a.forget), rtol=1e-5, atol=1e-6)
