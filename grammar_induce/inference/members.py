@@ -17,7 +17,7 @@ from ..errors import InputError, SettingError
 from ..families.checkpoint import LoadedModel
 from ..families.reading import Reading, model_order
 from ..runtime import precision
-from ..runtime.threads import map_in_threads
+from ..runtime.threads import LANES, map_in_threads
 from ..text.tokenizer import EOS
 from ..trees import Tree
 from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers, resolve_weights
@@ -205,7 +205,8 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
         return loaded.model.read(tokens, words, n_layers, products)
 
     batches = list(_batches(order, sentences, batch_size))
-    for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device)):
+    lanes = LANES if loaded.model.READS_IN_LANES else 1
+    for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device, lanes)):
         for k, reading in zip(batch, readings):
             results[k] = reading
         if progress is not None:

@@ -1,10 +1,11 @@
 """Batches read two at a time on a CPU, each on a thread of its own with half of torch's threads.
 
-A parse's torch work gains little from a second core at the shipped student's size (oneDNN's LSTM over batches of
-64 sentences, 200 units a direction: 1,100 sentences a second on one of two cores, 1,250 on both), and a third of its
-time is Python (ids, trees), while the other core waits. Two batches at once, on two threads with one torch thread
-each, keep both cores busy: torch's operations and the C passes release the interpreter's lock, so one thread's
-products run while the other's Python does.
+At the shipped student's size a parse's torch work gains little from a second core (oneDNN's LSTM over batches of 64
+sentences, 200 units a direction), and a third of its time is Python (ids, trees) while the other core waits. Two
+batches at once, on two threads with one torch thread each, keep both cores busy: torch's operations and the C passes
+release the interpreter's lock, so one thread's products run while the other's Python does (`en` on 2 cores: 1.2-1.3x
+the sentences a second, the same trees). A model whose products keep both cores busy loses by it (the ON-LSTM pair:
+0.9x, each thread streaming the whole weights): a model kind says whether it reads so (ModelKind.READS_IN_LANES).
 """
 
 from __future__ import annotations
@@ -15,24 +16,26 @@ from typing import TypeVar
 
 import torch
 
-LANES = 2  # batches at once
+LANES = 2  # batches at once where a model kind reads so
 In, Out = TypeVar("In"), TypeVar("Out")
 
 
-def map_in_threads(fn: Callable[[In], Out], items: Sequence[In], device: torch.device) -> Iterator[Out]:
-    """fn(item) for each item, in order. On a CPU with at least LANES torch threads, LANES items at a time, each on a
-    thread with an equal share of torch's threads, without gradients (as the callers read); elsewhere here."""
+def map_in_threads(fn: Callable[[In], Out], items: Sequence[In], device: torch.device, lanes: int = LANES
+                   ) -> Iterator[Out]:
+    """fn(item) for each item, in order. On a CPU with at least `lanes` (2 or more) torch threads, `lanes` items at a
+    time, each on a thread with an equal share of torch's threads, without gradients (as the callers read); elsewhere
+    here."""
     total = torch.get_num_threads()
-    if device.type != "cpu" or total < LANES or len(items) < 2:
+    if lanes < 2 or device.type != "cpu" or total < lanes or len(items) < 2:
         yield from map(fn, items)
         return
 
     def run(item: In) -> Out:
-        torch.set_num_threads(total // LANES)  # this thread's OpenMP and MKL threads (set per thread)
+        torch.set_num_threads(total // lanes)  # this thread's OpenMP and MKL threads (set per thread)
         with torch.no_grad():
             return fn(item)
 
-    pool = ThreadPoolExecutor(LANES, thread_name_prefix="grammar-induce-read")
+    pool = ThreadPoolExecutor(lanes, thread_name_prefix="grammar-induce-read")
     try:
         yield from pool.map(run, items)
     finally:

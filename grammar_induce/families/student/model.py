@@ -33,6 +33,7 @@ class SpanParser(ModelKind):
 
     NAME, YIELDS, DESCRIPTION, SEARCH = "student", "trees", "a distilled student", "CKY"  # it scores spans: trees by CKY
     BF16_PARTS = "the BiLSTM's products in bfloat16 when parsing"  # it trains in float32
+    READS_IN_LANES = True  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
