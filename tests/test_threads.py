@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grammar_induce.families import checkpoint, pretrained
-from grammar_induce.inference.members import read_sentences
+from grammar_induce.inference.members import parse_probe, read_sentences
 from grammar_induce.runtime.threads import map_in_threads
 
 CPU = torch.device("cpu")
@@ -89,3 +89,13 @@ def record_threads(loaded, monkeypatch) -> set[str]:
 
     monkeypatch.setattr(loaded.model, "read", recorded)
     return names
+
+
+def test_autos_probe_reads_as_the_parse_does(tiny_model, two_torch_threads, monkeypatch):
+    """`--precision auto` times each member reading as read_sentences will: the student a batch in each of two
+    threads at once, an ON-LSTM one batch here."""
+    student = checkpoint.load(pretrained.catalogue()["en"].paths[0])
+    for loaded, expected in ((student, 2), (tiny_model, 1)):
+        threads_used = record_threads(loaded, monkeypatch)
+        parse_probe([loaded], batch_size=8).run(None)
+        assert len(threads_used) == expected

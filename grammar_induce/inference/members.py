@@ -150,8 +150,9 @@ PROBE_ROWS = 32
 
 
 def parse_probe(models: list[LoadedModel], batch_size: int) -> precision.Probe | None:
-    """`auto`'s probe of a parse: every member reading a batch of PROBE_WORDS-word sentences of random words
-    (None when no member has products to run in bfloat16)."""
+    """`auto`'s probe of a parse: every member reading a batch of PROBE_WORDS-word sentences of random words, as
+    read_sentences reads (a kind that reads in lanes: a batch in each at once), None when no member has products to
+    run in bfloat16."""
     if not any(m.model.BF16_PARTS for m in models):
         return None
     rows = min(batch_size, PROBE_ROWS)
@@ -160,8 +161,10 @@ def parse_probe(models: list[LoadedModel], batch_size: int) -> precision.Probe |
 
     def run(dtype: torch.dtype | None) -> None:
         for m in models:
-            tokens = torch.randint(2, len(m.vocab), (rows, PROBE_WORDS + 2), generator=generator)
-            m.model.read(tokens.to(m.model.device), words, None, dtype)
+            tokens = torch.randint(2, len(m.vocab), (rows, PROBE_WORDS + 2), generator=generator).to(m.model.device)
+            lanes = LANES if m.model.READS_IN_LANES else 1
+            list(map_in_threads(lambda t, m=m: m.model.read(t, words, None, dtype), [tokens] * lanes, m.model.device,
+                                lanes))
 
     key = tuple((m.config.model.kind, tuple(v for k, v in m.config.to_dict()["model"].items() if k != "direction"),
                  len(m.vocab)) for m in models)  # a pair's two directions cost the same: measured once
