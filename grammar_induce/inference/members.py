@@ -162,7 +162,7 @@ def parse_probe(models: list[LoadedModel], batch_size: int) -> precision.Probe |
     def run(dtype: torch.dtype | None) -> None:
         for m in models:
             tokens = torch.randint(2, len(m.vocab), (rows, PROBE_WORDS + 2), generator=generator).to(m.model.device)
-            lanes = LANES if m.model.READS_IN_LANES else 1
+            lanes = _lanes(m)
             list(map_in_threads(lambda t, m=m: m.model.read(t, words, None, dtype), [tokens] * lanes, m.model.device,
                                 lanes))
 
@@ -208,13 +208,17 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
         return loaded.model.read(tokens, words, n_layers, products)
 
     batches = list(_batches(order, sentences, batch_size))
-    lanes = LANES if loaded.model.READS_IN_LANES else 1
-    for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device, lanes)):
+    for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device, _lanes(loaded))):
         for k, reading in zip(batch, readings):
             results[k] = reading
         if progress is not None:
             progress(len(batch))
     return results
+
+
+def _lanes(loaded: LoadedModel) -> int:
+    """How many batches a model reads at once on a CPU (runtime/threads.py): as its kind says."""
+    return LANES if loaded.model.READS_IN_LANES else 1
 
 
 def _batches(order: list[int], sentences: list[list[str]], batch_size: int) -> Iterator[list[int]]:
