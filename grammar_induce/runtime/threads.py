@@ -3,9 +3,10 @@
 At the shipped student's size a parse's torch work gains little from a second core (oneDNN's LSTM over batches of 64
 sentences, 200 units a direction), and a third of its time is Python (ids, trees) while the other core waits. Two
 batches at once, on two threads with one torch thread each, keep both cores busy: torch's operations and the C passes
-release the interpreter's lock, so one thread's products run while the other's Python does (`en` on 2 cores: 1.2-1.3x
-the sentences a second, the same trees). A model whose products keep both cores busy loses by it (the ON-LSTM pair:
-0.9x, each thread streaming the whole weights): a model kind says whether it reads so (ModelKind.READS_IN_LANES).
+release the interpreter's lock, so one thread's products run while the other's Python does (`en` on a 2-core Intel
+Xeon with AMX: 1.2-1.3x the sentences a second, the same trees). A model whose products keep both cores busy loses by
+it (the ON-LSTM pair there: 0.9x, each thread streaming the whole weights): a model kind says whether it reads so
+(ModelKind.READS_IN_LANES).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ def map_in_threads(fn: Callable[[In], Out], items: Sequence[In], device: torch.d
         return
 
     def run(item: In) -> Out:
-        torch.set_num_threads(total // lanes)  # this thread's OpenMP and MKL threads (set per thread)
         with torch.no_grad():
             return fn(item)
 
-    pool = ThreadPoolExecutor(lanes, thread_name_prefix="grammar-induce-read")
+    # each thread's own OpenMP and MKL threads, set once as it starts
+    pool = ThreadPoolExecutor(lanes, thread_name_prefix="grammar-induce-read", initializer=torch.set_num_threads,
+                              initargs=(total // lanes,))
     try:
         yield from pool.map(run, items)
     finally:

@@ -1,8 +1,9 @@
 /* A matrix's transpose copied in tiles, split over threads (runtime/products.py lays out a transposed weight from it).
  *
- * torch copies a transposed 2-D view element by element on one thread (about 15 ms for the 1,150 x 4,830 weight of a
- * layer, every batch); tiles that stay in the cache, and both cores, do it in a few. runtime/native.py compiles this
- * on first use, with OpenMP where the compiler has it. `source` is (rows, cols) row-major and `target` (cols, rows).
+ * torch copies a transposed 2-D view element by element on one thread (16-17 ms for the 1,150 x 4,830 bfloat16 weight
+ * of a layer, every batch, on a 2-core Intel Xeon with AMX); tiles that stay in the cache, on both cores, take 8-9 ms.
+ * runtime/native.py compiles this on first use, with OpenMP where the compiler has it. `source` is (rows, cols)
+ * row-major and `target` (cols, rows).
  */
 #include <stdint.h>
 
