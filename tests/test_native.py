@@ -134,7 +134,7 @@ def test_the_c_steps_bfloat16_copies_are_torchs_rounding():
     xproj = torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen, requires_grad=True)
     h0, c0 = torch.randn(batch, hidden, generator=gen), torch.randn(batch, hidden, generator=gen)
     weight = (torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2).to(torch.bfloat16)
-    run = _run_forward(xproj.detach(), None, h0, c0, weight, n, _time_steps(h0).forward, save=True)
+    run = _run_forward(xproj.detach(), None, h0, c0, weight, n, _time_steps(h0).forward_loop, save=True)
     assert run.hs_in.dtype == torch.bfloat16 and torch.equal(run.hs_in, run.hs.to(torch.bfloat16))
     grad_hs = torch.randn(steps, batch, hidden, generator=gen)
     grad_hs[1, 0, :3] = torch.tensor([float("nan"), 3.0e38, -1.0e-40])

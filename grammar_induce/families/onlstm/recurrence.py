@@ -40,7 +40,7 @@ def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class _TimeSteps(NamedTuple):
-    forward: Callable[..., None]  # (x_t, bias, product, c_prev, probs, acts, c, h, h_reduced) -> None: see _forward_step
+    forward_loop: Callable[..., None]  # (xproj, bias, hidden_map, c0, hs, hs_in, cs, probs, acts) -> None: see _forward_loop
     backward_loop: Callable[..., tuple[Tensor, Tensor | None, Tensor, Tensor]]  # see _backward_loop
 
 
@@ -49,9 +49,9 @@ def _time_steps(state: Tensor) -> _TimeSteps:
     chosen here only. Fixed arguments are bound once, not per step (the tensor-op constants are host-to-device
     copies on a GPU)."""
     if native.usable(state):
-        return _TimeSteps(functools.partial(_native_forward_step, native.library(state.dtype).forward_step),
+        return _TimeSteps(functools.partial(_native_forward_loop, native.library(state.dtype).forward_step),
                           _native_backward_loop)
-    return _TimeSteps(functools.partial(_forward_step, *_sign_offset(state)), _backward_loop)
+    return _TimeSteps(functools.partial(_forward_loop, *_sign_offset(state)), _backward_loop)
 
 
 class _Forward(NamedTuple):
@@ -63,8 +63,8 @@ class _Forward(NamedTuple):
 
 
 def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
-                 step: Callable[..., None], save: bool) -> _Forward:
-    """The time loop of one layer.
+                 loop: Callable[..., None], save: bool) -> _Forward:
+    """The time loop of one layer (`loop`: a _TimeSteps' forward_loop).
 
     xproj: (T, B, G) input projection, G = 2n + 4H with columns [master input | master forget | o | candidate | i |
     f], in the state's dtype or the products' (bfloat16 under bf16 training); `bias` (G), where given, is added to it
@@ -81,14 +81,22 @@ def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, wei
         hs_in[0] = h0
     cs = h0.new_empty(steps, batch, n, chunk)
     probs = h0.new_empty(steps, batch, 2, n)
-    acts = h0.new_empty(steps if save else 1, batch, 7, n, chunk)
-    c = c0.reshape(batch, n, chunk).contiguous()
-    hidden_map = RepeatedProduct(weight, batch, uses=steps)
-    for t, x_t in enumerate(xproj.unbind(0)):
-        step(x_t, bias, hidden_map(hs_in[t]), c, probs[t], acts[t if save else 0], cs[t],
-             hs[t + 1].view(batch, n, chunk), None if hs_in is hs else hs_in[t + 1])
-        c = cs[t]
+    acts = h0.new_empty(steps if save else 1, batch, 7, n, chunk)  # one step's, rewritten, when not saved
+    loop(xproj, bias, RepeatedProduct(weight, batch, uses=steps), c0.reshape(batch, n, chunk).contiguous(), hs,
+         hs_in, cs, probs, acts)
     return _Forward(hs, hs_in, cs, probs, acts if save else None)
+
+
+def _forward_loop(sign: Tensor, offset: Tensor, xproj: Tensor, bias: Tensor | None, hidden_map: RepeatedProduct,
+                  c0: Tensor, hs: Tensor, hs_in: Tensor, cs: Tensor, probs: Tensor, acts: Tensor) -> None:
+    """The steps in tensor ops (_forward_step), writing hs[1:], hs_in[1:], cs, probs and acts (see _Forward; acts
+    of one step only when it has one)."""
+    batch, n, chunk = c0.shape
+    c = c0
+    for t, x_t in enumerate(xproj.unbind(0)):
+        _forward_step(sign, offset, x_t, bias, hidden_map(hs_in[t]), c, probs[t], acts[t % len(acts)], cs[t],
+                      hs[t + 1].view(batch, n, chunk), None if hs_in is hs else hs_in[t + 1])
+        c = cs[t]
 
 
 def _forward_step(sign: Tensor, offset: Tensor, x_t: Tensor, bias: Tensor | None, product: Tensor, c_prev: Tensor,
@@ -113,13 +121,35 @@ def _forward_step(sign: Tensor, offset: Tensor, x_t: Tensor, bias: Tensor | None
         h_reduced.copy_(h.reshape(h_reduced.shape))
 
 
-def _native_forward_step(forward_step, x_t: Tensor, bias: Tensor | None, product: Tensor, c_prev: Tensor,
-                         probs: Tensor, a: Tensor, c: Tensor, h: Tensor, h_reduced: Tensor | None) -> None:
-    """_forward_step as one call to onlstm_step.c's forward_step (CPU; all arguments contiguous; x_t and product in
-    the state's dtype or bfloat16, and the conversions done in C)."""
-    batch, _, n, chunk = a.shape
-    forward_step(batch, n, chunk, *_as_state_or_bf16(x_t, c.dtype), _pointer(bias), *_as_state_or_bf16(product, c.dtype),
-                 *(x.data_ptr() for x in (c_prev, probs, a, c, h)), _pointer(h_reduced))
+def _native_forward_loop(forward_step, xproj: Tensor, bias: Tensor | None, hidden_map: RepeatedProduct, c0: Tensor,
+                         hs: Tensor, hs_in: Tensor, cs: Tensor, probs: Tensor, acts: Tensor) -> None:
+    """_forward_loop with each step one call to onlstm_step.c's forward_step (CPU; all arrays contiguous; xproj and
+    the products in the state's dtype or bfloat16, the conversions done in C). Every step's addresses are worked out
+    before the loop: a step is then a product and a call, with no tensor made for it in Python."""
+    steps, batch, _ = xproj.shape
+    n, chunk = c0.shape[1:]
+    x, x_bf16 = _step_addresses(xproj, cs.dtype)
+    c_prev = [c0.data_ptr(), *_addresses(cs)[:-1]]
+    h_reduced = _addresses(hs_in)[1:] if hs_in is not hs else [None] * steps
+    inputs, bias_address = hs_in.unbind(0), _pointer(bias)
+    for t, (probs_t, acts_t, c, h) in enumerate(zip(_addresses(probs), _addresses(acts, steps), _addresses(cs),
+                                                    _addresses(hs)[1:])):
+        product = hidden_map(inputs[t])  # held while C reads it
+        forward_step(batch, n, chunk, x[t], x_bf16[t], bias_address, *_as_state_or_bf16(product, cs.dtype), c_prev[t],
+                     probs_t, acts_t, c, h, h_reduced[t])
+
+
+def _addresses(x: Tensor, count: int | None = None) -> list[int]:
+    """The address of each x[t] (x contiguous), repeated over `count` steps where x has fewer (one step's buffer)."""
+    step = x[0].numel() * x.element_size()
+    return [x.data_ptr() + (t % len(x)) * step for t in range(len(x) if count is None else count)]
+
+
+def _step_addresses(x: Tensor, state_dtype: torch.dtype) -> tuple[list, list]:
+    """_as_state_or_bf16 of each x[t]: a list of addresses, and one of Nones."""
+    state, _ = _as_state_or_bf16(x, state_dtype)
+    nones = [None] * len(x)
+    return (_addresses(x), nones) if state is not None else (nones, _addresses(x))
 
 
 def _pointer(x: Tensor | None) -> int | None:
@@ -181,7 +211,7 @@ class _Recurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, xproj, bias, h0, c0, weight, n):
         steps = _time_steps(h0)
-        run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward, save=True)
+        run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward_loop, save=True)
         ctx.save_for_backward(h0, c0, weight, run.hs_in, run.cs, run.probs, run.acts)
         ctx.n, ctx.backward_loop, ctx.xproj_dtype, ctx.has_bias = n, steps.backward_loop, xproj.dtype, bias is not None
         return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
@@ -237,17 +267,20 @@ def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, gra
     step = native.library(acts.dtype).backward_step
     grad_hs = grad_hs.contiguous()
     grad_dist = torch.stack([grad_dist_i, grad_dist_f], dim=-1).contiguous()  # (T, B, 2)
-    c_prev = [c0.reshape(batch, hidden).contiguous(), *cs[:-1].unbind(0)]
+    c_prev = [c0.reshape(batch, hidden).contiguous().data_ptr(), *_addresses(cs)[:-1]]
     grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
     reduced = None if weight.dtype == acts.dtype else grad_gates.new_empty(grad_gates.shape, dtype=weight.dtype)
     dh = grad_hs.new_zeros(batch, hidden)
     dc = grad_c_last.reshape(batch, hidden).clone(memory_format=torch.contiguous_format)
     to_hidden = RepeatedProduct(weight, batch, uses=steps, transposed=True)
-    for t in range(steps - 1, -1, -1):
-        step(batch, n, hidden // n, *(a.data_ptr() for a in (acts[t], c_prev[t], probs[t], grad_dist[t], grad_hs[t])),
-             *_as_state_or_bf16(dh, acts.dtype), dc.data_ptr(), grad_gates[t].data_ptr(),
-             _pointer(None if reduced is None else reduced[t]))  # updates dc, writes grad_gates[t] (and reduced[t])
-        dh = to_hidden(grad_gates[t] if reduced is None else reduced[t])
+    products_read = (grad_gates if reduced is None else reduced).unbind(0)
+    reduced_addresses = [None] * steps if reduced is None else _addresses(reduced)
+    per_step = zip(_addresses(acts), c_prev, _addresses(probs), _addresses(grad_dist), _addresses(grad_hs),
+                   _addresses(grad_gates), reduced_addresses)
+    for t, (acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, grad_gates_t, reduced_t) in reversed(list(enumerate(per_step))):
+        step(batch, n, hidden // n, acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, *_as_state_or_bf16(dh, acts.dtype),
+             dc.data_ptr(), grad_gates_t, reduced_t)  # updates dc, writes grad_gates[t] (and reduced[t])
+        dh = to_hidden(products_read[t])
     return grad_gates, reduced, dh.to(acts.dtype), dc
 
 
@@ -292,7 +325,7 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, bi
     input map, in the state's dtype or the products' (see _run_forward), plus `bias` (G) where given."""
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (xproj, bias, h0, c0, weight)):
         return _Recurrence.apply(xproj, bias, h0, c0, weight, n)
-    run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, _time_steps(h0).forward, save=False)
+    run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, _time_steps(h0).forward_loop, save=False)
     return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
 
 
