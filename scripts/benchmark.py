@@ -132,11 +132,14 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
         work.append(lambda x=x, w=w_ih: x @ w.t())  # input map, all steps at once
         work.append(lambda h=h, w=w_hh: step_by_step(w, h))  # hidden map, step by step
         if backward:
+            # the weights' gradients take the gate gradients laid out gates by tokens (a transposed left operand
+            # runs at half speed in oneDNN's bfloat16: the bf16 step copies them so, `left_operand`)
+            dg_by_gates = r(gates, steps * batch)
             work.append(lambda dg=dg, w=w_ih: dg @ w)  # d input
-            work.append(lambda dg=dg, x=x: dg.t() @ x)  # d input map
+            work.append(lambda dg=dg_by_gates, x=x: dg @ x)  # d input map
             work.append(lambda d=dg_step, w=w_hh: step_by_step(w, d, transposed=True))  # d hidden, step by step
             hs = r(steps * batch, hid)
-            work.append(lambda dg=dg, hs=hs: dg.t() @ hs)  # d hidden map
+            work.append(lambda dg=dg_by_gates, hs=hs: dg @ hs)  # d hidden map
     if decoder:
         emb = cfg.model.emb_size
         top, w_dec, d_logits = r(steps * batch, emb), r(VOCAB, emb), r(steps * batch, VOCAB)

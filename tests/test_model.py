@@ -95,8 +95,11 @@ def test_fast_layer_equals_reference_values_and_gradients(backward_loop):
 def test_gradcheck_of_the_recurrence(backward_loop):
     p = random_layer(seed=2, steps=4, batch=2, hidden=6, chunk=2)
     xproj = (p["x"] @ p["w_ih"].T).detach().requires_grad_()
-    assert torch.autograd.gradcheck(lambda x, h, c, w: _Recurrence.apply(x, None, h, c, w, p["n"]),
+    assert torch.autograd.gradcheck(lambda x, h, c, w: _Recurrence.apply(x, None, None, h, c, w, p["n"]),
                                     (xproj, p["h"], p["c"], p["w_hh"]))
+    # with the input map inside the layer, and both biases
+    assert torch.autograd.gradcheck(lambda x, w_ih, b, h, c, w: _Recurrence.apply(x, w_ih, b, h, c, w, p["n"]),
+                                    (p["x"], p["w_ih"], p["b_ih"], p["h"], p["c"], p["w_hh"]))
 
 
 def tiny_model(wdrop=0.3, seed=0):

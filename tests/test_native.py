@@ -10,6 +10,7 @@ from grammar_induce.families.onlstm.recurrence import (
     _time_steps,
     drop_connect,
     recurrence,
+    recurrence_with_input_map,
 )
 from grammar_induce.runtime import memory
 from grammar_induce.workflows.train import train
@@ -143,6 +144,37 @@ def test_the_c_steps_bfloat16_copies_are_torchs_rounding():
                                                       torch.zeros(batch, hidden), zeros, zeros, n)
     assert reduced.dtype == torch.bfloat16 and grad_gates.isnan().any()
     torch.testing.assert_close(reduced, grad_gates.to(torch.bfloat16), rtol=0, atol=0, equal_nan=True)  # NaN's bits vary
+
+
+@needs_c_steps
+def test_under_bf16_the_input_map_inside_the_layer_gives_the_gradients_of_the_one_outside():
+    """bf16 training runs the input map with the layer (`recurrence_with_input_map`), both weights' gradients from
+    one copy of the gate gradients laid out gates by tokens: the same gradients as the input map run before the
+    layer by autograd, to bfloat16's rounding (oneDNN may sum the two layouts in another order)."""
+    gen = torch.Generator().manual_seed(11)
+    steps, batch, inp, hidden, n = 6, 4, 24, 40, 4
+    gates = 4 * hidden + 2 * n
+
+    def r(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=gen) * scale).requires_grad_()
+
+    x, w_ih, bias, h0, c0, w_hh = r(steps, batch, inp), r(gates, inp, scale=0.2), r(gates), r(batch, hidden), \
+        r(batch, hidden), r(gates, hidden, scale=0.2)
+    leaves = (x, w_ih, bias, h0, c0, w_hh)
+    weights = [torch.randn(shape, generator=gen) for shape in ((steps, batch, hidden), (batch, hidden), (steps, batch),
+                                                                (steps, batch))]
+
+    def gradients(inside: bool) -> list[torch.Tensor]:
+        bf16 = torch.bfloat16
+        if inside:
+            outputs = recurrence_with_input_map(x.to(bf16), w_ih.to(bf16), h0, c0, w_hh.to(bf16), n, bias)
+        else:
+            outputs = recurrence(x.to(bf16) @ w_ih.to(bf16).t(), h0, c0, w_hh.to(bf16), n, bias)
+        return list(torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), leaves))
+
+    for got, want in zip(gradients(True), gradients(False)):
+        assert got.abs().sum() > 0
+        torch.testing.assert_close(got, want, rtol=2**-7, atol=1e-3)
 
 
 def test_training_on_a_cpu_asks_glibc_to_keep_freed_memory(monkeypatch, tmp_path):

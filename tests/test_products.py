@@ -6,7 +6,7 @@ import weakref
 import pytest
 import torch
 
-from grammar_induce.runtime.products import RepeatedProduct, transposed_copy
+from grammar_induce.runtime.products import RepeatedProduct, left_operand, transposed_copy
 
 BF16 = torch.bfloat16
 ROUNDING = 1e-4  # float32 sums of a few hundred terms of size ~1, added in another order: ~1e-5 apart
@@ -91,3 +91,16 @@ def test_dropped_at_once_not_at_the_next_cycle_collection():
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_a_transposed_bfloat16_left_operand_is_copied_contiguous_and_float32_kept_as_a_view():
+    """oneDNN (bfloat16) multiplies a transposed left operand slowly, MKL (float32) does not: the same values either
+    way, a copy only where it pays."""
+    tokens_by_gates = random(70, 48)
+    bf16 = tokens_by_gates.to(BF16).t()
+    copied = left_operand(bf16)
+    assert copied.is_contiguous() and torch.equal(copied, bf16)
+    view = tokens_by_gates.t()
+    assert left_operand(view) is view
+    plain = random(48, 70, dtype=BF16)
+    assert left_operand(plain) is plain  # contiguous already

@@ -20,7 +20,7 @@ from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
-from .recurrence import State, drop_connect, keep_mask, linear, recurrence, reduced_product
+from .recurrence import State, drop_connect, keep_mask, linear, recurrence, recurrence_with_input_map
 from .trainer import AWDTrainer
 
 
@@ -115,8 +115,8 @@ class ONLSTMLayer(nn.Module):
         # parsing) the master gates' logits (the first 2n rows of the input map, 5% of its work) stay float32:
         # their rounding decides near-ties between splits, so it changes trees.
         if self.training:
-            xproj = reduced_product(x, self.ih.weight, dtype)
-            return recurrence(xproj, h0, c0, self.recurrent_weight(dtype), self.n_levels, bias)
+            return recurrence_with_input_map(x.to(dtype), self.ih.weight.to(dtype), h0, c0, self.recurrent_weight(dtype),
+                                             self.n_levels, bias)
         xproj = linear(x, self.ih.weight, bias, dtype, 2 * self.n_levels)
         return recurrence(xproj, h0, c0, self.recurrent_weight(dtype), self.n_levels)
 

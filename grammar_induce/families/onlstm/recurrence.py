@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...runtime import draws
-from ...runtime.products import RepeatedProduct
+from ...runtime.products import RepeatedProduct, left_operand
 from . import native
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
@@ -206,27 +206,38 @@ class _Recurrence(torch.autograd.Function):
 
     Everything the backward pass needs that does not depend on the incoming gradient is
     computed for all steps at once before the loop, so each step is a handful of kernels.
+    With `input_weight`, the layer's input map is part of it (x (T, B, I) -> xproj = x @ input_weight.t()), so that both
+    weights' gradients are products with the gate gradients laid out gates by tokens, one copy for the two where a
+    transposed left operand is slow (runtime/products.py's `left_operand`).
     """
 
     @staticmethod
-    def forward(ctx, xproj, bias, h0, c0, weight, n):
+    def forward(ctx, x, input_weight, bias, h0, c0, weight, n):
         steps = _time_steps(h0)
+        xproj = x if input_weight is None else (x.reshape(-1, x.shape[-1]) @ input_weight.t()).view(*x.shape[:2], -1)
         run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward_loop, save=True)
-        ctx.save_for_backward(h0, c0, weight, run.hs_in, run.cs, run.probs, run.acts)
+        ctx.save_for_backward(x if input_weight is not None else None, input_weight, h0, c0, weight, run.hs_in, run.cs,
+                              run.probs, run.acts)
         ctx.n, ctx.backward_loop, ctx.xproj_dtype, ctx.has_bias = n, steps.backward_loop, xproj.dtype, bias is not None
         return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
 
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
-        h0, c0, weight, hs_in, cs, probs, acts = ctx.saved_tensors
-        grad_gates, reduced, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last,
-                                                        grad_dist_f, grad_dist_i, ctx.n)
+        x, input_weight, h0, c0, weight, hs_in, cs, probs, acts = ctx.saved_tensors
+        grad_gates, reduced, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f,
+                                                        grad_dist_i, ctx.n)
         reduced = grad_gates.to(weight.dtype) if reduced is None else reduced  # the gate gradients, as products read them
-        # sum over steps of dg_t^T h_{t-1}, as one product
-        grad_weight = reduced.view(-1, reduced.shape[-1]).t() @ hs_in[:-1].reshape(-1, hs_in.shape[-1])
+        by_tokens = reduced.view(-1, reduced.shape[-1])
+        by_gates = left_operand(by_tokens.t())  # (G, T*B), for the weights' gradients
+        grad_weight = by_gates @ hs_in[:-1].reshape(-1, hs_in.shape[-1])  # sum over steps of dg_t^T h_{t-1}, one product
         grad_xproj = reduced if ctx.xproj_dtype == weight.dtype else grad_gates.to(ctx.xproj_dtype)
         grad_bias = grad_gates.sum((0, 1)) if ctx.has_bias else None
-        return grad_xproj, grad_bias, dh.view(h0.shape), dc.reshape(c0.shape), grad_weight, None
+        grad_x = grad_input_weight = None
+        if input_weight is not None:  # through the input map, in its dtype (that of the products)
+            grad_x = (grad_xproj.reshape(by_tokens.shape) @ input_weight).view(x.shape)
+            grad_input_weight = by_gates @ x.reshape(-1, x.shape[-1])
+        return (grad_xproj if input_weight is None else grad_x, grad_input_weight, grad_bias, dh.view(h0.shape),
+                dc.reshape(c0.shape), grad_weight, None)
 
 
 def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
@@ -324,9 +335,18 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, bi
     """Run one layer: returns hs (T, B, H), c_last (B, H), forget and input distances (T, B). xproj (T, B, G) is the
     input map, in the state's dtype or the products' (see _run_forward), plus `bias` (G) where given."""
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (xproj, bias, h0, c0, weight)):
-        return _Recurrence.apply(xproj, bias, h0, c0, weight, n)
+        return _Recurrence.apply(xproj, None, bias, h0, c0, weight, n)
     run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, _time_steps(h0).forward_loop, save=False)
     return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
+
+
+def recurrence_with_input_map(x: Tensor, input_weight: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
+                              bias: Tensor | None = None):
+    """recurrence(x @ input_weight.t(), ...) for x (T, B, I), the input map and its gradients in its weight's dtype
+    (the products'), run with the layer (see _Recurrence)."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, input_weight, bias, h0, c0, weight)):
+        return _Recurrence.apply(x, input_weight, bias, h0, c0, weight, n)
+    return recurrence(x @ input_weight.t(), h0, c0, weight, n, bias)
 
 
 def keep_mask(weight: Tensor, p: float) -> Tensor:
