@@ -2,8 +2,9 @@
 
 onlstm.py writes the cell as the paper does (`paper_layer`, one step at a time through autograd);
 this module computes the same function fast. The input projection of all steps is one matrix
-product (done by the caller), the hidden-to-hidden weight gradient one matrix product per batch,
-the per-step products run on the hidden map laid out once per sequence (runtime/products.py),
+product (done by the caller, or under bf16 training with the layer: `recurrence_with_input_map`), the
+hidden-to-hidden weight gradient one matrix product per batch, the per-step products run on the hidden map laid out
+once per sequence (runtime/products.py),
 and backpropagation through time is written out. Each time step's element-wise work, forward
 and backward, exists in tensor ops (any device, `_forward_step`, `_backward_coefficients`) and
 as one call into C on a CPU (onlstm_step.c, see native.py); `_time_steps` chooses. Under bf16 the C steps read
