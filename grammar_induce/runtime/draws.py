@@ -4,8 +4,9 @@ after as `torch.randint(-2**63, 2**63 - 1, ...)`, several times faster.
 DropConnect draws a 64-bit word for every four weights of a batch (about three million at the paper's size), and
 torch draws them one at a time, about a thirtieth of a bf16 training step on an Intel Xeon with AMX. The C code
 reads the generator's state (`Generator.get_state`, whose layout torch keeps for its saved states), draws, and writes
-the state back. Before it is first used, it draws beside torch from a private generator; where the two disagree (a
-torch that lays its state out otherwise), or where the C code cannot be built, torch draws.
+the state back (not atomically: a draw from the default generator in another thread meanwhile would be lost; the
+training loop draws from one). Before it is first used, it draws beside torch from a private generator; where the
+two disagree (a torch that lays its state out otherwise), or where the C code cannot be built, torch draws.
 """
 
 from __future__ import annotations
