@@ -418,10 +418,18 @@ def bench_student_floor(name: str, device_name: str, count: int, precision: str)
     return {"sentences_per_s": count / seconds, "floor_sentences_per_s": count / floor, "ratio": floor / seconds}
 
 
+TRAINED_AS_THE_CLI_TRAINS = {"bench_training", "bench_pcfg_training"}  # huge pages, as `train` sets them
+
+
 def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
-    """Child process: run one case, report its figures and peak memory."""
+    """Child process: run one case, report its figures and peak memory. Our training cases run with torch's large
+    tensors on transparent huge pages, as `train` sets them (workflows/train.py; torch reads the setting at its first
+    allocation, so here, before torch is imported)."""
+    import os
     import resource
 
+    if fn in TRAINED_AS_THE_CLI_TRAINS:
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     import torch
 
     import grammar_induce  # noqa: F401  (sets the allocator defaults the CLI runs with, before any tensor exists)
