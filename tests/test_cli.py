@@ -268,3 +268,14 @@ def test_output_to_dev_stdout_writes_to_standard_output(tiny_run):
     assert result.returncode == 0, result.stderr
     assert trees.leaves(trees.parse_brackets(result.stdout.strip())) == ["the", "dog", "ran"]
     assert os.path.islink("/dev/stdout") or not os.path.isfile("/dev/stdout")
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "1"), ("0", "0")])
+def test_every_command_asks_torch_for_huge_pages_unless_told_not_to(preset, expected, monkeypatch):
+    """The CLI sets THP_MEM_ALLOC_ENABLE=1 before any command runs (torch reads it at its first allocation), and
+    keeps a value the user set."""
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    if preset is not None:
+        monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", preset)
+    assert run("models").exit_code == 0
+    assert os.environ["THP_MEM_ALLOC_ENABLE"] == expected
