@@ -6,7 +6,6 @@ torch and jieba are imported inside the commands so `grammar-induce --help` stay
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +17,7 @@ from .families.pretrained import DEFAULT_MODEL
 from .families.reading import DISTANCES
 from .inference.ensemble import COMBINERS
 from .output.formats import ALL_LAYERS, FORMATS, PICTURES
+from .runtime import memory
 from .trees import DECODERS
 
 RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
@@ -132,11 +132,7 @@ def device_option(command):
 @click.version_option(package_name="grammar-induce", prog_name="grammar-induce")
 def main() -> None:
     """Unsupervised grammar induction with ON-LSTM (Shen et al., ICLR 2019)."""
-    # Every command puts torch's large CPU tensors on transparent huge pages, as `train` does (torch reads this at
-    # its first allocation, which comes after this): an ON-LSTM's products read megabytes of weights at every step,
-    # and on 4 KiB pages that costs address translations (`ptb-pair` bf16 parsing 1.08-1.11x on huge pages, a
-    # 2-core Intel Xeon with AMX). Set it to 0 to opt out.
-    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    memory.ask_for_huge_pages()  # every command, before any tensor (runtime/memory.py)
 
 
 def config_options(command):

@@ -425,11 +425,12 @@ def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
     """Child process: run one case, report its figures and peak memory. Our training cases run with torch's large
     tensors on transparent huge pages, as `train` sets them (workflows/train.py; torch reads the setting at its first
     allocation, so here, before torch is imported)."""
-    import os
     import resource
 
+    from grammar_induce.runtime import memory
+
     if fn in TRAINED_AS_THE_CLI_TRAINS:
-        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+        memory.ask_for_huge_pages()
     import torch
 
     import grammar_induce  # noqa: F401  (sets the allocator defaults the CLI runs with, before any tensor exists)

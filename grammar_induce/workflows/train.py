@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from ..families.base import Trainer, exp_loss
 from ..families.training import Result, fit, resume_state
 from ..files import refuse_overwriting
 from ..messages import Messages
-from ..runtime import distributed, precision, rundir
+from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
 from ..text.tokenizer import Vocab
 
@@ -54,10 +53,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     where the log lines and notes go (by default nowhere; the notes are kept).
     """
     messages = messages or Messages()
-    # Large CPU tensors on transparent huge pages (torch reads this at its first large allocation): a training
-    # batch allocates hundreds of MB of fresh activations and gradients, and faulting them in 4 KiB pages costs
-    # about 5% of a CPU training step (scripts/benchmark.py). Set it to 0 to opt out.
-    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    memory.ask_for_huge_pages()  # before any tensor (faulting a batch in 4 KiB pages costs about 5% of a CPU step)
     recipe = recipe_of(config.model.kind)
     registry.kind_of(config.model.kind).check_config(config.model)  # before the run directory is touched
     world = distributed.World.from_env()
