@@ -16,6 +16,7 @@ from torch import Tensor
 from ..config import Config, TrainConfig
 from ..messages import plural
 from ..runtime import distributed, precision
+from ..runtime.clipping import clip_and_step
 from ..text import corpus
 from ..text.tokenizer import Vocab, tokenizer_of
 from .base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
@@ -93,9 +94,7 @@ def sentence_step(model, optimizer: torch.optim.Optimizer, words: Tensor, length
     optimizer.zero_grad(set_to_none=True)
     loss = -model.log_likelihood(words, lengths, products).mean()
     loss.backward()
-    if clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    optimizer.step()
+    clip_and_step(optimizer, model.parameters(), clip)
     return loss.item()
 
 

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ...config import Config
 from ...runtime import distributed, precision
+from ...runtime.clipping import clip_and_step
 from ...text import corpus
 from ...text.tokenizer import Vocab, batchify, get_batch, tokenizer_of
 from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
@@ -87,9 +88,7 @@ def train_step(model, optimizer, inputs, targets, hidden, config: Config, seq_le
     optimizer.zero_grad(set_to_none=True)
     loss, ce, hidden = lm_loss(model, inputs, targets, hidden, config)
     loss.backward()
-    if cfg.clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-    optimizer.step()
+    clip_and_step(optimizer, model.parameters(), cfg.clip)
     optimizer.param_groups[0]["lr"] = base_lr
     return ce.detach(), detach_state(hidden)
 

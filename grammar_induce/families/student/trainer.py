@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ...config import Config
+from ...runtime.clipping import clip_and_step
 from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
 
 
@@ -66,8 +67,7 @@ class StudentTrainer(Trainer):
             loss = self.model.loss(tokens, [len(row) - 1 for row in rows], [targets.spans[k] for k in batch])
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip)
-            self.optimizer.step()
+            clip_and_step(self.optimizer, self.model.parameters(), self.config.train.clip)
             value = loss.item()
             yield Step(value, 1, 1, {"loss": f"{value:.4f}"})
 
