@@ -140,10 +140,34 @@ def test_the_c_steps_bfloat16_copies_are_torchs_rounding():
     grad_hs = torch.randn(steps, batch, hidden, generator=gen)
     grad_hs[1, 0, :3] = torch.tensor([float("nan"), 3.0e38, -1.0e-40])
     zeros = torch.zeros(steps, batch)
-    grad_gates, reduced, _, _ = _native_backward_loop(c0, weight, run.cs, run.probs, run.acts, grad_hs,
-                                                      torch.zeros(batch, hidden), zeros, zeros, n)
+    grads = _native_backward_loop(c0, weight, run.cs, run.probs, run.acts, grad_hs, torch.zeros(batch, hidden), zeros,
+                                  zeros, n)
+    reduced, grad_gates = grads.gates_reduced, grads.gates
     assert reduced.dtype == torch.bfloat16 and grad_gates.isnan().any()
     torch.testing.assert_close(reduced, grad_gates.to(torch.bfloat16), rtol=0, atol=0, equal_nan=True)  # NaN's bits vary
+
+
+@needs_c_steps
+def test_the_c_steps_sum_the_bias_gradient_and_keep_float_gate_gradients_only_when_asked():
+    """The biases' gradient summed step by step in C is the gate gradients' sum; under bf16 the float gate gradients
+    are left out where not asked for (`full=False`), the bfloat16 ones the same."""
+    gen = torch.Generator().manual_seed(9)
+    steps, batch, hidden, n = 6, 4, 40, 4
+    xproj = torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen)
+    h0, c0 = torch.randn(batch, hidden, generator=gen), torch.randn(batch, hidden, generator=gen)
+    weight = (torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2).to(torch.bfloat16)
+    run = _run_forward(xproj, None, h0, c0, weight, n, _time_steps(h0).forward_loop, save=True)
+    grad_hs, grad_dist = torch.randn(steps, batch, hidden, generator=gen), torch.randn(2, steps, batch, generator=gen)
+
+    def backward(full: bool):
+        return _native_backward_loop(c0, weight, run.cs, run.probs, run.acts, grad_hs, torch.zeros(batch, hidden),
+                                     *grad_dist, n, full)
+
+    kept, left_out = backward(True), backward(False)
+    assert left_out.gates is None
+    torch.testing.assert_close(kept.bias, kept.gates.sum((0, 1)), rtol=1e-5, atol=1e-6)
+    for got, want in zip(left_out[1:], kept[1:]):
+        assert torch.equal(got, want)
 
 
 @needs_c_steps

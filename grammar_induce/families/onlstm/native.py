@@ -38,7 +38,7 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
         return None
     lib.forward_step.restype = lib.backward_step.restype = None
     lib.forward_step.argtypes = [INT] * 3 + [POINTER] * 11
-    lib.backward_step.argtypes = [INT] * 3 + [POINTER] * 10
+    lib.backward_step.argtypes = [INT] * 3 + [POINTER] * 11
     lib.drop_connect.restype = lib.drop_connect_backward.restype = None
     lib.drop_connect.argtypes = [ctypes.c_long, POINTER, POINTER, INT, POINTER, POINTER]
     lib.drop_connect_backward.argtypes = [ctypes.c_long, POINTER, POINTER, POINTER, INT, POINTER]

@@ -15,7 +15,8 @@
  *   grad_h     (B, n, C)     incoming gradient of this step's output h
  *   dh_next    (B, n, C)     gradient reaching h from the next step's gates (zeros at the last step)
  *   dc         (B, n, C)     in: gradient of c from the next step; out: gradient of c_prev
- *   grad_gates (B, 2n + 4nC) gradient of the gate logits
+ *   grad_gates (B, 2n + 4nC) gradient of the gate logits (in a row's scratch where only its bfloat16 copy is kept)
+ *   grad_bias_rows (B, 2n + 4nC) per batch row, the gate logits' gradient summed over the steps so far (the biases')
  *
  * Under bf16 (runtime/precision.py) the products take and give bfloat16: the steps read them and write bfloat16
  * copies of h and of the gate gradients beside the float ones (the next products' inputs), so that no conversion
@@ -172,22 +173,23 @@ static void backward_units(int hidden, const real *restrict o, const real *restr
 }
 
 /* dh_next is real, or bfloat16 (dh_next_bf16, the hidden map's product); grad_gates_bf16, where not NULL, gets a
- * bfloat16 copy of grad_gates. */
+ * bfloat16 copy of grad_gates, and grad_gates may then be NULL (not kept). Each row's gradient is added to its row of
+ * grad_bias_rows. */
 void backward_step(int batch, int n, int chunk, const real *restrict acts, const real *restrict c_prev,
                    const real *restrict probs, const real *restrict grad_dist, const real *restrict grad_h,
                    const real *restrict dh_next, const uint16_t *restrict dh_next_bf16, real *restrict dc,
-                   real *restrict grad_gates, uint16_t *restrict grad_gates_bf16)
+                   real *restrict grad_gates, uint16_t *restrict grad_gates_bf16, real *restrict grad_bias_rows)
 {
     const int hidden = n * chunk, width = 4 * hidden + 2 * n;
 #pragma omp parallel for schedule(static) if (batch * hidden >= PARALLEL_FROM)
     for (int b = 0; b < batch; b++) {
-        real d_in[n], d_forget[n];
+        real d_in[n], d_forget[n], scratch[grad_gates != NULL ? 1 : width];
         real m_in[hidden], m_forget[hidden], w[hidden], dc_cand[hidden], dc_prev[hidden], dc_w[hidden];
         const real *o = acts + (size_t)b * 7 * hidden, *cand = o + hidden, *in = cand + hidden, *forget = in + hidden;
         const real *in_hat = forget + hidden, *forget_hat = in_hat + hidden, *tanh_c = forget_hat + hidden;
         const real *cp = c_prev + (size_t)b * hidden, *gh = grad_h + (size_t)b * hidden;
         const real *p_in = probs + (size_t)b * 2 * n, *p_forget = p_in + n;
-        real *d = dc + (size_t)b * hidden, *out = grad_gates + (size_t)b * width;
+        real *d = dc + (size_t)b * hidden, *out = grad_gates != NULL ? grad_gates + (size_t)b * width : scratch;
         real *d_o = out + 2 * n, *d_cand = d_o + hidden, *d_i = d_cand + hidden, *d_f = d_i + hidden;
 
         real dn[hidden];
@@ -224,6 +226,9 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
         if (grad_gates_bf16 != NULL)
             for (int j = 0; j < width; j++)
                 grad_gates_bf16[(size_t)b * width + j] = to_bf16((float)out[j]);
+        real *restrict bias_row = grad_bias_rows + (size_t)b * width;
+        for (int j = 0; j < width; j++)
+            bias_row[j] += out[j];
     }
 }
 

@@ -40,9 +40,19 @@ def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
     return x.new_tensor([[-1.0], [1.0]]), x.new_tensor([[1.0], [0.0]])
 
 
+class _Gradients(NamedTuple):
+    """What backpropagation through a layer's steps gives."""
+
+    gates: Tensor | None  # (T, B, G) the gate logits' gradients, in the state's dtype (None where not asked for)
+    gates_reduced: Tensor | None  # the same in the products' dtype where it is not the state's (as products read them)
+    bias: Tensor  # (G) their sum over steps and batch: the biases' gradient
+    h0: Tensor  # (B, H)
+    c0: Tensor  # (B, n, C)
+
+
 class _TimeSteps(NamedTuple):
     forward_loop: Callable[..., None]  # (xproj, bias, hidden_map, c0, hs, hs_in, cs, probs, acts) -> None: see _forward_loop
-    backward_loop: Callable[..., tuple[Tensor, Tensor | None, Tensor, Tensor]]  # see _backward_loop
+    backward_loop: Callable[..., _Gradients]  # see _backward_loop
 
 
 def _time_steps(state: Tensor) -> _TimeSteps:
@@ -225,25 +235,27 @@ class _Recurrence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
         x, input_weight, h0, c0, weight, hs_in, cs, probs, acts = ctx.saved_tensors
-        grad_gates, reduced, dh, dc = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f,
-                                                        grad_dist_i, ctx.n)
-        reduced = grad_gates.to(weight.dtype) if reduced is None else reduced  # the gate gradients, as products read them
+        # the gate gradients in the state's dtype are needed where products read them so, or the input map is in it
+        full = weight.dtype == acts.dtype or ctx.xproj_dtype != weight.dtype
+        grads = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n,
+                                  full)
+        reduced = grads.gates.to(weight.dtype) if grads.gates_reduced is None else grads.gates_reduced  # as products read them
         by_tokens = reduced.view(-1, reduced.shape[-1])
         by_gates = left_operand(by_tokens.t())  # (G, T*B), for the weights' gradients
         grad_weight = by_gates @ hs_in[:-1].reshape(-1, hs_in.shape[-1])  # sum over steps of dg_t^T h_{t-1}, one product
-        grad_xproj = reduced if ctx.xproj_dtype == weight.dtype else grad_gates.to(ctx.xproj_dtype)
-        grad_bias = grad_gates.sum((0, 1)) if ctx.has_bias else None
+        grad_xproj = reduced if ctx.xproj_dtype == weight.dtype else grads.gates.to(ctx.xproj_dtype)
         grad_x = grad_input_weight = None
         if input_weight is not None:  # through the input map, in its dtype (that of the products)
             grad_x = (grad_xproj.reshape(by_tokens.shape) @ input_weight).view(x.shape)
             grad_input_weight = by_gates @ x.reshape(-1, x.shape[-1])
-        return (grad_xproj if input_weight is None else grad_x, grad_input_weight, grad_bias, dh.view(h0.shape),
-                dc.reshape(c0.shape), grad_weight, None)
+        return (grad_xproj if input_weight is None else grad_x, grad_input_weight,
+                grads.bias if ctx.has_bias else None, grads.h0.view(h0.shape), grads.c0.reshape(c0.shape), grad_weight,
+                None)
 
 
-def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
-    """Backward through time in tensor ops: returns the gate gradients (T, B, G), None (where the C loop gives them in
-    the products' dtype too), and the gradients of h0 and c0."""
+def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n,
+                   full: bool = True) -> _Gradients:
+    """Backward through time in tensor ops (the gate gradients in the state's dtype whatever `full` says)."""
     steps, batch, _ = grad_hs.shape
     coef = _backward_coefficients(c0, cs, probs, acts, n)
     # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
@@ -269,31 +281,39 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
         torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
         dc = dc * coef.forget[t]
         dh = to_hidden(out)  # (B, H)
-    return grad_gates, None, dh, dc
+    return _Gradients(grad_gates, None, grad_gates.sum((0, 1)), dh, dc)
 
 
-def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n):
+def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n,
+                          full: bool = True) -> _Gradients:
     """_backward_loop with each step's element-wise work done by one call into onlstm_step.c (CPU), which also
-    writes the gate gradients in the products' dtype where it is not the state's (returned second, else None)."""
+    writes the gate gradients in the products' dtype where it is not the state's, keeps them in the state's only
+    where that is the products' dtype or `full` asks for them, and sums them for the biases as it goes."""
     steps, batch, hidden = grad_hs.shape
     step = native.library(acts.dtype).backward_step
     grad_hs = grad_hs.contiguous()
     grad_dist = torch.stack([grad_dist_i, grad_dist_f], dim=-1).contiguous()  # (T, B, 2)
     c_prev = [c0.reshape(batch, hidden).contiguous().data_ptr(), *_addresses(cs)[:-1]]
-    grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
-    reduced = None if weight.dtype == acts.dtype else grad_gates.new_empty(grad_gates.shape, dtype=weight.dtype)
+    shape = (steps, batch, weight.shape[0])  # (T, B, G)
+    reduced = None if weight.dtype == acts.dtype else acts.new_empty(shape, dtype=weight.dtype)
+    grad_gates = acts.new_empty(shape) if reduced is None or full else None
+    bias_rows = acts.new_zeros(shape[1:])  # each batch row's sum over steps
     dh = grad_hs.new_zeros(batch, hidden)
     dc = grad_c_last.reshape(batch, hidden).clone(memory_format=torch.contiguous_format)
     to_hidden = RepeatedProduct(weight, batch, uses=steps, transposed=True)
     products_read = (grad_gates if reduced is None else reduced).unbind(0)
-    reduced_addresses = [None] * steps if reduced is None else _addresses(reduced)
     per_step = zip(_addresses(acts), c_prev, _addresses(probs), _addresses(grad_dist), _addresses(grad_hs),
-                   _addresses(grad_gates), reduced_addresses)
+                   _optional_addresses(grad_gates, steps), _optional_addresses(reduced, steps))
     for t, (acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, grad_gates_t, reduced_t) in reversed(list(enumerate(per_step))):
         step(batch, n, hidden // n, acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, *_as_state_or_bf16(dh, acts.dtype),
-             dc.data_ptr(), grad_gates_t, reduced_t)  # updates dc, writes grad_gates[t] (and reduced[t])
+             dc.data_ptr(), grad_gates_t, reduced_t, bias_rows.data_ptr())  # updates dc, writes grad_gates[t] (and reduced[t])
         dh = to_hidden(products_read[t])
-    return grad_gates, reduced, dh.to(acts.dtype), dc
+    return _Gradients(grad_gates, reduced, bias_rows.sum(0), dh.to(acts.dtype), dc)
+
+
+def _optional_addresses(x: Tensor | None, steps: int) -> list[int | None]:
+    """_addresses of x, or a None for each step where there is no x."""
+    return [None] * steps if x is None else _addresses(x)
 
 
 class _Coefficients(NamedTuple):
