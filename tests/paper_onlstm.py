@@ -13,7 +13,6 @@ from torch import Tensor
 from grammar_induce.families.onlstm.model import (
     Distances,
     ONLSTMLanguageModel,
-    embedding_dropout,
     locked_dropout,
     paper_layer,
 )
@@ -43,6 +42,14 @@ def reference_distances(model: ONLSTMLanguageModel, tokens: Tensor, scale_every_
         forget.append(dist_f)
         inp.append(dist_i)
     return Distances(torch.stack(forget), torch.stack(inp))
+
+
+def embedding_dropout(embedding: torch.nn.Embedding, tokens: Tensor, p: float, training: bool) -> Tensor:
+    """The paper's word-type dropout: the whole embedding matrix scaled by a mask drawn per row, then looked up."""
+    weight = embedding.weight
+    if training and p:
+        weight = weight * (weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p))
+    return F.embedding(tokens, weight)
 
 
 def reference_training_loss(model: ONLSTMLanguageModel, tokens: Tensor, targets: Tensor, alpha: float,

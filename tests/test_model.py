@@ -7,9 +7,10 @@ from grammar_induce.config import ModelConfig
 from grammar_induce.families.base import count_parameters
 from grammar_induce.families.onlstm import native
 from grammar_induce.families.onlstm.decoder import cross_entropy
-from grammar_induce.families.onlstm.model import ONLSTMLanguageModel, cumax, keep_mask, paper_layer
+from grammar_induce.families.onlstm.model import ONLSTMLanguageModel, cumax, embedding_dropout, keep_mask, paper_layer
 from grammar_induce.families.onlstm.recurrence import _Recurrence, recurrence
 
+from . import paper_onlstm
 from .paper_onlstm import reference_distances
 
 torch.set_default_dtype(torch.float32)
@@ -139,6 +140,26 @@ def test_keep_mask_is_zeros_and_ones_of_the_weight_dtype_at_rate_one_minus_p():
     assert mask.dtype == torch.float64 and mask.shape == weight.shape
     assert set(mask.unique().tolist()) == {0.0, 1.0}
     assert abs(mask.mean().item() - 0.7) < 0.01  # 60000 draws: standard error 0.002
+
+
+def test_embedding_dropout_on_the_rows_looked_up_is_the_papers_on_the_whole_matrix():
+    """The same draws drop the same word types: equal outputs, and equal gradients to float32's rounding (a row's
+    mask multiplies each use of it, not their sum); a dropped type gets no gradient."""
+    embedding = torch.nn.Embedding(50, 8)
+    tokens = torch.randint(0, 50, (30, 4), generator=torch.Generator().manual_seed(1))
+    results = []
+    for dropout in (embedding_dropout, paper_onlstm.embedding_dropout):
+        torch.manual_seed(7)
+        out = dropout(embedding, tokens, 0.3, True)
+        (grad,) = torch.autograd.grad((out * torch.arange(out.numel()).view(out.shape).sin()).sum(), embedding.weight)
+        results.append((out, grad))
+    (ours, our_grad), (paper, paper_grad) = results
+    assert torch.equal(ours, paper)
+    torch.testing.assert_close(our_grad, paper_grad, rtol=1e-6, atol=1e-6)
+    dropped = (ours == 0).all(-1)
+    assert dropped.any() and not dropped.all()
+    assert (our_grad[tokens[dropped]] == 0).all()
+    assert torch.equal(embedding_dropout(embedding, tokens, 0.3, False), embedding(tokens))
 
 
 def test_cross_entropy_matches_torch_in_value_and_gradient():

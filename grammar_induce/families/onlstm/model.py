@@ -130,11 +130,15 @@ def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
 
 
 def embedding_dropout(embedding: nn.Embedding, tokens: Tensor, p: float, training: bool) -> Tensor:
-    """Word-type dropout: drop whole rows of the embedding matrix (Gal & Ghahramani, 2016)."""
+    """Word-type dropout: drop whole rows of the embedding matrix (Gal & Ghahramani, 2016). The paper's code scales
+    the whole matrix by a mask drawn per row and looks the tokens up in it; here the rows looked up are scaled by
+    their mask (the same draws, the same numbers), which spares two passes over the matrix a batch (10,000 x 400 at
+    the paper's size, for 1,400 tokens)."""
     weight = embedding.weight
-    if training and p:
-        weight = weight * (weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p))
-    return F.embedding(tokens, weight)
+    if not (training and p):
+        return F.embedding(tokens, weight)
+    mask = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p)
+    return F.embedding(tokens, weight) * F.embedding(tokens, mask)
 
 
 class LSTMLayer(nn.Module):
