@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from grammar_induce.runtime.asgd import ASGD
 from grammar_induce.runtime.clipping import clip_and_step, total_norm
 
 
@@ -50,6 +51,7 @@ OPTIMIZERS = {
     "fused SGD": lambda ps: torch.optim.SGD(ps, lr=0.5, weight_decay=1e-3, fused=True),
     "SGD": lambda ps: torch.optim.SGD(ps, lr=0.5, weight_decay=1e-3, momentum=0.9),
     "ASGD": lambda ps: torch.optim.ASGD(ps, lr=0.5, t0=0, lambd=0.0, weight_decay=1e-3),
+    "our ASGD": lambda ps: ASGD(ps, lr=0.5, t0=0, lambd=0.0, weight_decay=1e-3),
     "Adam": lambda ps: torch.optim.Adam(ps, lr=0.01),
     "fused Adam": lambda ps: torch.optim.Adam(ps, lr=0.01, fused=True),
 }

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ...config import Config
 from ...runtime import distributed, precision
+from ...runtime.asgd import ASGD
 from ...runtime.clipping import clip_and_step
 from ...text import corpus
 from ...text.tokenizer import Vocab, batchify, get_batch, tokenizer_of
@@ -58,10 +59,11 @@ def sample_seq_len(rng: random.Random, bptt: int) -> int:
 
 def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.optim.Optimizer:
     """The paper's SGD, or ASGD once averaging starts. SGD runs torch's fused kernel on CPUs and GPUs: one pass over
-    each weight, the same numbers as its loop (three passes) in a third of the time on a CPU."""
+    each weight, the same numbers as its loop (three passes) in a third of the time on a CPU; ASGD one pass in C on a
+    CPU (runtime/asgd.py)."""
     cfg = config.train
     if phase == "asgd":
-        return torch.optim.ASGD(model.parameters(), lr=cfg.lr, t0=0, lambd=0.0, weight_decay=cfg.weight_decay)
+        return ASGD(model.parameters(), lr=cfg.lr, t0=0, lambd=0.0, weight_decay=cfg.weight_decay)
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused_sgd(model))
 
 
