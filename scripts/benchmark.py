@@ -6,8 +6,9 @@
 For `configs/ptb.toml`- and `configs/tiny.toml`-sized models it measures, in each precision
 (fp32, and bf16 where the hardware has bfloat16 units; see grammar_induce/runtime/precision.py):
 - each kind of matrix product of a training batch, alone (milliseconds);
-- training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step;
-  fixed sequence length), the median over batches after warm-up, and the "floor": the time of
+- training tokens/s with the full recipe (dropouts, DropConnect, AR/TAR, clipping, SGD step, and again with the
+  averaged SGD step the recipe switches to; fixed sequence length), the median over batches after warm-up, and the
+  "floor": the time of
   only the matrix products one such batch must do (forward and backward of every input map,
   of the hidden map at every step, and of the decoder, at their real shapes; the hidden map's on
   the weight laid out once per sequence, as the recurrence runs them), in the same precision;
@@ -151,7 +152,9 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
     return lambda: [w() for w in work]
 
 
-def bench_training(name: str, device_name: str, batches: int, precision: str) -> dict:
+def bench_training(name: str, device_name: str, batches: int, precision: str, phase: str = "sgd") -> dict:
+    """Tokens a second of training steps in `phase` (the recipe's SGD, or the averaged SGD it switches to once
+    validation stops improving), against the floor."""
     import dataclasses
 
     import torch
@@ -168,7 +171,7 @@ def bench_training(name: str, device_name: str, batches: int, precision: str) ->
     steps, batch = cfg.train.bptt, cfg.train.batch_size
     torch.manual_seed(0)
     model = ONLSTMLanguageModel(VOCAB, cfg.model).to(device)
-    optimizer = make_optimizer(model, cfg, "sgd")
+    optimizer = make_optimizer(model, cfg, phase)
     data = torch.randint(0, VOCAB, (steps + 1, batch), device=device)
     state = {"hidden": model.init_hidden(batch)}
 
@@ -509,6 +512,7 @@ def model_cases(name: str, args, precisions: list[str], batches: int, sentences:
     results = {f"{name} products": case("bench_products", precisions)}
     for precision in precisions:
         results[f"{name} train {precision}"] = case("bench_training", batches, precision)
+        results[f"{name} train {precision}, averaged SGD"] = case("bench_training", batches, precision, "asgd")
     results[f"{name} train per-step as the paper's code"] = case("bench_reference_training", max(2, batches // 4))
     for precision in precisions:
         for batch_size in (1, 64, 256):

@@ -66,9 +66,10 @@ class ASGD(torch.optim.ASGD):
     def _update(self, lib: ctypes.CDLL, p: Tensor, group: dict, scale: float) -> None:
         """One weight's step, as torch's single-tensor ASGD makes it."""
         state = self.state[p]
-        if not state:
-            state.update(step=torch.zeros((), dtype=torch.float32), eta=torch.tensor(float(group["lr"])),
-                         mu=torch.ones((), dtype=torch.float32), ax=torch.zeros_like(p))
+        if not state:  # as torch's: its scalars float64 where that is the default dtype, else float32
+            scalar = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+            state.update(step=torch.zeros((), dtype=scalar), eta=torch.tensor(float(group["lr"]), dtype=scalar),
+                         mu=torch.ones((), dtype=scalar), ax=torch.zeros_like(p))
         state["step"] += 1
         lr, lambd = float(group["lr"]), group["lambd"]
         eta, mu = state["eta"].item(), state["mu"].item()
