@@ -117,11 +117,7 @@ CKY_SOURCE = Path(__file__).with_name("cky.c")
 
 @functools.cache
 def _cky_library() -> ctypes.CDLL | None:
-    library = native.load(CKY_SOURCE)
-    if library is not None:
-        library.best_splits.restype = None
-        library.best_splits.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3
-    return library
+    return native.load_procedures(CKY_SOURCE, {"best_splits": [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3})
 
 
 def _best_splits_in_c(library: ctypes.CDLL, scores: Tensor) -> array.array:

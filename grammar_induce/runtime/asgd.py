@@ -26,11 +26,8 @@ SOURCE = Path(__file__).with_name("asgd.c")
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
-    lib = native.load(SOURCE, threads=True)
-    if lib is not None:
-        lib.asgd_update.restype = None
-        lib.asgd_update.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * 3 + [ctypes.c_float] * 5
-    return lib
+    return native.load_procedures(
+        SOURCE, {"asgd_update": [ctypes.c_long] + [ctypes.c_void_p] * 3 + [ctypes.c_float] * 5}, threads=True)
 
 
 class ASGD(torch.optim.ASGD):

@@ -47,11 +47,7 @@ def _draw(count: int, generator: torch.Generator) -> Tensor:
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
-    lib = native.load(SOURCE)
-    if lib is not None:
-        lib.full_range_int64.restype = None
-        lib.full_range_int64.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
-    return lib
+    return native.load_procedures(SOURCE, {"full_range_int64": [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]})
 
 
 @functools.cache

@@ -63,6 +63,18 @@ def load(source: Path, flags: tuple[str, ...] = (), threads: bool = False) -> ct
     return None
 
 
+def load_procedures(source: Path, signatures: dict[str, list], flags: tuple[str, ...] = (), threads: bool = False
+                    ) -> ctypes.CDLL | None:
+    """`load`, with each named function's argument types set (`signatures`: name -> ctypes types; they return
+    nothing)."""
+    lib = load(source, flags, threads)
+    if lib is not None:
+        for name, argtypes in signatures.items():
+            function = getattr(lib, name)
+            function.restype, function.argtypes = None, argtypes
+    return lib
+
+
 def _mark(failed: Path) -> None:
     """Leave `failed` in the cache (removing the cache folder tries every build again)."""
     try:

@@ -58,11 +58,8 @@ TRANSPOSE_SOURCE = Path(__file__).with_name("transpose.c")
 
 @functools.cache
 def _transpose_library() -> ctypes.CDLL | None:
-    lib = native.load(TRANSPOSE_SOURCE, threads=True)
-    if lib is not None:
-        for f in (lib.transpose16, lib.transpose32):
-            f.restype, f.argtypes = None, [ctypes.c_long] * 2 + [ctypes.c_void_p] * 2
-    return lib
+    arguments = [ctypes.c_long] * 2 + [ctypes.c_void_p] * 2
+    return native.load_procedures(TRANSPOSE_SOURCE, {"transpose16": arguments, "transpose32": arguments}, threads=True)
 
 
 def left_operand(x: Tensor) -> Tensor:

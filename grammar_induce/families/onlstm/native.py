@@ -33,16 +33,11 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
     """The compiled steps for `dtype` (forward_step, backward_step, DropConnect's drop_connect and
     drop_connect_backward, and the bf16 loss's cross_entropy_rows and cross_entropy_gradient), or None when they cannot
     be built here."""
-    lib = native.load(SOURCE, TYPE_FLAGS[dtype], threads=True)
-    if lib is None:
-        return None
-    lib.forward_step.restype = lib.backward_step.restype = None
-    lib.forward_step.argtypes = [INT] * 3 + [POINTER] * 11
-    lib.backward_step.argtypes = [INT] * 3 + [POINTER] * 11
-    lib.drop_connect.restype = lib.drop_connect_backward.restype = None
-    lib.drop_connect.argtypes = [ctypes.c_long, POINTER, POINTER, INT, POINTER, POINTER]
-    lib.drop_connect_backward.argtypes = [ctypes.c_long, POINTER, POINTER, POINTER, INT, POINTER]
-    lib.cross_entropy_rows.restype = lib.cross_entropy_gradient.restype = None
-    lib.cross_entropy_rows.argtypes = [INT] * 2 + [POINTER] * 5
-    lib.cross_entropy_gradient.argtypes = [INT] * 2 + [POINTER] * 4 + [ctypes.c_float] + [POINTER] * 2
-    return lib
+    return native.load_procedures(SOURCE, {
+        "forward_step": [INT] * 3 + [POINTER] * 11,
+        "backward_step": [INT] * 3 + [POINTER] * 11,
+        "drop_connect": [ctypes.c_long, POINTER, POINTER, INT, POINTER, POINTER],
+        "drop_connect_backward": [ctypes.c_long, POINTER, POINTER, POINTER, INT, POINTER],
+        "cross_entropy_rows": [INT] * 2 + [POINTER] * 5,
+        "cross_entropy_gradient": [INT] * 2 + [POINTER] * 4 + [ctypes.c_float] + [POINTER] * 2,
+    }, TYPE_FLAGS[dtype], threads=True)

@@ -22,11 +22,8 @@ SOURCE = Path(__file__).with_name("span_scores.c")
 
 @functools.cache
 def library() -> ctypes.CDLL | None:
-    lib = native.load(SOURCE, threads=True)
-    if lib is not None:
-        lib.span_scores.restype = None
-        lib.span_scores.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_void_p]
-    return lib
+    return native.load_procedures(
+        SOURCE, {"span_scores": [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_void_p]}, threads=True)
 
 
 def usable(x: Tensor) -> bool:
