@@ -2,12 +2,12 @@
 CPU (asgd.c).
 
 torch's ASGD makes about seven passes over every weight a step (the weight decay's sum, the decay, the update, the
-average's difference, its scaling and its sum), and fused SGD one: at the paper's size a step of the optimizer took
-77.5 ms against 11.7 on a 2-core Intel Xeon with AMX, and the paper's recipe trains most of its epochs in ASGD. The
-C pass reads the gradient, the weight and its average once and writes the weight and the average. The state is
-torch's (step, eta, mu, ax, as float32 tensors), so a checkpoint of either loads into the other; where the pass
-cannot run (another device or dtype, a sparse or non-contiguous tensor, an option torch's step has and this one
-does not, no compiler) torch's own step runs. Like fused SGD it takes a clipping scale (runtime/clipping.py).
+average's difference, its scaling and its sum), where fused SGD makes one. The C pass reads the gradient, the
+weight and its average once and writes the weight and the average: at the paper's size the optimizer's step took
+17.9 ms against torch's 78.3 (fused SGD 11.8) on a 2-core Intel Xeon with AMX. The state is torch's (step, eta, mu,
+ax), so a checkpoint of either loads into the other; where the pass cannot run (another device or dtype, a sparse
+or non-contiguous tensor, an option torch's step has and this one does not, no compiler) torch's own step runs.
+Like fused SGD it takes a clipping scale (runtime/clipping.py).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class ASGD(torch.optim.ASGD):
 
 
 def _fits(p: Tensor, group: dict) -> bool:
-    """Whether the C pass can take this weight (and its state, where it has one) with these options."""
+    """Whether the C pass can take this weight with these options."""
     if p.grad is None:
         return True
     plain = not (group["maximize"] or group["capturable"] or group["differentiable"] or group["foreach"])
