@@ -48,7 +48,8 @@ def test_a_transposed_weight_gives_x_times_the_weight():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, BF16, torch.int16, torch.float64])
-@pytest.mark.parametrize("shape", [(1, 1), (3, 200), (130, 67), (483, 115)])  # within one tile, across tiles' edges
+# within a block, across blocks' and strips' edges (rows and columns), split over threads (from 65,536 elements)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 200), (130, 67), (483, 115), (300, 257)])
 def test_transposed_copy_is_the_transpose_exactly(dtype, shape, monkeypatch):
     x = random(*shape).mul(1000).to(dtype)
     for native in ("1", "0"):  # the C copy (2- and 4-byte elements) and torch's
