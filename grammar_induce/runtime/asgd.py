@@ -54,10 +54,11 @@ class ASGD(torch.optim.ASGD):
                             p.grad.div_(scale)
             super().step()
             return loss
+        divisor = 0.0 if scale is None else scale.item()  # 0: none
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self._update(lib, p, group, 0.0 if scale is None else scale.item())
+                    self._update(lib, p, group, divisor)
         return loss
 
     def _update(self, lib: ctypes.CDLL, p: Tensor, group: dict, scale: float) -> None:
