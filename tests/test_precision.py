@@ -132,11 +132,12 @@ def test_a_bf16_model_stays_close_to_float32_and_fp32_is_unchanged():
 
 @pytest.mark.parametrize("vocab", [50, 1100])
 @pytest.mark.parametrize("passes", ["C", "tensor ops"])
-def test_the_bf16_decoder_loss_is_the_plain_ops_loss(passes, vocab, monkeypatch):
-    """decoder.py's cross entropy of bfloat16 logits, in C (a row at a time; 1,100 words: three blocks of columns,
-    over threads) or a few rows at a time in tensor ops (the last block short), against the plain ops (the product
-    rounded to bfloat16, the bias and the loss in float32): the same loss, and the same gradients to a bfloat16
-    rounding (the softmax gradient is made in another order before it is rounded)."""
+@pytest.mark.parametrize(("threads", "factor"), [(1, 1.0), (3, 2.0)])
+def test_the_bf16_decoder_loss_is_the_plain_ops_loss(passes, vocab, threads, factor, monkeypatch):
+    """decoder.py's cross entropy of bfloat16 logits, in C (a row at a time, the rows in parts for the threads: 23
+    rows in 3 parts of 7, 8 and 8) or a few rows at a time in tensor ops (the last block short), against the plain
+    ops (the product rounded to bfloat16, the bias and the loss in float32): the same loss, and the same gradients
+    to a bfloat16 rounding, the loss's backward starting at 1 or at another factor (which scales the products)."""
     from grammar_induce.families.onlstm import decoder
 
     if passes == "tensor ops":
@@ -144,6 +145,7 @@ def test_the_bf16_decoder_loss_is_the_plain_ops_loss(passes, vocab, monkeypatch)
     elif native.library(torch.float32) is None:
         pytest.skip("no C compiler here")
     monkeypatch.setattr(decoder, "BLOCK_FLOATS", 7 * vocab)  # 7 rows a block: 3 blocks of 7, 1 of 2
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
     draw = torch.Generator().manual_seed(3)
     inputs, weight, bias = (torch.randn(*shape, generator=draw, requires_grad=True)
                             for shape in ((23, 16), (vocab, 16), (vocab,)))
@@ -151,10 +153,29 @@ def test_the_bf16_decoder_loss_is_the_plain_ops_loss(passes, vocab, monkeypatch)
     plain = torch.nn.functional.cross_entropy((inputs.to(BF16) @ weight.to(BF16).t()).float() + bias, targets)
     ours = decoder.decoder_cross_entropy(inputs, weight, bias, targets, BF16)
     torch.testing.assert_close(ours, plain, rtol=1e-6, atol=0)
-    for got, want in zip(torch.autograd.grad(2.0 * ours, (inputs, weight, bias)),
-                         torch.autograd.grad(2.0 * plain, (inputs, weight, bias))):
+    for got, want in zip(torch.autograd.grad(factor * ours, (inputs, weight, bias)),
+                         torch.autograd.grad(factor * plain, (inputs, weight, bias))):
         assert got.dtype == torch.float32
         torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-4)
+
+
+def test_the_bf16_decoder_loss_makes_no_gradient_where_none_is_wanted(monkeypatch):
+    """Without gradients (evaluation), the loss is the same and its gradient is not made with it."""
+    from grammar_induce.families.onlstm import decoder
+
+    draw = torch.Generator().manual_seed(4)
+    inputs, weight, bias = (torch.randn(*shape, generator=draw, requires_grad=True) for shape in ((9, 8), (30, 8), (30,)))
+    targets = torch.randint(0, 30, (9,), generator=draw)
+    wanted = decoder.decoder_cross_entropy(inputs, weight, bias, targets, BF16)
+
+    def refuse(*args):
+        raise AssertionError("a gradient made without being wanted")
+
+    monkeypatch.setattr(decoder, "_loss_and_gradient", refuse)
+    with torch.no_grad():
+        torch.testing.assert_close(decoder.decoder_cross_entropy(inputs, weight, bias, targets, BF16), wanted.detach())
+    frozen = [x.detach() for x in (inputs, weight, bias)]
+    torch.testing.assert_close(decoder.decoder_cross_entropy(*frozen, targets, BF16), wanted.detach())
 
 
 def test_a_model_given_targets_gives_the_cross_entropy_of_its_logits():

@@ -262,10 +262,10 @@ void drop_connect_backward(long count, const real *grad, const uint16_t *grad_bf
 }
 
 /* The language model's loss under bf16 (decoder.py): the cross entropy of bfloat16 logits (rows, vocab) plus a float
- * bias, one pass over each row for its log-sum-exp (lse) and its target's logit, and one more for the gradient
- * (softmax - one-hot) * scale, written in bfloat16 for the products, with the bias's gradient in float. */
+ * bias. cross_entropy_rows gives each row's log-probability of its target, in one pass over the row for its largest
+ * logit and one (the row still in the cache) for its log-sum-exp. */
 void cross_entropy_rows(int rows, int vocab, const uint16_t *logits, const float *bias, const int64_t *targets,
-                        float *lse, float *target_logit)
+                        float *target_log_prob)
 {
 #pragma omp parallel for schedule(static) if ((long)rows * vocab >= PARALLEL_FROM)
     for (int r = 0; r < rows; r++) {
@@ -277,34 +277,50 @@ void cross_entropy_rows(int rows, int vocab, const uint16_t *logits, const float
         }
         for (int j = 0; j < vocab; j++)
             sum += expf(from_bf16(row[j]) + bias[j] - top);
-        lse[r] = top + logf(sum);
-        target_logit[r] = from_bf16(row[targets[r]]) + bias[targets[r]];
+        target_log_prob[r] = from_bf16(row[targets[r]]) + bias[targets[r]] - top - logf(sum);
     }
 }
 
-/* Split over columns, so that each thread sums the bias's gradient of its own columns over all rows. */
-void cross_entropy_gradient(int rows, int vocab, const uint16_t *logits, const float *bias, const int64_t *targets,
-                            const float *lse, float scale, uint16_t *grad_logits, float *grad_bias)
+/* cross_entropy_rows, and the loss's gradient made while each row is in the cache: (softmax - one-hot) * scale
+ * written over the row's logits in bfloat16, and summed over rows for the bias. The rows are split into `parts`
+ * (at most the threads), each with its own scratch (2 x vocab floats: the row's exponentials, its part's bias sums),
+ * and the parts' sums are added in their order (the same sums whatever the threads' timing). */
+void cross_entropy_with_gradient(int rows, int vocab, int parts, uint16_t *logits, const float *bias,
+                                 const int64_t *targets, float scale, float *target_log_prob, float *scratch,
+                                 float *grad_bias)
 {
-    enum { COLUMNS = 512 };
-    const int blocks = (vocab + COLUMNS - 1) / COLUMNS;
-#pragma omp parallel for schedule(static) if ((long)rows * vocab >= PARALLEL_FROM)
-    for (int block = 0; block < blocks; block++) {
-        const int start = block * COLUMNS, end = start + COLUMNS < vocab ? start + COLUMNS : vocab;
-        float bias_sum[COLUMNS] = {0};
-        for (int r = 0; r < rows; r++) {
-            const uint16_t *row = logits + (size_t)r * vocab;
-            uint16_t *out = grad_logits + (size_t)r * vocab;
-            const float row_lse = lse[r];
+    const int parallel = (long)rows * vocab >= PARALLEL_FROM;
+#pragma omp parallel for schedule(static) num_threads(parts) if (parallel)
+    for (int part = 0; part < parts; part++) {
+        float *restrict e = scratch + (size_t)part * 2 * vocab, *restrict bias_sum = e + vocab;
+        memset(bias_sum, 0, (size_t)vocab * sizeof *bias_sum);
+        for (int r = (int)((long)rows * part / parts); r < (int)((long)rows * (part + 1) / parts); r++) {
+            uint16_t *row = logits + (size_t)r * vocab;
+            float top = from_bf16(row[0]) + bias[0], sum = 0;
+            for (int j = 0; j < vocab; j++) {
+                e[j] = from_bf16(row[j]) + bias[j];
+                top = e[j] > top ? e[j] : top;
+            }
             const int64_t target = targets[r];
-            for (int j = start; j < end; j++) {
-                const float one_hot = j == target;
-                const float g = (expf(from_bf16(row[j]) + bias[j] - row_lse) - one_hot) * scale;
-                bias_sum[j - start] += g;
-                out[j] = to_bf16(g);
+            const float target_logit = e[target];
+            for (int j = 0; j < vocab; j++) {
+                e[j] = expf(e[j] - top);
+                sum += e[j];
+            }
+            target_log_prob[r] = target_logit - top - logf(sum);
+            const float inverse = 1 / sum;
+            for (int j = 0; j < vocab; j++) {
+                const float g = (e[j] * inverse - (j == target)) * scale;
+                bias_sum[j] += g;
+                row[j] = to_bf16(g);
             }
         }
-        for (int j = start; j < end; j++)
-            grad_bias[j] = bias_sum[j - start];
+    }
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int j = 0; j < vocab; j++) {
+        float total = 0;
+        for (int part = 0; part < parts; part++)
+            total += scratch[(size_t)part * 2 * vocab + vocab + j];
+        grad_bias[j] = total;
     }
 }
