@@ -11,6 +11,7 @@ from grammar_induce.families.onlstm.recurrence import (
     drop_connect,
     recurrence,
     recurrence_with_input_map,
+    scale_steps,
 )
 from grammar_induce.runtime import memory
 from grammar_induce.workflows.train import train
@@ -124,6 +125,26 @@ def test_drop_connect_in_c_and_in_tensor_ops_draw_the_same_masks(dtype, monkeypa
         results.append((masked, weight.grad))
         weight.grad = None
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+@needs_c_steps
+@pytest.mark.parametrize("native_on", [True, False])
+def test_locked_dropouts_mask_into_bfloat16_is_the_tensor_ops_multiply_then_rounding(native_on, monkeypatch):
+    """scale_steps (locked dropout's mask, shared by the steps, written in bfloat16 for the products in one pass each
+    way) gives what x * mask then .to(bfloat16) gives, and its gradient: one rounded multiply per element, so the
+    same numbers. 3 x 5 x 400 entries cross the C code's threshold for threads."""
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "1" if native_on else "0")
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(3, 5, 400, generator=gen, requires_grad=True)
+    mask = torch.empty(1, 5, 400).bernoulli_(0.7, generator=gen) / 0.7
+    grad = torch.randn(3, 5, 400, generator=gen).to(torch.bfloat16)
+    ours = scale_steps(x, mask, torch.bfloat16)
+    (ours_grad,) = torch.autograd.grad(ours, x, grad)
+    plain = (x * mask).to(torch.bfloat16)
+    (plain_grad,) = torch.autograd.grad(plain, x, grad)
+    assert ours.dtype == torch.bfloat16 and ours_grad.dtype == torch.float32
+    assert torch.equal(ours, plain) and torch.equal(ours_grad, plain_grad)
+    assert torch.equal(scale_steps(x, mask, None), x * mask)
 
 
 @needs_c_steps

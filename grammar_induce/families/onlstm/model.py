@@ -20,7 +20,7 @@ from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
-from .recurrence import State, drop_connect, keep_mask, linear, recurrence, recurrence_with_input_map
+from .recurrence import State, drop_connect, keep_mask, linear, recurrence, recurrence_with_input_map, scale_steps
 from .trainer import AWDTrainer
 
 
@@ -102,6 +102,10 @@ class ONLSTMLayer(nn.Module):
             weight = weight * (1.0 - self.wdrop)
         return weight if dtype is None else weight.to(dtype)
 
+    def input_dtype(self, products: torch.dtype | None) -> torch.dtype | None:
+        """The dtype this layer reads its input in, given that of its products (None: float32): in training, theirs."""
+        return products if self.training else None
+
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor], products: torch.dtype | None = None):
         """`products`: the dtype of the matrix products (None: float32, as the paper; see runtime/precision.py)."""
         h0, c0 = state
@@ -121,12 +125,13 @@ class ONLSTMLayer(nn.Module):
         return recurrence(xproj, h0, c0, self.recurrent_weight(dtype), self.n_levels)
 
 
-def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """Variational dropout: one mask per sequence, shared over time. x: (T, B, D)."""
+def locked_dropout(x: Tensor, p: float, training: bool, dtype: torch.dtype | None = None) -> Tensor:
+    """Variational dropout: one mask per sequence, shared over time. x: (T, B, D). Where a mask is applied, the
+    result is in `dtype` (None: x's): that of the products reading it, the mask and the conversion one pass."""
     if not training or not p:
         return x
     mask = x.new_empty(1, x.shape[1], x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p)
-    return x * mask
+    return scale_steps(x, mask, dtype)
 
 
 def embedding_dropout(embedding: nn.Embedding, tokens: Tensor, p: float, training: bool) -> Tensor:
@@ -150,6 +155,9 @@ class LSTMLayer(nn.Module):
         self.hidden_size = hidden_size
         self.lstm = nn.LSTM(input_size, hidden_size)
         self.wdrop = wdrop
+
+    def input_dtype(self, products: torch.dtype | None) -> None:
+        """None: torch's LSTM reads float32 whatever its products' dtype."""
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor], products: torch.dtype | None = None):
         """torch's LSTM runs in float32 whatever `products` says (in bfloat16 it would keep its cell in bfloat16)."""
@@ -199,14 +207,15 @@ class LanguageModel(ModelKind):
         cfg = self.config
         hidden = hidden if hidden is not None else self.init_hidden(tokens.shape[1])
         x = embedding_dropout(self.embedding, tokens, cfg.dropoute, self.training)  # (T, B, E)
-        x = locked_dropout(x, cfg.dropouti, self.training)
+        x = locked_dropout(x, cfg.dropouti, self.training, self.layers[0].input_dtype(products))
         new_hidden, forget, inp = [], [], []
         for k, layer in enumerate(self.layers[:n_layers]):
             hs, c_last, dist_f, dist_i = layer(x, hidden[k], products)  # (T, B, H_k)
             new_hidden.append((hs[-1], c_last))
             forget.append(dist_f)
             inp.append(dist_i)
-            x = locked_dropout(hs, cfg.dropouth, self.training) if k < len(self.layers) - 1 else hs
+            above = self.layers[k + 1] if k < len(self.layers) - 1 else None
+            x = hs if above is None else locked_dropout(hs, cfg.dropouth, self.training, above.input_dtype(products))
         distances = Distances(torch.stack(forget), torch.stack(inp)) if self.YIELDS == "distances" else None
         return x, new_hidden, distances
 
@@ -215,7 +224,7 @@ class LanguageModel(ModelKind):
         """The next-token logits of (T, B) `tokens`; with (T, B) `targets`, their mean cross entropy instead (the
         decoder and the loss then run together: decoder.py)."""
         top, new_hidden, distances = self.run_stack(tokens, hidden, products=products)
-        top_dropped = locked_dropout(top, self.config.dropout, self.training)
+        top_dropped = locked_dropout(top, self.config.dropout, self.training, products)  # the decoder's products
         if targets is not None:
             ce = decoder_cross_entropy(top_dropped.reshape(-1, top.shape[-1]), self.decoder.weight, self.decoder.bias,
                                        targets.reshape(-1), products)

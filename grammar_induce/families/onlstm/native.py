@@ -31,13 +31,14 @@ def usable(tensor: torch.Tensor) -> bool:
 @functools.cache
 def library(dtype: torch.dtype) -> ctypes.CDLL | None:
     """The compiled steps for `dtype` (forward_step, backward_step, DropConnect's drop_connect and
-    drop_connect_backward, and the bf16 loss's cross_entropy_rows and cross_entropy_with_gradient), or None when they cannot
-    be built here."""
+    drop_connect_backward, locked dropout's scale_steps, and the bf16 loss's cross_entropy_rows and
+    cross_entropy_with_gradient), or None when they cannot be built here."""
     return native.load_procedures(SOURCE, {
         "forward_step": [INT] * 3 + [POINTER] * 11,
         "backward_step": [INT] * 3 + [POINTER] * 11,
         "drop_connect": [ctypes.c_long, POINTER, POINTER, INT, POINTER, POINTER],
         "drop_connect_backward": [ctypes.c_long, POINTER, POINTER, POINTER, INT, POINTER],
+        "scale_steps": [ctypes.c_long] * 2 + [POINTER] * 5,
         "cross_entropy_rows": [INT] * 2 + [POINTER] * 4,
         "cross_entropy_with_gradient": [INT] * 3 + [POINTER] * 3 + [ctypes.c_float] + [POINTER] * 3,
     }, TYPE_FLAGS[dtype], threads=True)

@@ -261,6 +261,23 @@ void drop_connect_backward(long count, const real *grad, const uint16_t *grad_bf
     }
 }
 
+/* Locked dropout under bf16 (recurrence.py's scale_steps): x (steps, width) times a mask (width) shared by every
+ * step, from real to bfloat16 (out_bf16) or, its gradient, from bfloat16 (x_bf16) to real (out), in one pass. */
+void scale_steps(long steps, long width, const real *x, const uint16_t *x_bf16, const real *mask, real *out,
+                 uint16_t *out_bf16)
+{
+#pragma omp parallel for schedule(static) if (steps * width >= PARALLEL_FROM)
+    for (long t = 0; t < steps; t++) {
+        const size_t row = (size_t)t * width;
+        if (out_bf16 != NULL)
+            for (long j = 0; j < width; j++)
+                out_bf16[row + j] = to_bf16((float)(x[row + j] * mask[j]));
+        else
+            for (long j = 0; j < width; j++)
+                out[row + j] = from_bf16(x_bf16[row + j]) * mask[j];
+    }
+}
+
 /* The language model's loss under bf16 (decoder.py): the cross entropy of bfloat16 logits (rows, vocab) plus a float
  * bias. cross_entropy_rows gives each row's log-probability of its target, in one pass over the row for its largest
  * logit and one (the row still in the cache) for its log-sum-exp. */

@@ -425,3 +425,38 @@ def drop_connect(weight: Tensor, p: float, dtype: torch.dtype | None) -> Tensor:
         return _DropConnect.apply(weight, p, dtype)
     masked = weight * keep_mask(weight, p)
     return masked if dtype is None else masked.to(dtype)
+
+
+class _ScaleSteps(torch.autograd.Function):
+    """x * mask (x (T, B, D) in the state's dtype, mask (1, B, D) shared by the steps) written in bfloat16 in one C
+    pass (onlstm_step.c's scale_steps); the gradient, grad * mask in x's dtype, in one pass too."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, mask: Tensor):
+        x, mask = x.contiguous(), mask.contiguous()
+        out = torch.empty(x.shape, dtype=torch.bfloat16)
+        native.library(x.dtype).scale_steps(x.shape[0], mask.numel(), x.data_ptr(), None, mask.data_ptr(), None,
+                                            out.data_ptr())
+        ctx.save_for_backward(mask)
+        ctx.x_dtype = x.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (mask,) = ctx.saved_tensors
+        grad = grad.contiguous()  # bfloat16, as the result (autograd gives a gradient its tensor's dtype)
+        out = torch.empty(grad.shape, dtype=ctx.x_dtype)
+        native.library(ctx.x_dtype).scale_steps(grad.shape[0], mask.numel(), None, grad.data_ptr(), mask.data_ptr(),
+                                                out.data_ptr(), None)
+        return out, None
+
+
+def scale_steps(x: Tensor, mask: Tensor, dtype: torch.dtype | None) -> Tensor:
+    """x * mask (x (T, B, D), mask (1, B, D) shared over steps: locked dropout's) in `dtype` (None: x's): one C pass
+    each way on a CPU into bfloat16 (the multiply and the conversion of the tensor ops, the same numbers), else tensor
+    ops."""
+    if dtype is None or dtype == x.dtype:
+        return x * mask
+    if dtype == torch.bfloat16 and native.usable(x) and mask.dtype == x.dtype and mask.shape == (1, *x.shape[1:]):
+        return _ScaleSteps.apply(x, mask)
+    return (x * mask).to(dtype)
