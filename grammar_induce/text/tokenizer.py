@@ -6,6 +6,7 @@ torch is imported where a tensor is made, so scoring a file of trees never loads
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections import Counter
@@ -41,6 +42,7 @@ _ABBREVIATIONS = frozenset("etc vs cf viz approx".split())
 _WHOLE = re.compile(r"(?:https?://|www\.)[!-~]*[A-Za-z0-9/#=_&%+~-]|[A-Za-z0-9.+_-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
                     r"\.[A-Za-z]{2,}"
                     r"|[0-9]+(?:[.,][0-9]+)+")
+_WHOLE_HINT = re.compile(r"@|://|www\.|[0-9][.,][0-9]")  # what every match of _WHOLE holds: one scan, not a try a position
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ class Tokenizer:
 
     def read_tokens(self, tokens: list[str]) -> tuple[list[str], list[bool]]:
         """`read` of a line split already (pre-tokenized text, another library's tokens)."""
-        is_word = [self.is_word(t) for t in tokens]
+        if not (self.punctuation_aside or self.kind == "treebank"):  # is_word's test, once a line
+            return tokens, [True] * len(tokens)
+        is_word = [t in SYMBOL_WORDS or _has_word_character(t) for t in tokens]
         return tokens, is_word if any(is_word) else [True] * len(tokens)
 
     def split(self, line: str, known: Collection[str] = ()) -> list[str]:
@@ -125,23 +129,36 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
         spans = _kept_whole(line, list(tokenizer.span_tokenize(line)))
     except ValueError:  # nltk could not find a token it rewrote in the text: its tokens as they are
         return tokenizer.tokenize(line)
-    tokens: list[str] = []
+    tokens = [line[a:b] for a, b in spans]
+    if any(start <= end for (_, end), (start, _) in itertools.pairwise(spans)):  # pieces of one chunk touch
+        tokens = _chunks_kept_whole(line, spans, tokens, keep_whole)
+    if "." not in line:  # nothing for _split_period
+        return tokens
+    return [piece for k, token in enumerate(tokens)
+            for piece in (_split_period(token, tokens[k + 1 : k + 3]) if token[-1] == "." else (token,))]
+
+
+def _chunks_kept_whole(line: str, spans: list[tuple[int, int]], tokens: list[str], keep_whole) -> list[str]:
+    """`tokens` (those of `spans`) with each whitespace-separated chunk of several that `keep_whole` accepts made
+    one token again."""
+    kept: list[str] = []
     first = 0  # the first span of a chunk: spans that touch were one whitespace-separated chunk
     for k in range(1, len(spans) + 1):
         if k == len(spans) or spans[k][0] > spans[k - 1][1]:
             chunk = line[spans[first][0] : spans[k - 1][1]]
             if k - first > 1 and keep_whole(chunk):
-                tokens.append(chunk)
+                kept.append(chunk)
             else:
-                tokens += [line[a:b] for a, b in spans[first:k]]
+                kept += tokens[first:k]
             first = k
-    return [piece for k, token in enumerate(tokens)
-            for piece in (_split_period(token, tokens[k + 1 : k + 3]) if token[-1] == "." else (token,))]
+    return kept
 
 
 def _kept_whole(line: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Token spans with the pieces of one of `_WHOLE`'s matches (an address, a number) joined into one; a piece
     running past the match keeps its rest as a token of its own."""
+    if not _WHOLE_HINT.search(line):  # most lines
+        return spans
     for match in _WHOLE.finditer(line):
         start, end = match.span()
         inside = [k for k, (a, b) in enumerate(spans) if a < end and b > start]
