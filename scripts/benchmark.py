@@ -117,7 +117,7 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
     shapes, in `precision`, the per-step ones as the recurrence runs them (runtime/products.py)."""
     import torch
 
-    from grammar_induce.runtime.products import RepeatedProduct
+    from grammar_induce.runtime.products import RepeatedProduct, swaps_transposed_left
 
     def step_by_step(weight, x, transposed=False):  # on the weight laid out once per sequence, as the recurrence
         product = RepeatedProduct(weight, batch, steps, transposed)
@@ -148,7 +148,11 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
         work.append(lambda: top @ w_dec.t())
         if backward:
             work.append(lambda: d_logits @ w_dec)
-            work.append(lambda: d_logits.t() @ top)
+            if swaps_transposed_left(d_logits, top):  # the weight's gradient as the loss multiplies it
+                top_by_features = r(emb, steps * batch)
+                work.append(lambda: top_by_features @ d_logits)
+            else:
+                work.append(lambda: d_logits.t() @ top)
     return lambda: [w() for w in work]
 
 

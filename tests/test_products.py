@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from grammar_induce.runtime import precision
-from grammar_induce.runtime.products import RepeatedProduct, left_operand, transposed_copy
+from grammar_induce.runtime.products import (
+    RepeatedProduct,
+    left_operand,
+    swaps_transposed_left,
+    transposed_copy,
+    transposed_left_product,
+)
 
 BF16 = torch.bfloat16
 ROUNDING = 1e-4  # float32 sums of a few hundred terms of size ~1, added in another order: ~1e-5 apart
@@ -109,3 +115,19 @@ def test_a_transposed_bfloat16_left_operand_is_copied_contiguous_where_the_cpu_h
     assert left_operand(view) is view
     plain = random(48, 70, dtype=BF16)
     assert left_operand(plain) is plain  # contiguous already
+
+
+@pytest.mark.parametrize("units", ["AMX + AVX-512 BF16", "AVX-512 BF16"])
+def test_a_product_of_a_transposed_left_operand_is_the_plain_one_in_either_order(units, monkeypatch):
+    """a.t() @ b: on AMX, where the narrower b makes (b.t() @ a) transposed the cheaper copies, that; else as it is.
+    The same products either way (each entry a float32 sum of the same bfloat16 products, in an order oneDNN
+    chooses, rounded once to bfloat16): contiguous, to that rounding."""
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: units)
+    tokens_by_words, tokens_by_features = random(70, 300, dtype=BF16), random(70, 40, dtype=BF16, seed=1)
+    wide = swaps_transposed_left(tokens_by_words, tokens_by_features)
+    assert wide == ("AMX" in units) and not swaps_transposed_left(tokens_by_features, tokens_by_words)
+    assert not swaps_transposed_left(tokens_by_words.float(), tokens_by_features.float())  # MKL reads either
+    for a, b in ((tokens_by_words, tokens_by_features), (tokens_by_features, tokens_by_words)):
+        got = transposed_left_product(a, b)
+        assert got.is_contiguous() and got.dtype == BF16
+        torch.testing.assert_close(got.float(), a.float().t() @ b.float(), rtol=1e-2, atol=1e-2)

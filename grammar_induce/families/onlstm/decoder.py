@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ...runtime.products import transposed_left_product
 from . import native
 
 BLOCK_FLOATS = 1 << 18  # float32 log-probabilities of a block of rows (1 MB): a cache's worth
@@ -78,8 +79,8 @@ class _DecoderCrossEntropy(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
         reduced_inputs, reduced_weight, grad_logits = ctx.saved_tensors
-        grads = [(grad_logits @ reduced_weight).to(ctx.dtypes[0]), (grad_logits.t() @ reduced_inputs).to(ctx.dtypes[1]),
-                 ctx.grad_bias]
+        grads = [(grad_logits @ reduced_weight).to(ctx.dtypes[0]),
+                 transposed_left_product(grad_logits, reduced_inputs).to(ctx.dtypes[1]), ctx.grad_bias]
         scale = grad.item()  # the products are linear in grad_logits: scaled after them (1 as a loss's backward starts)
         return *(grads if scale == 1 else [g.mul(scale) for g in grads]), None, None, None
 
