@@ -117,7 +117,11 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
     shapes, in `precision`, the per-step ones as the recurrence runs them (runtime/products.py)."""
     import torch
 
-    from grammar_induce.runtime.products import RepeatedProduct, swaps_transposed_left
+    from grammar_induce.runtime.products import RepeatedProduct, copies_linear_weight, swaps_transposed_left
+
+    def linear_floor(x, weight):  # x @ weight.t(), on weight.t() laid out contiguous where the step copies it so
+        by_inputs = weight.t().contiguous() if copies_linear_weight(x, weight) else weight.t()
+        return lambda: x @ by_inputs
 
     def step_by_step(weight, x, transposed=False):  # on the weight laid out once per sequence, as the recurrence
         product = RepeatedProduct(weight, batch, steps, transposed)
@@ -130,7 +134,7 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
     for inp, hid, gates in layer_shapes(cfg)[:n_layers]:
         x, w_ih, w_hh, h = r(steps * batch, inp), r(gates, inp), r(gates, hid), r(batch, hid)
         dg, dg_step = r(steps * batch, gates), r(batch, gates)
-        work.append(lambda x=x, w=w_ih: x @ w.t())  # input map, all steps at once
+        work.append(linear_floor(x, w_ih))  # input map, all steps at once
         work.append(lambda h=h, w=w_hh: step_by_step(w, h))  # hidden map, step by step
         if backward:
             # the weights' gradients take the gate gradients laid out gates by tokens, the layout no product is
@@ -145,7 +149,7 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
     if decoder:
         emb = cfg.model.emb_size
         top, w_dec, d_logits = r(steps * batch, emb), r(VOCAB, emb), r(steps * batch, VOCAB)
-        work.append(lambda: top @ w_dec.t())
+        work.append(linear_floor(top, w_dec))
         if backward:
             work.append(lambda: d_logits @ w_dec)
             if swaps_transposed_left(d_logits, top):  # the weight's gradient as the loss multiplies it

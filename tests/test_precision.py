@@ -164,7 +164,8 @@ def test_the_bf16_decoder_loss_makes_no_gradient_where_none_is_wanted(monkeypatc
     from grammar_induce.families.onlstm import decoder
 
     draw = torch.Generator().manual_seed(4)
-    inputs, weight, bias = (torch.randn(*shape, generator=draw, requires_grad=True) for shape in ((9, 8), (30, 8), (30,)))
+    shapes = ((9, 8), (30, 8), (30,))
+    inputs, weight, bias = (torch.randn(*shape, generator=draw, requires_grad=True) for shape in shapes)
     targets = torch.randint(0, 30, (9,), generator=draw)
     wanted = decoder.decoder_cross_entropy(inputs, weight, bias, targets, BF16)
 

@@ -6,10 +6,12 @@ import weakref
 import pytest
 import torch
 
-from grammar_induce.runtime import precision
+from grammar_induce.runtime import precision, products
 from grammar_induce.runtime.products import (
     RepeatedProduct,
+    copies_linear_weight,
     left_operand,
+    linear_product,
     swaps_transposed_left,
     transposed_copy,
     transposed_left_product,
@@ -131,3 +133,21 @@ def test_a_product_of_a_transposed_left_operand_is_the_plain_one_in_either_order
         got = transposed_left_product(a, b)
         assert got.is_contiguous() and got.dtype == BF16
         torch.testing.assert_close(got.float(), a.float().t() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("units", ["AMX + AVX-512 BF16", "AVX-512 BF16"])
+def test_a_linear_maps_product_copies_its_weight_only_where_amx_multiplies_it_slowly(units, monkeypatch):
+    """x @ weight.t(): on AMX, for a weight of SLOW_TRANSPOSED_RIGHT_FROM rows or more and ROWS_FOR_A_COPY inputs or
+    more, on a contiguous copy of weight.t(); else as it is. The same products either way, to bfloat16's rounding."""
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: units)
+    monkeypatch.setattr(products, "SLOW_TRANSPOSED_RIGHT_FROM", 40)
+    monkeypatch.setattr(products, "ROWS_FOR_A_COPY", 6)
+    weight, narrow = random(40, 24, dtype=BF16), random(39, 24, dtype=BF16)
+    x, few = random(6, 24, dtype=BF16, seed=1), random(5, 24, dtype=BF16, seed=2)
+    assert copies_linear_weight(x, weight) == ("AMX" in units)
+    assert not copies_linear_weight(x, narrow) and not copies_linear_weight(few, weight)
+    assert not copies_linear_weight(x.float(), weight.float())
+    for inputs, w in ((x, weight), (x, narrow), (few, weight)):
+        got = linear_product(inputs, w)
+        assert got.shape == (len(inputs), len(w)) and got.dtype == BF16
+        torch.testing.assert_close(got.float(), inputs.float() @ w.float().t(), rtol=1e-2, atol=1e-2)

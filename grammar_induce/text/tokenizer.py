@@ -42,7 +42,7 @@ _ABBREVIATIONS = frozenset("etc vs cf viz approx".split())
 _WHOLE = re.compile(r"(?:https?://|www\.)[!-~]*[A-Za-z0-9/#=_&%+~-]|[A-Za-z0-9.+_-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
                     r"\.[A-Za-z]{2,}"
                     r"|[0-9]+(?:[.,][0-9]+)+")
-_WHOLE_HINT = re.compile(r"@|://|www\.|[0-9][.,][0-9]")  # what every match of _WHOLE holds: one scan, not a try a position
+_WHOLE_HINT = re.compile(r"@|://|www\.|[0-9][.,][0-9]")  # what every match of _WHOLE holds (one scan of a line)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ logits are (1,400 x 10,000) a training batch, and converting them to float32, ad
 and their gradient each pass over 56 MB. Here the bfloat16 logits are one product as before, then read a block
 of rows at a time, each block's float32 work done while it is in the cache, the gradient too where one is wanted:
 the mean's gradient, (softmax - one-hot) / rows, written over the block's logits in bfloat16, as the plain ops round
-it (the backward scales the products it feeds, linear in it, by the incoming gradient where that is not 1). On a CPU that is one C call, a row at a time (onlstm_step.c's
-cross_entropy_with_gradient; cross_entropy_rows without the gradient).
+it (the backward scales the products it feeds, linear in it, by the incoming gradient where that is not 1). On a
+CPU that is one C call, a row at a time (onlstm_step.c's cross_entropy_with_gradient; cross_entropy_rows without the
+gradient).
 The same loss and gradients as the plain ops (tests/test_precision.py holds them together).
 """
 
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...runtime.products import transposed_left_product
+from ...runtime.products import linear_product, transposed_left_product
 from . import native
 
 BLOCK_FLOATS = 1 << 18  # float32 log-probabilities of a block of rows (1 MB): a cache's worth
@@ -65,7 +66,7 @@ class _DecoderCrossEntropy(torch.autograd.Function):
     def forward(ctx, inputs: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, dtype: torch.dtype,
                 with_gradient: bool) -> Tensor:
         reduced_inputs, reduced_weight = inputs.to(dtype), weight.to(dtype)
-        logits = reduced_inputs @ reduced_weight.t()  # (N, V) in `dtype`: rounded once, as `recurrence.linear`
+        logits = linear_product(reduced_inputs, reduced_weight)  # (N, V) in `dtype`, rounded once (`recurrence.linear`)
         targets = targets.contiguous()
         if with_gradient:  # the logits become the mean's gradient
             total, ctx.grad_bias = _loss_and_gradient(logits, bias, targets)

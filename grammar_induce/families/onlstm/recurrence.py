@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...runtime import draws
-from ...runtime.products import RepeatedProduct, left_operand
+from ...runtime.products import RepeatedProduct, left_operand, linear_product
 from . import native
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
@@ -197,7 +197,7 @@ def backward_map(weight: Tensor, rows: int, steps: int) -> Callable[[Tensor], Te
 
 def reduced_product(x: Tensor, weight: Tensor, dtype: torch.dtype) -> Tensor:
     """x @ weight.t() in a reduced `dtype`, inputs and result."""
-    return x.to(dtype) @ weight.to(dtype).t()
+    return linear_product(x.to(dtype).reshape(-1, x.shape[-1]), weight.to(dtype)).view(*x.shape[:-1], -1)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None, full_rows: int = 0) -> Tensor:
@@ -225,7 +225,9 @@ class _Recurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, input_weight, bias, h0, c0, weight, n):
         steps = _time_steps(h0)
-        xproj = x if input_weight is None else (x.reshape(-1, x.shape[-1]) @ input_weight.t()).view(*x.shape[:2], -1)
+        xproj = x
+        if input_weight is not None:
+            xproj = linear_product(x.reshape(-1, x.shape[-1]), input_weight).view(*x.shape[:2], -1)
         run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward_loop, save=True)
         ctx.save_for_backward(x if input_weight is not None else None, input_weight, h0, c0, weight, run.hs_in, run.cs,
                               run.probs, run.acts)
