@@ -26,8 +26,9 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
                 "tiny parse per-step scaled once", "tiny parse 2-model ensemble", "tiny parse one 500-word line",
                 "tiny parse 2-model ensemble, one 800-word line", "tiny parse student vs the pair"}
     for p in precisions:
-        expected |= {f"tiny train {p}", f"tiny train {p}, averaged SGD", f"tiny parse batch 1 {p}", f"tiny parse batch 64 {p}",
-                     f"tiny parse batch 256 {p}", f"tiny parse batch 256, layers 1-2 {p}", f"tiny parse student {p}"}
+        expected |= {f"tiny train {p}", f"tiny train {p}, averaged SGD", f"tiny parse batch 1 {p}",
+                     f"tiny parse batch 64 {p}", f"tiny parse batch 256 {p}", f"tiny parse batch 256, layers 1-2 {p}",
+                     f"tiny parse student {p}"}
     assert set(results) == expected
     products = results.pop("tiny products")
     assert len(products) == 4 * len(precisions) + 1 and all(ms > 0 for ms in products.values())

@@ -47,7 +47,8 @@ def _draw(count: int, generator: torch.Generator) -> Tensor:
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
-    return native.load_procedures(SOURCE, {"full_range_int64": [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]})
+    arguments = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
+    return native.load_procedures(SOURCE, {"full_range_int64": arguments})
 
 
 @functools.cache

@@ -308,7 +308,7 @@ def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, gra
                    _optional_addresses(grad_gates, steps), _optional_addresses(reduced, steps))
     for t, (acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, grad_gates_t, reduced_t) in reversed(list(enumerate(per_step))):
         step(batch, n, hidden // n, acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, *_as_state_or_bf16(dh, acts.dtype),
-             dc.data_ptr(), grad_gates_t, reduced_t, bias_rows.data_ptr())  # updates dc and bias_rows, writes the gates' rows
+             dc.data_ptr(), grad_gates_t, reduced_t, bias_rows.data_ptr())  # updates dc, bias_rows; writes gate rows
         dh = to_hidden(products_read[t])
     return _Gradients(grad_gates, reduced, bias_rows.sum(0), dh.to(acts.dtype), dc)
 

@@ -22,8 +22,8 @@ SOURCE = Path(__file__).with_name("span_scores.c")
 
 @functools.cache
 def library() -> ctypes.CDLL | None:
-    return native.load_procedures(
-        SOURCE, {"span_scores": [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_void_p]}, threads=True)
+    arguments = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_void_p]
+    return native.load_procedures(SOURCE, {"span_scores": arguments}, threads=True)
 
 
 def usable(x: Tensor) -> bool:
