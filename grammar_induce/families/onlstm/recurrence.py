@@ -152,8 +152,8 @@ def _native_forward_loop(forward_step, xproj: Tensor, bias: Tensor | None, hidde
 
 def _addresses(x: Tensor, count: int | None = None) -> list[int]:
     """The address of each x[t] (x contiguous), repeated over `count` steps where x has fewer (one step's buffer)."""
-    step = x[0].numel() * x.element_size()
-    return [x.data_ptr() + (t % len(x)) * step for t in range(len(x) if count is None else count)]
+    base, length, step = x.data_ptr(), x.shape[0], x[0].numel() * x.element_size()  # not len(x) per step: slow in torch
+    return [base + (t % length) * step for t in range(length if count is None else count)]
 
 
 def _step_addresses(x: Tensor, state_dtype: torch.dtype) -> tuple[list, list]:
