@@ -11,6 +11,7 @@ from grammar_induce.runtime.products import (
     RepeatedProduct,
     copies_linear_weight,
     left_operand,
+    linear_operand,
     linear_product,
     swaps_transposed_left,
     transposed_copy,
@@ -65,6 +66,25 @@ def test_transposed_copy_is_the_transpose_exactly(dtype, shape, monkeypatch):
         got = transposed_copy(x)
         assert got.shape == shape[::-1] and got.is_contiguous() and torch.equal(got, x.t())
     assert torch.equal(transposed_copy(x.t()), x)  # a non-contiguous input
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 200), (130, 67), (483, 115), (300, 257)])
+def test_a_converting_transposed_copy_rounds_as_torch_converts(shape, monkeypatch):
+    """float32 -> bfloat16 (and back) converted in the copy's pass: the entries of `.t().to(dtype)`, rounding ties to
+    even, infinities and the largest floats as torch rounds them; a NaN stays a NaN (its bits may differ)."""
+    x = random(*shape).mul(1000)
+    flat = x.view(-1)
+    edges = torch.tensor([1.0 + 2**-8, 1.0 + 3 * 2**-8, -(1.0 + 2**-8), 3.0e38, 3.4e38, float("inf"), float("-inf"),
+                          1e-40, float("nan")])  # ties to even, each way; overflow to infinity; a denormal; NaN
+    flat[: min(len(flat), len(edges))] = edges[: len(flat)]
+    for native in ("1", "0"):  # the C copy and torch's
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", native)
+        reduced = transposed_copy(x, BF16)
+        assert reduced.dtype == BF16 and reduced.shape == shape[::-1] and reduced.is_contiguous()
+        torch.testing.assert_close(reduced, x.t().to(BF16), rtol=0, atol=0, equal_nan=True)
+        back = transposed_copy(reduced, torch.float32)
+        assert back.dtype == torch.float32 and back.shape == shape
+        torch.testing.assert_close(back, x.to(BF16).float(), rtol=0, atol=0, equal_nan=True)
 
 
 def test_few_uses_run_the_plain_product():
@@ -133,6 +153,8 @@ def test_a_product_of_a_transposed_left_operand_is_the_plain_one_in_either_order
         got = transposed_left_product(a, b)
         assert got.is_contiguous() and got.dtype == BF16
         torch.testing.assert_close(got.float(), a.float().t() @ b.float(), rtol=1e-2, atol=1e-2)
+        in_float = transposed_left_product(a, b, torch.float32)  # converted in the copy's pass where there is one
+        assert in_float.is_contiguous() and in_float.dtype == torch.float32 and torch.equal(in_float, got.float())
 
 
 @pytest.mark.parametrize("units", ["AMX + AVX-512 BF16", "AVX-512 BF16"])
@@ -151,3 +173,7 @@ def test_a_linear_maps_product_copies_its_weight_only_where_amx_multiplies_it_sl
         got = linear_product(inputs, w)
         assert got.shape == (len(inputs), len(w)) and got.dtype == BF16
         torch.testing.assert_close(got.float(), inputs.float() @ w.float().t(), rtol=1e-2, atol=1e-2)
+        operand = linear_operand(inputs, w.float())  # a float32 weight: converted as it is laid out (or viewed)
+        assert operand.dtype == BF16 and torch.equal(operand, w.t())
+        assert operand.is_contiguous() == copies_linear_weight(inputs, w)
+        assert torch.equal(linear_product(inputs, w.float()), got)  # the same operand's values, so the same product

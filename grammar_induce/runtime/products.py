@@ -67,7 +67,13 @@ TRANSPOSE_SOURCE = Path(__file__).with_name("transpose.c")
 @functools.cache
 def _transpose_library() -> ctypes.CDLL | None:
     arguments = [ctypes.c_long] * 2 + [ctypes.c_void_p] * 2
-    return native.load_procedures(TRANSPOSE_SOURCE, {"transpose16": arguments, "transpose32": arguments}, threads=True)
+    names = ("transpose16", "transpose32", "transpose_to_bf16", "transpose_from_bf16")
+    return native.load_procedures(TRANSPOSE_SOURCE, dict.fromkeys(names, arguments), threads=True)
+
+
+# transpose.c's copies: of 2- and 4-byte entries as they are, and of float32 into bfloat16 and back, converted
+_SAME_WIDTH, _CONVERTING = {2: "transpose16", 4: "transpose32"}, {
+    (torch.float32, torch.bfloat16): "transpose_to_bf16", (torch.bfloat16, torch.float32): "transpose_from_bf16"}
 
 
 def left_operand(x: Tensor) -> Tensor:
@@ -82,28 +88,38 @@ def left_operand(x: Tensor) -> Tensor:
 
 
 def linear_product(x: Tensor, weight: Tensor) -> Tensor:
-    """x @ weight.t() for x (M, K) and weight (N, K), the product of a linear map: where oneDNN multiplies the
-    transposed weight slowly (see SLOW_TRANSPOSED_RIGHT_FROM) and x has rows enough, on a contiguous copy of
-    weight.t() (an input map of 1,400 tokens by a 4,830 x 1,150 weight: 45.1 -> 24.3 + 5.2 ms for the copy)."""
+    """x @ weight.t() for x (M, K) and weight (N, K) in x's dtype (the weight converted where it is in another), the
+    product of a linear map, on `linear_operand`'s layout of the weight."""
+    return x @ linear_operand(x, weight)
+
+
+def linear_operand(x: Tensor, weight: Tensor) -> Tensor:
+    """weight (N, K) as the right operand of x @ weight.t(), (K, N) in x's dtype: where oneDNN multiplies the
+    transposed weight slowly (see SLOW_TRANSPOSED_RIGHT_FROM) and x has rows enough, a contiguous copy of weight.t(),
+    converted in the same pass (an input map of 1,400 tokens by a 4,830 x 1,150 weight: 45.1 -> 24.3 + 5.2 ms for
+    the copy; from float32, 8.1 -> 6.1 ms for the conversion and the copy), else a view of the converted weight. A
+    backward product by it, g @ operand.t(), reads either at full speed (its result has K columns, 1,150 or fewer
+    here)."""
     if copies_linear_weight(x, weight):
-        return x @ transposed_copy(weight)
-    return x @ weight.t()
+        return transposed_copy(weight, x.dtype)
+    return weight.to(x.dtype).t()
 
 
 def copies_linear_weight(x: Tensor, weight: Tensor) -> bool:
-    """Whether linear_product multiplies x by a contiguous copy of weight.t()."""
-    return (_amx_bfloat16(weight) and weight.shape[0] >= SLOW_TRANSPOSED_RIGHT_FROM
+    """Whether linear_operand lays weight.t() out contiguous for x (in the products' dtype)."""
+    return (_amx_bfloat16(x) and weight.shape[0] >= SLOW_TRANSPOSED_RIGHT_FROM
             and x.shape[0] >= ROWS_FOR_A_COPY)
 
 
-def transposed_left_product(a: Tensor, b: Tensor) -> Tensor:
-    """a.t() @ b for a (K, M) and b (K, N). Where a transposed left operand is slow (see left_operand) and N < M, the
-    transposed copy of b.t() @ a, which copies K N + N M entries where left_operand would copy a's K M: the
-    decoder's weight gradient (10,000 words by 400, from 1,400 tokens) 36.1 -> 28.5 ms with both copies, on a 2-core
-    Intel Xeon with AMX."""
+def transposed_left_product(a: Tensor, b: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """a.t() @ b for a (K, M) and b (K, N), in `dtype` (None: theirs). Where a transposed left operand is slow (see
+    left_operand) and N < M, the transposed copy of b.t() @ a (converted in the copy's pass), which copies K N + N M
+    entries where left_operand would copy a's K M: the decoder's weight gradient (10,000 words by 400, from 1,400
+    tokens) 36.1 -> 28.5 ms with both copies, on a 2-core Intel Xeon with AMX."""
     if swaps_transposed_left(a, b):
-        return transposed_copy(transposed_copy(b) @ a)
-    return a.t() @ b
+        return transposed_copy(transposed_copy(b) @ a, dtype)
+    product = a.t() @ b
+    return product if dtype is None else product.to(dtype)
 
 
 def swaps_transposed_left(a: Tensor, b: Tensor) -> bool:
@@ -120,13 +136,16 @@ def _has_amx() -> bool:
     return "AMX" in (precision.cpu_bf16_units() or "")
 
 
-def transposed_copy(x: Tensor) -> Tensor:
-    """x.t().contiguous() of a 2-D x: in C on a CPU (2- and 4-byte elements; tiles split over threads), else torch's
-    copy."""
-    lib = _transpose_library() if x.device.type == "cpu" and x.element_size() in (2, 4) and native.enabled() else None
-    if lib is None:
-        return x.t().contiguous()
+def transposed_copy(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """x.t().contiguous() of a 2-D x, in `dtype` (None: x's): in C on a CPU (2- and 4-byte elements, and float32 <->
+    bfloat16 converted as torch converts, in the same pass; strips split over threads), else torch's copy."""
+    dtype = dtype or x.dtype
+    name = _SAME_WIDTH.get(dtype.itemsize) if dtype == x.dtype else _CONVERTING.get((x.dtype, dtype))
+    name = name if x.device.type == "cpu" and native.enabled() else None
+    lib = _transpose_library() if name else None
+    if lib is None:  # `to` alone returns a view where the dtype is x's
+        return x.t().contiguous() if dtype == x.dtype else x.t().to(dtype, memory_format=torch.contiguous_format)
     x = x.contiguous()
-    out = x.new_empty(x.shape[1], x.shape[0])
-    (lib.transpose16 if x.element_size() == 2 else lib.transpose32)(x.shape[0], x.shape[1], x.data_ptr(), out.data_ptr())
+    out = x.new_empty(x.shape[1], x.shape[0], dtype=dtype)
+    getattr(lib, name)(x.shape[0], x.shape[1], x.data_ptr(), out.data_ptr())
     return out

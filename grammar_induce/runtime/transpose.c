@@ -71,11 +71,42 @@ static inline void block32(const uint32_t *source, long s, uint32_t *target, lon
 }
 #endif
 
-/* a strip's rows: 128 bytes (two cache lines) of each target row a strip */
-#define TRANSPOSE(name, type, block, B)                                                                                \
-    void name(long rows, long cols, const type *source, type *target)                                                  \
+/* float32 <-> bfloat16 by blocks of 8 x 8: converted into (or from) a block in registers' reach, transposed as above.
+ * Rounded to nearest even as torch rounds (a NaN stays a NaN), so the numbers are those of `.to(torch.bfloat16)`. */
+static inline uint16_t to_bf16(uint32_t bits)
+{
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((bits >> 16) | 0x40u);
+    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+static inline void block_to_bf16(const uint32_t *source, long s, uint16_t *target, long t)
+{
+    uint16_t converted[BLOCK16 * BLOCK16];
+    for (int k = 0; k < BLOCK16; k++)
+        for (int j = 0; j < BLOCK16; j++)
+            converted[k * BLOCK16 + j] = to_bf16(source[k * s + j]);
+    block16(converted, BLOCK16, target, t);
+}
+
+static inline void block_from_bf16(const uint16_t *source, long s, uint32_t *target, long t)
+{
+    uint16_t transposed[BLOCK16 * BLOCK16];
+    block16(source, s, transposed, BLOCK16);
+    for (int k = 0; k < BLOCK16; k++)
+        for (int j = 0; j < BLOCK16; j++)
+            target[k * t + j] = (uint32_t)transposed[k * BLOCK16 + j] << 16;
+}
+
+#define SAME(x) (x)
+#define TO_BF16(x) to_bf16(x)
+#define FROM_BF16(x) ((uint32_t)(x) << 16)
+
+/* a strip's rows: 128 bytes (two cache lines) of each target row a strip; `convert` for the edges' entries */
+#define TRANSPOSE(name, source_type, target_type, block, B, convert)                                                   \
+    void name(long rows, long cols, const source_type *source, target_type *target)                                    \
     {                                                                                                                  \
-        const long STRIP = 128 / sizeof(type), strips = (rows + STRIP - 1) / STRIP, cb = cols / B * B;                 \
+        const long STRIP = 128 / sizeof(target_type), strips = (rows + STRIP - 1) / STRIP, cb = cols / B * B;          \
         _Pragma("omp parallel for schedule(static) if (rows * cols >= 65536)")                                         \
         for (long k = 0; k < strips; k++) {                                                                            \
             const long r0 = k * STRIP, r1 = r0 + STRIP < rows ? r0 + STRIP : rows, rb = r0 + (r1 - r0) / B * B;        \
@@ -84,9 +115,11 @@ static inline void block32(const uint32_t *source, long s, uint32_t *target, lon
                     block(source + r * cols + c, cols, target + c * rows + r, rows);                                   \
             for (long r = r0; r < r1; r++) /* the edges: the last columns, and the strip's last rows */                \
                 for (long c = r < rb ? cb : 0; c < cols; c++)                                                          \
-                    target[c * rows + r] = source[r * cols + c];                                                       \
+                    target[c * rows + r] = convert(source[r * cols + c]);                                              \
         }                                                                                                              \
     }
 
-TRANSPOSE(transpose16, uint16_t, block16, BLOCK16)
-TRANSPOSE(transpose32, uint32_t, block32, BLOCK32)
+TRANSPOSE(transpose16, uint16_t, uint16_t, block16, BLOCK16, SAME)
+TRANSPOSE(transpose32, uint32_t, uint32_t, block32, BLOCK32, SAME)
+TRANSPOSE(transpose_to_bf16, uint32_t, uint16_t, block_to_bf16, BLOCK16, TO_BF16)
+TRANSPOSE(transpose_from_bf16, uint16_t, uint32_t, block_from_bf16, BLOCK16, FROM_BF16)

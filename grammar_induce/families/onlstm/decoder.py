@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...runtime.products import linear_product, transposed_left_product
+from ...runtime.products import linear_operand, transposed_left_product
 from . import native
 
 BLOCK_FLOATS = 1 << 18  # float32 log-probabilities of a block of rows (1 MB): a cache's worth
@@ -65,12 +65,13 @@ class _DecoderCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, inputs: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, dtype: torch.dtype,
                 with_gradient: bool) -> Tensor:
-        reduced_inputs, reduced_weight = inputs.to(dtype), weight.to(dtype)
-        logits = linear_product(reduced_inputs, reduced_weight)  # (N, V) in `dtype`, rounded once (`recurrence.linear`)
+        reduced_inputs = inputs.to(dtype)
+        weight_by_inputs = linear_operand(reduced_inputs, weight)  # (E, V) in `dtype`
+        logits = reduced_inputs @ weight_by_inputs  # (N, V) in `dtype`, rounded once (`recurrence.linear`)
         targets = targets.contiguous()
         if with_gradient:  # the logits become the mean's gradient
             total, ctx.grad_bias = _loss_and_gradient(logits, bias, targets)
-            ctx.save_for_backward(reduced_inputs, reduced_weight, logits)
+            ctx.save_for_backward(reduced_inputs, weight_by_inputs, logits)
             ctx.dtypes = inputs.dtype, weight.dtype
         else:
             total = _loss(logits, bias, targets)
@@ -79,9 +80,9 @@ class _DecoderCrossEntropy(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
-        reduced_inputs, reduced_weight, grad_logits = ctx.saved_tensors
-        grads = [(grad_logits @ reduced_weight).to(ctx.dtypes[0]),
-                 transposed_left_product(grad_logits, reduced_inputs).to(ctx.dtypes[1]), ctx.grad_bias]
+        reduced_inputs, weight_by_inputs, grad_logits = ctx.saved_tensors
+        grads = [(grad_logits @ weight_by_inputs.t()).to(ctx.dtypes[0]),
+                 transposed_left_product(grad_logits, reduced_inputs, ctx.dtypes[1]), ctx.grad_bias]
         scale = grad.item()  # the products are linear in grad_logits: scaled after them (1 as a loss's backward starts)
         return *(grads if scale == 1 else [g.mul(scale) for g in grads]), None, None, None
 

@@ -119,8 +119,8 @@ class ONLSTMLayer(nn.Module):
         # parsing) the master gates' logits (the first 2n rows of the input map, 5% of its work) stay float32:
         # their rounding decides near-ties between splits, so it changes trees.
         if self.training:
-            return recurrence_with_input_map(x.to(dtype), self.ih.weight.to(dtype), h0, c0, self.recurrent_weight(dtype),
-                                             self.n_levels, bias)
+            return recurrence_with_input_map(x.to(dtype), self.ih.weight, h0, c0, self.recurrent_weight(dtype),
+                                             self.n_levels, bias)  # the weight converted as it is laid out
         xproj = linear(x, self.ih.weight, bias, dtype, 2 * self.n_levels)
         return recurrence(xproj, h0, c0, self.recurrent_weight(dtype), self.n_levels)
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...runtime import draws
-from ...runtime.products import RepeatedProduct, left_operand, linear_product
+from ...runtime.products import RepeatedProduct, left_operand, linear_operand, linear_product
 from . import native
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
@@ -196,8 +196,8 @@ def backward_map(weight: Tensor, rows: int, steps: int) -> Callable[[Tensor], Te
 
 
 def reduced_product(x: Tensor, weight: Tensor, dtype: torch.dtype) -> Tensor:
-    """x @ weight.t() in a reduced `dtype`, inputs and result."""
-    return linear_product(x.to(dtype).reshape(-1, x.shape[-1]), weight.to(dtype)).view(*x.shape[:-1], -1)
+    """x @ weight.t() in a reduced `dtype`, inputs and result (the weight converted by linear_product)."""
+    return linear_product(x.to(dtype).reshape(-1, x.shape[-1]), weight).view(*x.shape[:-1], -1)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None, full_rows: int = 0) -> Tensor:
@@ -217,26 +217,32 @@ class _Recurrence(torch.autograd.Function):
 
     Everything the backward pass needs that does not depend on the incoming gradient is
     computed for all steps at once before the loop, so each step is a handful of kernels.
-    With `input_weight`, the layer's input map is part of it (x (T, B, I) -> xproj = x @ input_weight.t()), so that both
-    weights' gradients are products with the gate gradients laid out gates by tokens, one copy for the two where a
-    transposed left operand is slow (runtime/products.py's `left_operand`).
+    With `input_weight`, the layer's input map is part of it (x (T, B, I) -> xproj = x @ input_weight.t(), in x's
+    dtype: the weight is converted as it is laid out for the product, runtime/products.py's `linear_operand`), so that
+    both weights' gradients are products with the gate gradients laid out gates by tokens, one copy for the two where a
+    transposed left operand is slow (`left_operand`); the input weight's gradient comes in its own dtype.
     """
 
     @staticmethod
     def forward(ctx, x, input_weight, bias, h0, c0, weight, n):
         steps = _time_steps(h0)
-        xproj = x
+        xproj = input_operand = None
         if input_weight is not None:
-            xproj = linear_product(x.reshape(-1, x.shape[-1]), input_weight).view(*x.shape[:2], -1)
-        run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward_loop, save=True)
-        ctx.save_for_backward(x if input_weight is not None else None, input_weight, h0, c0, weight, run.hs_in, run.cs,
+            x_by_tokens = x.reshape(-1, x.shape[-1])
+            input_operand = linear_operand(x_by_tokens, input_weight)  # (I, G) in x's dtype
+            xproj = (x_by_tokens @ input_operand).view(*x.shape[:2], -1)
+            ctx.input_weight_dtype = input_weight.dtype
+        run = _run_forward((x if xproj is None else xproj).contiguous(), bias, h0, c0, weight, n, steps.forward_loop,
+                           save=True)
+        ctx.save_for_backward(x if input_weight is not None else None, input_operand, h0, c0, weight, run.hs_in, run.cs,
                               run.probs, run.acts)
-        ctx.n, ctx.backward_loop, ctx.xproj_dtype, ctx.has_bias = n, steps.backward_loop, xproj.dtype, bias is not None
+        ctx.n, ctx.backward_loop, ctx.has_bias = n, steps.backward_loop, bias is not None
+        ctx.xproj_dtype = (x if xproj is None else xproj).dtype
         return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
 
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last, grad_dist_f, grad_dist_i):
-        x, input_weight, h0, c0, weight, hs_in, cs, probs, acts = ctx.saved_tensors
+        x, input_operand, h0, c0, weight, hs_in, cs, probs, acts = ctx.saved_tensors
         # the gate gradients in the state's dtype are needed where products read them so, or the input map is in it
         full = weight.dtype == acts.dtype or ctx.xproj_dtype != weight.dtype
         grads = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n,
@@ -247,10 +253,10 @@ class _Recurrence(torch.autograd.Function):
         grad_weight = by_gates @ hs_in[:-1].reshape(-1, hs_in.shape[-1])  # sum over steps of dg_t^T h_{t-1}, one product
         grad_xproj = reduced if ctx.xproj_dtype == weight.dtype else grads.gates.to(ctx.xproj_dtype)
         grad_x = grad_input_weight = None
-        if input_weight is not None:  # through the input map, in its dtype (that of the products)
-            grad_x = (grad_xproj.reshape(by_tokens.shape) @ input_weight).view(x.shape)
-            grad_input_weight = by_gates @ x.reshape(-1, x.shape[-1])
-        return (grad_xproj if input_weight is None else grad_x, grad_input_weight,
+        if input_operand is not None:  # through the input map, in x's dtype (that of the products)
+            grad_x = (grad_xproj.reshape(by_tokens.shape) @ input_operand.t()).view(x.shape)
+            grad_input_weight = (by_gates @ x.reshape(-1, x.shape[-1])).to(ctx.input_weight_dtype)
+        return (grad_xproj if input_operand is None else grad_x, grad_input_weight,
                 grads.bias if ctx.has_bias else None, grads.h0.view(h0.shape), grads.c0.reshape(c0.shape), grad_weight,
                 None)
 
@@ -365,11 +371,13 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, bi
 
 def recurrence_with_input_map(x: Tensor, input_weight: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
                               bias: Tensor | None = None):
-    """recurrence(x @ input_weight.t(), ...) for x (T, B, I), the input map and its gradients in its weight's dtype
-    (the products'), run with the layer (see _Recurrence)."""
+    """recurrence(x @ input_weight.t(), ...) for x (T, B, I), the input map and its gradients in x's dtype (the
+    products'; the weight converted as it is laid out, its gradient in its own dtype), run with the layer (see
+    _Recurrence)."""
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, input_weight, bias, h0, c0, weight)):
         return _Recurrence.apply(x, input_weight, bias, h0, c0, weight, n)
-    return recurrence(x @ input_weight.t(), h0, c0, weight, n, bias)
+    xproj = linear_product(x.reshape(-1, x.shape[-1]), input_weight).view(*x.shape[:2], -1)
+    return recurrence(xproj, h0, c0, weight, n, bias)
 
 
 def keep_mask(weight: Tensor, p: float) -> Tensor:
