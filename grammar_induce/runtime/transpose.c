@@ -7,6 +7,8 @@
  * so that a strip writes two whole cache lines of each target row: on that machine, in bfloat16, 4.8-5.7 against
  * 8.8-9.1 ms for the weight, 6.0-6.1 against 11.0 ms for the 1,400 x 4,830 gate gradients, than tiles of 64 x 64
  * copied element by element (medians of 30 alternated, two runs; in float32 about even for the weight).
+ * The same strips convert float32 to bfloat16 or back on the way (a weight laid out for bfloat16 products from its
+ * float32 master, a bfloat16 gradient back: one pass where a conversion and a copy were two).
  * runtime/native.py compiles this on first use, with OpenMP where the compiler has it. `source` is (rows, cols)
  * row-major and `target` (cols, rows).
  */
