@@ -35,7 +35,7 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
     cross_entropy_with_gradient), or None when they cannot be built here."""
     return native.load_procedures(SOURCE, {
         "forward_step": [INT] * 3 + [POINTER] * 11,
-        "backward_step": [INT] * 3 + [POINTER] * 11,
+        "backward_step": [INT] * 3 + [POINTER] * 12,
         "drop_connect": [ctypes.c_long, POINTER, POINTER, INT, POINTER, POINTER],
         "drop_connect_backward": [ctypes.c_long, POINTER, POINTER, POINTER, INT, POINTER],
         "scale_steps": [ctypes.c_long] * 2 + [POINTER] * 5,

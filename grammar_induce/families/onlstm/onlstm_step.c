@@ -9,8 +9,8 @@
  *                            (real, or bfloat16 plus a float bias) and the hidden map's product (real or bfloat16)
  *   c_prev     (B, n, C)     the cell state before this step
  *   probs      (B, 2, n)     softmaxes of the master input and master forget logits
- *   acts       (B, 7, n, C)  o, tanh(candidate), i, f, i^, f^, tanh(c) of this step
- *   c, h       (B, n, C)     the step's cell state and output
+ *   acts       (B, 4, n, C)  o, tanh(candidate), i, f of this step (i^, f^ and tanh(c) the backward computes again)
+ *   c, h       (B, n, C)     the step's cell state and output (c_step: c, read by the backward)
  *   grad_dist  (B, 2)        incoming gradients of the input and forget distances
  *   grad_h     (B, n, C)     incoming gradient of this step's output h
  *   dh_next    (B, n, C)     gradient reaching h from the next step's gates (zeros at the last step)
@@ -31,6 +31,7 @@
 /* Built with OpenMP where the compiler has it (runtime/native.py): a batch's rows, or a weight's entries, are split
  * over torch's threads when there are at least this many units of work; every row is computed as alone. */
 #define PARALLEL_FROM 4096
+#define ACTS 4 /* activations kept per unit and step: o, tanh(candidate), i, f (recurrence.py's _Forward.acts) */
 
 static uint16_t to_bf16(float f)
 {
@@ -88,24 +89,24 @@ static void softmax(int n, const real *x, real *p)
         p[j] /= sum;
 }
 
-/* The gates and cell of one batch row; restrict on every array lets gcc vectorize over units. */
+/* The gates and cell of one batch row; restrict on every array lets gcc vectorize over units. Only o, cand, in and
+ * forget are kept for the backward: i^, f^ and tanh(c) it computes again (as here) from the master gates and c, which
+ * costs less than writing them and reading them back (the step is bound by memory traffic). */
 static void forward_units(int hidden, const real *restrict m_in, const real *restrict m_forget,
                           const real *restrict w, const real *restrict g_o, const real *restrict g_cand,
                           const real *restrict g_in, const real *restrict g_forget, const real *restrict c_prev,
                           real *restrict o, real *restrict cand, real *restrict in, real *restrict forget,
-                          real *restrict in_hat, real *restrict forget_hat, real *restrict tanh_c, real *restrict c,
-                          real *restrict h)
+                          real *restrict c, real *restrict h)
 {
     for (int u = 0; u < hidden; u++) {
         o[u] = 1 / (1 + EXP(-g_o[u]));
         cand[u] = TANH(g_cand[u]);
         in[u] = 1 / (1 + EXP(-g_in[u]));
         forget[u] = 1 / (1 + EXP(-g_forget[u]));
-        in_hat[u] = m_in[u] + w[u] * (in[u] - 1);             /* eq. 12: i w + (i~ - w) */
-        forget_hat[u] = m_forget[u] + w[u] * (forget[u] - 1); /* eq. 11 */
-        c[u] = forget_hat[u] * c_prev[u] + in_hat[u] * cand[u]; /* eq. 13 */
-        tanh_c[u] = TANH(c[u]);
-        h[u] = o[u] * tanh_c[u]; /* eq. 14 */
+        const real in_hat = m_in[u] + w[u] * (in[u] - 1);             /* eq. 12: i w + (i~ - w) */
+        const real forget_hat = m_forget[u] + w[u] * (forget[u] - 1); /* eq. 11 */
+        c[u] = forget_hat * c_prev[u] + in_hat * cand[u];             /* eq. 13 */
+        h[u] = o[u] * TANH(c[u]);                                     /* eq. 14 */
     }
 }
 
@@ -135,13 +136,13 @@ void forward_step(int batch, int n, int chunk, const real *gates, const uint16_t
         gate_logits(width, gates_bf16 != NULL ? NULL : gates + row, gates_bf16 != NULL ? gates_bf16 + row : NULL, bias,
                     product_bf16 != NULL ? NULL : product + row, product_bf16 != NULL ? product_bf16 + row : NULL, g);
         const real *g_units = g + 2 * n;
-        real *p = probs + (size_t)b * 2 * n, *a = acts + (size_t)b * 7 * hidden, *h_row = h + (size_t)b * hidden;
+        real *p = probs + (size_t)b * 2 * n, *a = acts + (size_t)b * ACTS * hidden, *h_row = h + (size_t)b * hidden;
         softmax(n, g, p);
         softmax(n, g + n, p + n);
         master_gates(n, chunk, p, p + n, m_in, m_forget, w);
         forward_units(hidden, m_in, m_forget, w, g_units, g_units + hidden, g_units + 2 * hidden,
                       g_units + 3 * hidden, c_prev + (size_t)b * hidden, a, a + hidden, a + 2 * hidden,
-                      a + 3 * hidden, a + 4 * hidden, a + 5 * hidden, a + 6 * hidden, c + (size_t)b * hidden, h_row);
+                      a + 3 * hidden, c + (size_t)b * hidden, h_row);
         if (h_bf16 != NULL)
             for (int u = 0; u < hidden; u++)
                 h_bf16[(size_t)b * hidden + u] = to_bf16((float)h_row[u]);
@@ -152,31 +153,33 @@ void forward_step(int batch, int n, int chunk, const real *gates, const uint16_t
  * (dc_cand, dc_prev, dc_w: dc times candidate, c_prev and dc/dw), and the carry of dc (updated in place); a
  * function of its own so that restrict on every array lets gcc vectorize over units (as forward_units). */
 static void backward_units(int hidden, const real *restrict o, const real *restrict cand, const real *restrict in,
-                           const real *restrict forget, const real *restrict in_hat, const real *restrict forget_hat,
-                           const real *restrict tanh_c, const real *restrict cp, const real *restrict gh,
+                           const real *restrict forget, const real *restrict m_in, const real *restrict m_forget,
+                           const real *restrict c, const real *restrict cp, const real *restrict gh,
                            const real *restrict dn, const real *restrict w, real *restrict d, real *restrict d_o,
                            real *restrict d_cand, real *restrict d_i, real *restrict d_f, real *restrict dc_cand,
                            real *restrict dc_prev, real *restrict dc_w)
 {
     for (int u = 0; u < hidden; u++) {
+        const real in_hat = m_in[u] + w[u] * (in[u] - 1), forget_hat = m_forget[u] + w[u] * (forget[u] - 1);
+        const real tanh_c = TANH(c[u]); /* as forward_units computes them */
         const real dh = gh[u] + dn[u];
-        const real dcu = d[u] + dh * o[u] * (1 - tanh_c[u] * tanh_c[u]);
-        d_o[u] = dh * tanh_c[u] * o[u] * (1 - o[u]);
-        d_cand[u] = dcu * in_hat[u] * (1 - cand[u] * cand[u]);
+        const real dcu = d[u] + dh * o[u] * (1 - tanh_c * tanh_c);
+        d_o[u] = dh * tanh_c * o[u] * (1 - o[u]);
+        d_cand[u] = dcu * in_hat * (1 - cand[u] * cand[u]);
         d_i[u] = dcu * cand[u] * w[u] * in[u] * (1 - in[u]);
         d_f[u] = dcu * cp[u] * w[u] * forget[u] * (1 - forget[u]);
         dc_cand[u] = dcu * cand[u];
         dc_prev[u] = dcu * cp[u];
         dc_w[u] = dcu * (cp[u] * (forget[u] - 1) + cand[u] * (in[u] - 1)); /* dc/dw */
-        d[u] = dcu * forget_hat[u];
+        d[u] = dcu * forget_hat;
     }
 }
 
 /* dh_next is real, or bfloat16 (dh_next_bf16, the hidden map's product); grad_gates_bf16, where not NULL, gets a
  * bfloat16 copy of grad_gates, and grad_gates may then be NULL (not kept). Each row's gradient is added to its row of
  * grad_bias_rows. */
-void backward_step(int batch, int n, int chunk, const real *restrict acts, const real *restrict c_prev,
-                   const real *restrict probs, const real *restrict grad_dist, const real *restrict grad_h,
+void backward_step(int batch, int n, int chunk, const real *restrict acts, const real *restrict c_step,
+                   const real *restrict c_prev, const real *restrict probs, const real *restrict grad_dist, const real *restrict grad_h,
                    const real *restrict dh_next, const uint16_t *restrict dh_next_bf16, real *restrict dc,
                    real *restrict grad_gates, uint16_t *restrict grad_gates_bf16, real *restrict grad_bias_rows)
 {
@@ -185,9 +188,9 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
     for (int b = 0; b < batch; b++) {
         real d_in[n], d_forget[n], scratch[grad_gates != NULL ? 1 : width];
         real m_in[hidden], m_forget[hidden], w[hidden], dc_cand[hidden], dc_prev[hidden], dc_w[hidden];
-        const real *o = acts + (size_t)b * 7 * hidden, *cand = o + hidden, *in = cand + hidden, *forget = in + hidden;
-        const real *in_hat = forget + hidden, *forget_hat = in_hat + hidden, *tanh_c = forget_hat + hidden;
-        const real *cp = c_prev + (size_t)b * hidden, *gh = grad_h + (size_t)b * hidden;
+        const real *o = acts + (size_t)b * ACTS * hidden, *cand = o + hidden, *in = cand + hidden;
+        const real *forget = in + hidden, *cs = c_step + (size_t)b * hidden, *cp = c_prev + (size_t)b * hidden;
+        const real *gh = grad_h + (size_t)b * hidden;
         const real *p_in = probs + (size_t)b * 2 * n, *p_forget = p_in + n;
         real *d = dc + (size_t)b * hidden, *out = grad_gates != NULL ? grad_gates + (size_t)b * width : scratch;
         real *d_o = out + 2 * n, *d_cand = d_o + hidden, *d_i = d_cand + hidden, *d_f = d_i + hidden;
@@ -196,8 +199,8 @@ void backward_step(int batch, int n, int chunk, const real *restrict acts, const
         for (int u = 0; u < hidden; u++)
             dn[u] = dh_next_bf16 != NULL ? from_bf16(dh_next_bf16[(size_t)b * hidden + u]) : dh_next[(size_t)b * hidden + u];
         master_gates(n, chunk, p_in, p_forget, m_in, m_forget, w);
-        backward_units(hidden, o, cand, in, forget, in_hat, forget_hat, tanh_c, cp, gh, dn, w, d, d_o, d_cand, d_i,
-                       d_f, dc_cand, dc_prev, dc_w);
+        backward_units(hidden, o, cand, in, forget, m_in, m_forget, cs, cp, gh, dn, w, d, d_o, d_cand, d_i, d_f,
+                       dc_cand, dc_prev, dc_w);
         /* per level: gradients of i~ and f~, including the distances (mean i~, 1 - mean f~) */
         for (int j = 0; j < n; j++) {
             real s_cand = 0, s_prev = 0, s_w = 0;

@@ -70,7 +70,8 @@ class _Forward(NamedTuple):
     hs_in: Tensor  # hs in the products' dtype, as they read it (hs itself when that is the state's)
     cs: Tensor  # (T, B, n, C)
     probs: Tensor  # (T, B, 2, n): the master softmaxes
-    acts: Tensor | None  # (T, B, 7, n, C) when saved: o, tanh(candidate), i, f, i^, f^ and tanh(c) of each step
+    acts: Tensor | None  # (T, B, 4, n, C) when saved: o, tanh(candidate), i, f of each step (i^, f^ and tanh(c) the
+    # backward computes again from the master gates and cs: cheaper than writing them and reading them back)
 
 
 def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
@@ -92,7 +93,7 @@ def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, wei
         hs_in[0] = h0
     cs = h0.new_empty(steps, batch, n, chunk)
     probs = h0.new_empty(steps, batch, 2, n)
-    acts = h0.new_empty(steps if save else 1, batch, 7, n, chunk)  # one step's, rewritten, when not saved
+    acts = h0.new_empty(steps if save else 1, batch, 4, n, chunk)  # one step's, rewritten, when not saved
     loop(xproj, bias, RepeatedProduct(weight, batch, uses=steps), c0.reshape(batch, n, chunk).contiguous(), hs,
          hs_in, cs, probs, acts)
     return _Forward(hs, hs_in, cs, probs, acts if save else None)
@@ -113,7 +114,7 @@ def _forward_loop(sign: Tensor, offset: Tensor, xproj: Tensor, bias: Tensor | No
 def _forward_step(sign: Tensor, offset: Tensor, x_t: Tensor, bias: Tensor | None, product: Tensor, c_prev: Tensor,
                   probs: Tensor, a: Tensor, c: Tensor, h: Tensor, h_reduced: Tensor | None) -> None:
     """One step in tensor ops: from the gate logits x_t (+ bias) + product (B, G) and c_prev (B, n, C), writes the
-    master softmaxes probs (B, 2, n), the activations a (B, 7, n, C), c and h (B, n, C), and h in the products'
+    master softmaxes probs (B, 2, n), the activations a (B, 4, n, C), c and h (B, n, C), and h in the products'
     dtype into h_reduced (B, H) where given. sign and offset are _sign_offset's."""
     batch, _, n, chunk = a.shape
     gates = x_t.to(c.dtype) if bias is None else x_t.to(c.dtype) + bias
@@ -122,14 +123,20 @@ def _forward_step(sign: Tensor, offset: Tensor, x_t: Tensor, bias: Tensor | None
     master = torch.addcmul(offset, probs.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
     overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
     pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
-    torch.sigmoid(pre, out=a[:, :4])
+    torch.sigmoid(pre, out=a)
     torch.tanh(pre[:, 1], out=a[:, 1])
-    # [i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1)
-    torch.addcmul(master.unsqueeze(-1), overlap, a[:, 2:4] - 1.0, out=a[:, 4:6])
-    torch.addcmul(a[:, 5] * c_prev, a[:, 4], a[:, 1], out=c)  # eq. 13
-    torch.mul(a[:, 0], torch.tanh(c, out=a[:, 6]), out=h)  # eq. 14
+    gate_in, gate_forget = _gates_hat(master, overlap, a[:, 2], a[:, 3])
+    torch.addcmul(gate_forget * c_prev, gate_in, a[:, 1], out=c)  # eq. 13
+    torch.mul(a[:, 0], torch.tanh(c), out=h)  # eq. 14
     if h_reduced is not None:
         h_reduced.copy_(h.reshape(h_reduced.shape))
+
+
+def _gates_hat(master: Tensor, overlap: Tensor, i: Tensor, f: Tensor) -> tuple[Tensor, Tensor]:
+    """[i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1), for master (..., 2, n),
+    overlap w (..., 1, n, 1) and i, f (..., n, C)."""
+    gates = torch.addcmul(master.unsqueeze(-1), overlap, torch.stack([i, f], dim=-3) - 1.0)
+    return gates.unbind(-3)
 
 
 def _native_forward_loop(forward_step, xproj: Tensor, bias: Tensor | None, hidden_map: RepeatedProduct, c0: Tensor,
@@ -310,11 +317,11 @@ def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, gra
     dc = grad_c_last.reshape(batch, hidden).clone(memory_format=torch.contiguous_format)
     to_hidden = RepeatedProduct(weight, batch, uses=steps, transposed=True)
     products_read = (grad_gates if reduced is None else reduced).unbind(0)
-    per_step = zip(_addresses(acts), c_prev, _addresses(probs), _addresses(grad_dist), _addresses(grad_hs),
-                   _optional_addresses(grad_gates, steps), _optional_addresses(reduced, steps))
-    for t, (acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, grad_gates_t, reduced_t) in reversed(list(enumerate(per_step))):
-        step(batch, n, hidden // n, acts_t, c_prev_t, probs_t, grad_dist_t, grad_h_t, *_as_state_or_bf16(dh, acts.dtype),
-             dc.data_ptr(), grad_gates_t, reduced_t, bias_rows.data_ptr())  # updates dc, bias_rows; writes gate rows
+    per_step = list(zip(_addresses(acts), _addresses(cs), c_prev, _addresses(probs), _addresses(grad_dist),
+                        _addresses(grad_hs), _optional_addresses(grad_gates, steps), _optional_addresses(reduced, steps)))
+    for t in range(steps - 1, -1, -1):
+        step(batch, n, hidden // n, *per_step[t][:6], *_as_state_or_bf16(dh, acts.dtype), dc.data_ptr(),
+             *per_step[t][6:], bias_rows.data_ptr())  # updates dc, bias_rows; writes gate rows
         dh = to_hidden(products_read[t])
     return _Gradients(grad_gates, reduced, bias_rows.sum(0), dh.to(acts.dtype), dc)
 
@@ -336,10 +343,12 @@ class _Coefficients(NamedTuple):
 def _backward_coefficients(c0: Tensor, cs: Tensor, probs: Tensor, acts: Tensor, n: int) -> _Coefficients:
     """The local derivatives of every step, computed for all steps at once, into few buffers."""
     steps, batch = cs.shape[:2]
-    o, cand, i, f, gate_in, gate_forget, tanh_c = acts.unbind(2)  # (T, B, n, C)
+    o, cand, i, f = acts.unbind(2)  # (T, B, n, C)
     master = _masters(probs)  # (T, B, 2, n)
     m_in, m_forget = master[:, :, 0, :, None], master[:, :, 1, :, None]  # (T, B, n, 1)
     overlap = m_in * m_forget
+    gate_in, gate_forget = _gates_hat(master, overlap[:, :, None], i, f)  # as the forward computed them
+    tanh_c = torch.tanh(cs)
     sum_terms = acts.new_empty(steps, batch, n, 3, cs.shape[-1])
     sum_terms[:, :, :, 0] = cand
     c_prev = sum_terms[:, :, :, 1]
