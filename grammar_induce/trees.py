@@ -73,6 +73,19 @@ def tree_of_splits(words: Sequence[str], splits: Mapping[tuple[int, int], int]) 
     return built[0]
 
 
+def tree_of_postorder(words: Sequence[str], ops: Sequence[int]) -> Tree:
+    """The tree of a postorder walk (structs.exact_trees's, from C): each entry a word's position, or -1 where the
+    last two parts built join."""
+    built: list[Tree] = []
+    for op in ops:
+        if op < 0:
+            right = built.pop()
+            built[-1] = [built[-1], right]
+        else:
+            built.append(words[op])
+    return built[0]
+
+
 def mirror(tree: Tree) -> Tree:
     """The tree read right to left: every node's children reversed."""
     return rebuild(tree, lambda children: children[::-1])

@@ -75,6 +75,28 @@ def test_the_c_cky_gives_the_tensor_ops_split_table_ties_and_padding_included():
         assert list(in_c) == structs._best_splits_by_tensor_ops(own)
 
 
+@pytest.mark.skipif(structs._cky_library() is None, reason=NO_C_CKY)
+def test_the_c_cky_reads_its_trees_as_the_split_table_gives_them():
+    """exact_trees reads each sentence's tree from the split table in C (a postorder walk, built in Python): the
+    trees tree_of_splits builds from the same table, for 1 to 30 words in batches padded to the longest, votes with
+    many ties and scores alike."""
+    draw = random.Random(6)
+    torch.manual_seed(6)
+    for _ in range(60):
+        lengths = sorted(draw.randint(1, 30) for _ in range(draw.randint(1, 6)))
+        shape = (len(lengths), lengths[-1] + 1, lengths[-1] + 1)
+        scores = torch.randint(0, 3, shape).double() if draw.random() < 0.5 else torch.randn(shape, dtype=torch.float64)
+        words = [[f"w{k}" for k in range(n)] for n in lengths]
+        expected = [trees.tree_of_splits(w, splits) for w, splits in zip(words, structs.best_splits(scores))]
+        assert structs.exact_trees(scores, words) == expected
+
+
+def test_a_postorder_walk_gives_its_tree():
+    assert trees.tree_of_postorder(["a", "b", "c"], [0, 1, -1, 2, -1]) == [["a", "b"], "c"]
+    assert trees.tree_of_postorder(["a", "b", "c"], [0, 1, 2, -1, -1]) == ["a", ["b", "c"]]
+    assert trees.tree_of_postorder(["a"], [0]) == "a"
+
+
 def test_without_a_compiler_cky_runs_by_tensor_ops(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build either

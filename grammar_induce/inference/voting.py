@@ -1,7 +1,7 @@
 """Span voting: the binary tree holding the most spans of an ensemble's trees (minimum Bayes risk over
 spans, Shayegh et al., ICLR 2024).
 
-Exact by CKY over a chart of span counts (structs.best_splits: one C call on a CPU, else one tensor step per
+Exact by CKY over a chart of span counts (structs.exact_trees: one C call on a CPU, else one tensor step per
 span width; cubic work, but 800 words take well under a second). Past
 `structs.EXACT_LIMIT` words a top-down greedy split takes over, quadratic at worst.
 """
@@ -37,8 +37,9 @@ def most_voted_trees(sentences: Sequence[Sequence[Tree]], weights: Sequence[floa
     for k in order + [-1]:
         n = len(words[batch[-1]]) if batch else 0
         if batch and (k < 0 or (len(batch) + 1) * (len(words[k]) + 1) ** 2 > CHART_CELLS):
-            for b, splits in zip(batch, structs.best_splits(_chart(n, [votes[b] for b in batch]))):
-                out[b] = trees.tree_of_splits(words[b], splits)
+            chart = _chart(n, [votes[b] for b in batch])
+            for b, tree in zip(batch, structs.exact_trees(chart, [words[b] for b in batch])):
+                out[b] = tree
             batch = []
         if k < 0:
             break
