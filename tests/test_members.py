@@ -1,10 +1,12 @@
 """The one member path (inference/members.py): reading sentences, layers by agreement."""
 
+import dataclasses
+
 import pytest
 import torch
 
 from grammar_induce import trees
-from grammar_induce.inference.members import read_sentences
+from grammar_induce.inference.members import read_sentences, token_ids
 
 from .conftest import invoke
 
@@ -31,3 +33,16 @@ def test_eos_and_unk_typed_by_a_user_are_ordinary_unknown_words(tiny_model):
         for got, expected in zip(parsed.forget, unknown.forget):
             assert got == pytest.approx(expected, rel=1e-5, abs=1e-6)
         assert len(trees.leaves(parsed.tree(2))) == 6
+
+
+def test_a_models_ids_of_typed_words_are_its_vocabularys_remembered(tiny_model):
+    """`<eos>` before the words, each word by its vocabulary id (`<eos>` typed, and words it lacks: 0, `<unk>`);
+    a word seen before is looked up from what the model remembers, to the same id."""
+    vocab = tiny_model.vocab
+    k = next(k for k, word in enumerate(vocab.words) if word.isalpha() and word.islower())
+    ids = token_ids(tiny_model, [vocab.words[k], "<eos>", "qqqq", vocab.words[k]])
+    assert ids == [vocab.index["<eos>"], k, 0, 0, k] and vocab.words[0] == "<unk>"
+    assert tiny_model.word_id.cache_info().hits >= 1
+    lowercasing = dataclasses.replace(tiny_model, tokenizer=dataclasses.replace(tiny_model.tokenizer, lowercase=True))
+    assert token_ids(lowercasing, [vocab.words[k].upper()])[1:] == [k]  # normalised, then looked up
+    assert token_ids(tiny_model, [vocab.words[k].upper()])[1:] == [0]  # this model keeps case

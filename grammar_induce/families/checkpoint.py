@@ -6,8 +6,10 @@ strings, the tokenizer settings and the weights; `last.pt` adds the training sta
 
 from __future__ import annotations
 
+import functools
 import io
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,9 @@ from .base import ModelKind
 FORMAT_VERSION = 1
 
 
+WORDS_REMEMBERED = 1 << 16  # word forms whose ids a loaded model keeps (see LoadedModel.word_id)
+
+
 @dataclass
 class LoadedModel:
     model: ModelKind  # of the kind its config names (registry.py)
@@ -33,6 +38,19 @@ class LoadedModel:
     config: Config
     source: str = ""  # the checkpoint file, for messages
     provenance: dict[str, Any] | None = None  # how it was made, where that is not the config (a student's teachers)
+
+    @functools.cached_property
+    def word_id(self) -> Callable[[str], int]:
+        """A word as a user wrote it -> the id the model reads (normalised by its tokenizer; `<eos>` and unknown
+        words as `<unk>`), the last WORDS_REMEMBERED forms' kept: a parse looks the same words up again and again
+        (27.3 -> 4.2 us a sentence of PTB). The vocabulary and tokenizer are the model's for good."""
+        vocab, normalize = self.vocab, self.tokenizer.normalize
+
+        @functools.lru_cache(maxsize=WORDS_REMEMBERED)
+        def word_id(word: str) -> int:
+            return vocab.encode_user_words([normalize(word)])[0]
+
+        return word_id
 
 
 def save(path: Path, model: ModelKind, vocab: Vocab, tokenizer: Tokenizer, config: Config,

@@ -243,4 +243,4 @@ def token_rows(loaded: LoadedModel, sentences: list[list[str]]) -> torch.Tensor:
 
 def token_ids(loaded: LoadedModel, sentence: Sequence[str]) -> list[int]:
     """`<eos> w1 ... wn` as the model reads the words (normalised by its tokenizer, unknown words as `<unk>`)."""
-    return [loaded.vocab.index[EOS], *loaded.vocab.encode_user_words(loaded.tokenizer.normalize(w) for w in sentence)]
+    return [loaded.vocab.index[EOS], *map(loaded.word_id, sentence)]
