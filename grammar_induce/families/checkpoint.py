@@ -43,7 +43,7 @@ class LoadedModel:
     def word_id(self) -> Callable[[str], int]:
         """A word as a user wrote it -> the id the model reads (normalised by its tokenizer; `<eos>` and unknown
         words as `<unk>`), the last WORDS_REMEMBERED forms' kept: a parse looks the same words up again and again
-        (27.3 -> 4.2 us a sentence of PTB). The vocabulary and tokenizer are the model's for good."""
+        (token ids 27.3 -> 2.5 us a sentence of PTB). The vocabulary and tokenizer are the model's for good."""
         vocab, normalize = self.vocab, self.tokenizer.normalize
 
         @functools.lru_cache(maxsize=WORDS_REMEMBERED)

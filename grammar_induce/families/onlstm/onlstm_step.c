@@ -179,9 +179,10 @@ static void backward_units(int hidden, const real *restrict o, const real *restr
  * bfloat16 copy of grad_gates, and grad_gates may then be NULL (not kept). Each row's gradient is added to its row of
  * grad_bias_rows. */
 void backward_step(int batch, int n, int chunk, const real *restrict acts, const real *restrict c_step,
-                   const real *restrict c_prev, const real *restrict probs, const real *restrict grad_dist, const real *restrict grad_h,
-                   const real *restrict dh_next, const uint16_t *restrict dh_next_bf16, real *restrict dc,
-                   real *restrict grad_gates, uint16_t *restrict grad_gates_bf16, real *restrict grad_bias_rows)
+                   const real *restrict c_prev, const real *restrict probs, const real *restrict grad_dist,
+                   const real *restrict grad_h, const real *restrict dh_next, const uint16_t *restrict dh_next_bf16,
+                   real *restrict dc, real *restrict grad_gates, uint16_t *restrict grad_gates_bf16,
+                   real *restrict grad_bias_rows)
 {
     const int hidden = n * chunk, width = 4 * hidden + 2 * n;
 #pragma omp parallel for schedule(static) if (batch * hidden >= PARALLEL_FROM)

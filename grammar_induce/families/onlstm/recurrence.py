@@ -233,18 +233,16 @@ class _Recurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, input_weight, bias, h0, c0, weight, n):
         steps = _time_steps(h0)
-        xproj = input_operand = None
+        xproj, input_operand = x, None
         if input_weight is not None:
             x_by_tokens = x.reshape(-1, x.shape[-1])
             input_operand = linear_operand(x_by_tokens, input_weight)  # (I, G) in x's dtype
             xproj = (x_by_tokens @ input_operand).view(*x.shape[:2], -1)
             ctx.input_weight_dtype = input_weight.dtype
-        run = _run_forward((x if xproj is None else xproj).contiguous(), bias, h0, c0, weight, n, steps.forward_loop,
-                           save=True)
+        run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward_loop, save=True)
         ctx.save_for_backward(x if input_weight is not None else None, input_operand, h0, c0, weight, run.hs_in, run.cs,
                               run.probs, run.acts)
-        ctx.n, ctx.backward_loop, ctx.has_bias = n, steps.backward_loop, bias is not None
-        ctx.xproj_dtype = (x if xproj is None else xproj).dtype
+        ctx.n, ctx.backward_loop, ctx.xproj_dtype, ctx.has_bias = n, steps.backward_loop, xproj.dtype, bias is not None
         return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
 
     @staticmethod
@@ -318,7 +316,8 @@ def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, gra
     to_hidden = RepeatedProduct(weight, batch, uses=steps, transposed=True)
     products_read = (grad_gates if reduced is None else reduced).unbind(0)
     per_step = list(zip(_addresses(acts), _addresses(cs), c_prev, _addresses(probs), _addresses(grad_dist),
-                        _addresses(grad_hs), _optional_addresses(grad_gates, steps), _optional_addresses(reduced, steps)))
+                        _addresses(grad_hs), _optional_addresses(grad_gates, steps),
+                        _optional_addresses(reduced, steps)))
     for t in range(steps - 1, -1, -1):
         step(batch, n, hidden // n, *per_step[t][:6], *_as_state_or_bf16(dh, acts.dtype), dc.data_ptr(),
              *per_step[t][6:], bias_rows.data_ptr())  # updates dc, bias_rows; writes gate rows
