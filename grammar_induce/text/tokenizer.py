@@ -71,9 +71,9 @@ class Tokenizer:
 
     def read_tokens(self, tokens: list[str]) -> tuple[list[str], list[bool]]:
         """`read` of a line split already (pre-tokenized text, another library's tokens)."""
-        if not (self.punctuation_aside or self.kind == "treebank"):  # is_word's test, once a line
+        if not self.sets_punctuation_aside:  # once a line, not once a token
             return tokens, [True] * len(tokens)
-        is_word = [t in SYMBOL_WORDS or _has_word_character(t) for t in tokens]
+        is_word = [_reads_as_word(t) for t in tokens]
         return tokens, is_word if any(is_word) else [True] * len(tokens)
 
     def split(self, line: str, known: Collection[str] = ()) -> list[str]:
@@ -90,9 +90,12 @@ class Tokenizer:
     def is_word(self, token: str) -> bool:
         """False for punctuation when it is set aside: a token with no letter, digit or CJK character,
         except the symbols the Penn Treebank keeps as words."""
-        if not (self.punctuation_aside or self.kind == "treebank"):
-            return True
-        return token in SYMBOL_WORDS or _has_word_character(token)
+        return not self.sets_punctuation_aside or _reads_as_word(token)
+
+    @property
+    def sets_punctuation_aside(self) -> bool:
+        """Whether punctuation is set aside: asked for, or the treebank tokenizer's way."""
+        return self.punctuation_aside or self.kind == "treebank"
 
     def normalize(self, word: str) -> str:
         if word in SPECIAL_WORDS or (self.replace_digits and word == NUMBER_WORD):
@@ -182,6 +185,11 @@ def _split_period(token: str, after: list[str]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
+def _reads_as_word(token: str) -> bool:
+    """Not punctuation: a symbol the Penn Treebank keeps as a word, or a token with a letter, digit or CJK character."""
+    return token in SYMBOL_WORDS or _has_word_character(token)
+
+
 def _has_word_character(token: str) -> bool:
     """Whether a token has a letter, a digit or a CJK character (in any width): a word, not punctuation."""
     return any(ch.isalnum() for ch in unicodedata.normalize("NFKC", token))

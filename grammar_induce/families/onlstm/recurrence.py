@@ -125,18 +125,17 @@ def _forward_step(sign: Tensor, offset: Tensor, x_t: Tensor, bias: Tensor | None
     pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
     torch.sigmoid(pre, out=a)
     torch.tanh(pre[:, 1], out=a[:, 1])
-    gate_in, gate_forget = _gates_hat(master, overlap, a[:, 2], a[:, 3])
+    gate_in, gate_forget = _gates_hat(master, overlap, a[:, 2:4])
     torch.addcmul(gate_forget * c_prev, gate_in, a[:, 1], out=c)  # eq. 13
     torch.mul(a[:, 0], torch.tanh(c), out=h)  # eq. 14
     if h_reduced is not None:
         h_reduced.copy_(h.reshape(h_reduced.shape))
 
 
-def _gates_hat(master: Tensor, overlap: Tensor, i: Tensor, f: Tensor) -> tuple[Tensor, Tensor]:
+def _gates_hat(master: Tensor, overlap: Tensor, gates: Tensor) -> tuple[Tensor, Tensor]:
     """[i^, f^] = [i, f] * w + ([i~, f~] - w)  eqs. 11-12, as [i~, f~] + w * ([i, f] - 1), for master (..., 2, n),
-    overlap w (..., 1, n, 1) and i, f (..., n, C)."""
-    gates = torch.addcmul(master.unsqueeze(-1), overlap, torch.stack([i, f], dim=-3) - 1.0)
-    return gates.unbind(-3)
+    overlap w (..., 1, n, 1) and gates [i, f] (..., 2, n, C)."""
+    return torch.addcmul(master.unsqueeze(-1), overlap, gates - 1.0).unbind(-3)
 
 
 def _native_forward_loop(forward_step, xproj: Tensor, bias: Tensor | None, hidden_map: RepeatedProduct, c0: Tensor,
@@ -346,7 +345,7 @@ def _backward_coefficients(c0: Tensor, cs: Tensor, probs: Tensor, acts: Tensor, 
     master = _masters(probs)  # (T, B, 2, n)
     m_in, m_forget = master[:, :, 0, :, None], master[:, :, 1, :, None]  # (T, B, n, 1)
     overlap = m_in * m_forget
-    gate_in, gate_forget = _gates_hat(master, overlap[:, :, None], i, f)  # as the forward computed them
+    gate_in, gate_forget = _gates_hat(master, overlap[:, :, None], acts[:, :, 2:4])  # as the forward computed them
     tanh_c = torch.tanh(cs)
     sum_terms = acts.new_empty(steps, batch, n, 3, cs.shape[-1])
     sum_terms[:, :, :, 0] = cand
