@@ -44,6 +44,21 @@ def pytest_report_header(config) -> str:
     return f"cpu features: {CPU_FEATURES}"
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--audit", action="store_true",
+                     help="also run the tests marked audit: the shipped models' published numbers recomputed from the "
+                          "full data (about nine minutes on two cores; .ci/run runs them after the suite)")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if config.getoption("--audit"):
+        return
+    skip = pytest.mark.skip(reason="an audit (the shipped models' numbers from the full data): run with --audit")
+    for item in items:
+        if "audit" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def token_cache(tmp_path_factory) -> Path:
     """The token cache of this test session (and of the processes it starts), not the user's."""

@@ -92,7 +92,7 @@ def test_the_models_command_prints_every_number_of_the_catalogue():
     assert printed.splitlines()[1].startswith(pretrained.DEFAULT_MODEL + " ")  # the default model first
 
 
-@pytest.mark.slow
+@pytest.mark.audit
 @pytest.mark.skipif(not NLTK.is_dir() or not CTB_DEV.is_file(),
                     reason="needs ../shared/data (the NLTK treebank sample, the PTB LM text, the CTB dev trees)")
 @pytest.mark.parametrize("name", NAMES)
