@@ -89,6 +89,30 @@ def test_partition_and_marginals_equal_brute_force_over_every_tree(small):
                 assert float(marginals[b, i, j]) == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.parametrize("products", [None, torch.bfloat16])
+def test_the_outside_pass_gives_autograds_gradients_through_the_inside_pass(products):
+    """span_marginals' outside pass written out against autograd's backward through the same inside pass: the
+    gradients of the summed log Z at every width's x, left and right, in a padded batch (float32 products to
+    float32 rounding, bfloat16 ones to bfloat16's)."""
+    from grammar_induce.families.pcfg.model import _outside
+
+    torch.manual_seed(1)
+    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8))
+    sentences = [[3, 1, 4, 1, 5, 2, 6], [2, 6, 0], [0], [5, 5, 1, 0, 2]]
+    ids = torch.tensor([s + [0] * (7 - len(s)) for s in sentences])
+    lengths = [len(s) for s in sentences]
+    with torch.enable_grad():
+        g = model.grammar()
+        chart = model.inside(ids, lengths, g, products)
+        wanted = chart.x[2:] + chart.left[2:7] + chart.right[2:7]
+        expected = torch.autograd.grad(chart.log_z.sum(), wanted)
+    with torch.no_grad():
+        grad_x, grad_left, grad_right = _outside(chart, lengths, *model._rank_maps(g), products)
+    tolerance = {"rtol": 1e-4, "atol": 1e-6} if products is None else {"rtol": 2e-2, "atol": 1e-3}
+    for got, want in zip(grad_x[2:] + grad_left[2:7] + grad_right[2:7], expected, strict=True):
+        torch.testing.assert_close(got, want, **tolerance)
+
+
 def test_the_mbr_tree_has_the_largest_sum_of_span_marginals(small):
     model, _ = small
     words = [3, 1, 4, 1, 5, 2]

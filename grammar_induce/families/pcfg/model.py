@@ -20,7 +20,8 @@ underflows and no logarithm or exponential is taken per rank entry. The scales c
 value a span stands for is x * exp(scale), and the gradient through x alone is the exact one.
 
 A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlogZ/dx[i, j, r] (x is
-homogeneous in each span's weight), so one backward pass gives every span's marginal; the tree is the
+homogeneous in each span's weight), so one backward pass gives every span's marginal (a parse writes that pass out,
+`_outside`: the outside pass, each split point's gradient added in place into its children's); the tree is the
 minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (families/structs.py), as the paper
 evaluates. Its induced labels (`NT-17`) are each span's most probable nonterminal: the nonterminal A with the
 largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
@@ -84,6 +85,8 @@ class Chart:
     left: list[Tensor | None]
     right: list[Tensor | None]
     log_z: Tensor  # (B,)
+    weights: list[Tensor | None]  # (B, n-w+1, w-1): each split point's share of a span's sum (its scales', constants)
+    norm: list[Tensor | None]  # (B, n-w+1): what each span's sum was divided by (a constant)
 
 
 class TNPCFG(ModelKind):
@@ -132,20 +135,27 @@ class TNPCFG(ModelKind):
         top = emission.detach().amax(-1)
         leaves = torch.cat([g.left[self.nt :], g.right[self.nt :]], dim=1)  # (T, 2r)
         rank = g.head.shape[1]
-        to_children = torch.cat([g.head.t() @ g.left[: self.nt], g.head.t() @ g.right[: self.nt]], dim=1)  # (r, 2r)
+        to_children, root = self._rank_maps(g)
         first = _product((emission - top[..., None]).exp(), leaves, products)
         chart = Chart([None, None], [top, top], [None, first[..., :rank]], [None, first[..., rank:]],
-                      words.new_zeros(batch, dtype=torch.float))
+                      words.new_zeros(batch, dtype=torch.float), [None, None], [None, None])
         for w in range(2, n + 1):
-            x, scale = _combine(chart, w, n)
+            x, scale, weights, norm = _combine(chart, w, n)
             chart.x.append(x)
             chart.scale.append(scale)
+            chart.weights.append(weights)
+            chart.norm.append(norm)
             both = _product(x, to_children, products) if w < n else None
             chart.left.append(None if both is None else both[..., :rank])
             chart.right.append(None if both is None else both[..., rank:])
-        root = g.root @ g.head  # (r,)
         chart.log_z = torch.stack([_log_total(chart, b, length, root) for b, length in enumerate(lengths)])
         return chart
+
+    def _rank_maps(self, g: Grammar) -> tuple[Tensor, Tensor]:
+        """(r, 2r): a span's rank-space values to its values as a left and as a right child (U^T V_NT, U^T W_NT);
+        (r,): the root's (p_root U)."""
+        to_children = torch.cat([g.head.t() @ g.left[: self.nt], g.head.t() @ g.right[: self.nt]], dim=1)
+        return to_children, g.root @ g.head
 
     def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None) -> Tensor:
         """log p(sentence) under the grammar, per sentence (B,)."""
@@ -154,27 +164,18 @@ class TNPCFG(ModelKind):
     def span_marginals(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
                        labels: bool = False) -> tuple[Tensor, Chart, tuple[list, list, list] | None]:
         """(B, n+1, n+1) the marginal probability of every span of two or more words (i < j), the chart, and
-        (with `labels`) the gradients of log Z at each width's x, left and right."""
-        with torch.enable_grad():
+        (with `labels`) the gradients of log Z at each width's x, left and right: the inside pass, then the
+        outside pass written out (`_outside`, what autograd would give, without its graph)."""
+        with torch.no_grad():
             g = self.grammar()
             chart = self.inside(words, lengths, g, products)
-            widths = range(2, words.shape[1] + 1)
-            wanted = [chart.x[w] for w in widths]
-            if labels:
-                wanted += [chart.left[w] for w in widths if chart.left[w] is not None]
-                wanted += [chart.right[w] for w in widths if chart.right[w] is not None]
-            # one-word sentences alone have no span to differentiate
-            grads = torch.autograd.grad(chart.log_z.sum(), wanted, allow_unused=True) if wanted else ()
+            grad_x, grad_left, grad_right = _outside(chart, lengths, *self._rank_maps(g), products)
         n = words.shape[1]
         marginals = words.new_zeros(words.shape[0], n + 1, n + 1, dtype=torch.float)
-        for k, w in enumerate(widths):
-            if grads[k] is not None:
-                starts = torch.arange(n - w + 1)
-                marginals[:, starts, starts + w] = (chart.x[w] * grads[k]).sum(-1).detach().float()
-        extra = None
-        if labels:
-            m = len(widths)
-            extra = (list(grads[:m]), list(grads[m : m + m - 1]), list(grads[m + m - 1 :]))
+        for w in range(2, n + 1):
+            starts = torch.arange(n - w + 1)
+            marginals[:, starts, starts + w] = (chart.x[w] * grad_x[w]).sum(-1).float()
+        extra = (grad_x[2:], grad_left[2:n], grad_right[2:n]) if labels else None
         return marginals, chart, extra
 
     @torch.no_grad()
@@ -230,8 +231,9 @@ def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
     return (x.to(products) @ weight.to(products)).float()
 
 
-def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor]:
-    """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w]."""
+def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w]; and the
+    split points' weights and the norm that x was divided by (constants, for `_outside`)."""
     starts = n - w + 1
     lefts = [chart.left[d][:, :starts] for d in range(1, w)]  # views of the chart: nothing copied to keep
     rights = [chart.right[w - d][:, d : d + starts] for d in range(1, w)]
@@ -240,27 +242,58 @@ def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor]:
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
     x = SplitSum.apply(weights, w - 1, *lefts, *rights)
     norm = x.detach().amax(-1).clamp_min(TINY)
-    return x / norm[..., None], top + norm.log()
+    return x / norm[..., None], top + norm.log(), weights, norm
+
+
+def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Tensor, products: torch.dtype | None
+             ) -> tuple[list, list, list]:
+    """The gradients of the sum of log Z over the batch at every width's x, left and right (None below width 2),
+    from the widest span down: autograd's backward through `inside`, written out so that each split point's
+    gradient is added in place into its children's (no (w-1)-fold stacks, no zero-filled copy per split point)."""
+    n = len(chart.x) - 1
+    grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
+    grad_left = [None, None] + [None if t is None else torch.zeros_like(t) for t in chart.left[2:]]  # not the words'
+    grad_right = [None, None] + [None if t is None else torch.zeros_like(t) for t in chart.right[2:]]
+    for b, length in enumerate(lengths):  # log Z = log(x[0, n] . root) + scale
+        if length >= 2 and float(total := chart.x[length][b, 0] @ root) > TINY:
+            grad_x[length][b, 0] += root / total
+    for w in range(n, 1, -1):
+        if w < n:  # x -> its values as a left and a right child
+            grad_x[w] += _product(torch.cat([grad_left[w], grad_right[w]], -1), to_children.t(), products)
+        spread = grad_x[w] / chart.norm[w][..., None]
+        starts = n - w + 1
+        for d in range(1, w):  # x[i, i+w] = sum_d weight_d L[i, i+d] R[i+d, i+w] / norm
+            share = spread * chart.weights[w][..., d - 1, None]
+            if d > 1:
+                grad_left[d][:, :starts].addcmul_(share, chart.right[w - d][:, d : d + starts])
+            if w - d > 1:
+                grad_right[w - d][:, d : d + starts].addcmul_(share, chart.left[d][:, :starts])
+    return grad_x, grad_left, grad_right
 
 
 class SplitSum(torch.autograd.Function):
     """sum_d weights[..., d] * L_d * R_d over the split points d, keeping for the backward pass only the chart's
     own tensors (the L_d and R_d are views of them), not the (B, starts, w-1, r) products autograd would keep:
-    the memory of a sentence is its chart's, O(n^2 r), not O(n^3 r)."""
+    the memory of a sentence is its chart's, O(n^2 r), not O(n^3 r). A split point at a time, each added in
+    place: stacking the w-1 views first copied each of them."""
 
     @staticmethod
     def forward(ctx, weights: Tensor, parts: int, *children: Tensor) -> Tensor:
         ctx.parts = parts
         ctx.save_for_backward(weights, *children)
-        left, right = torch.stack(children[:parts], 2), torch.stack(children[parts:], 2)
-        return (left.mul_(right).mul_(weights[..., None])).sum(2)
+        total = torch.zeros_like(children[0])
+        for d in range(parts):
+            total.addcmul_(children[d] * weights[..., d, None], children[parts + d])
+        return total
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         weights, *children = ctx.saved_tensors
-        left, right = torch.stack(children[: ctx.parts], 2), torch.stack(children[ctx.parts :], 2)
-        scaled = grad[:, :, None, :] * weights[..., None]  # (B, starts, w-1, r)
-        grad_left, grad_right = (scaled * right).unbind(2), (scaled.mul_(left)).unbind(2)
+        grad_left, grad_right = [], []
+        for d in range(ctx.parts):
+            share = grad * weights[..., d, None]
+            grad_left.append(share * children[ctx.parts + d])
+            grad_right.append(share.mul_(children[d]))
         return None, None, *grad_left, *grad_right
 
 
