@@ -192,9 +192,8 @@ class TNPCFG(ModelKind):
             ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
             marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
             best = structs.TreeCRF(marginals, lengths).argmax([words[k] for k in part])  # MBR: the most expected spans
-            for b, (k, tree) in enumerate(zip(part, best)):
-                readings[k] = Reading(list(words[k]), [], [], "forward", tree,
-                                      self.span_labels(tree, g, chart, grads, b, lengths[b]))
+            for k, tree, labels in zip(part, best, self.span_labels(best, g, chart, grads, lengths)):
+                readings[k] = Reading(list(words[k]), [], [], "forward", tree, labels)
         return readings
 
     @staticmethod
@@ -208,20 +207,27 @@ class TNPCFG(ModelKind):
                 parts.append([k])
         return parts
 
-    def span_labels(self, tree: Tree, g: Grammar, chart: Chart, grads: tuple[list, list, list], b: int,
-                    length: int) -> dict[tuple[int, int], str]:
-        """Each span of `tree` (two or more words) with its most probable nonterminal, `NT-k`: the largest
-        inside(i, j, A) * outside(i, j, A), both up to the span's scale."""
+    def span_labels(self, found: list[Tree], g: Grammar, chart: Chart, grads: tuple[list, list, list],
+                    lengths: Sequence[int]) -> list[dict[tuple[int, int], str]]:
+        """Each span of each tree of `found` (two or more words) with its most probable nonterminal, `NT-k`: the
+        largest inside(i, j, A) * outside(i, j, A), both up to the span's scale; the spans of a width at once."""
         _, left_grads, right_grads = grads
-        labels = {}
-        for i, j in trees.spans(tree, whole=True):
-            w = j - i
-            inside = g.head @ chart.x[w][b, i]  # (NT,)
-            if w == length:
-                outside = g.root
+        spans = [(b, i, j) for b, tree in enumerate(found) for i, j in sorted(trees.spans(tree, whole=True))]
+        by_width: dict[int, list[tuple[int, int, int]]] = {}
+        for span in spans:
+            by_width.setdefault(span[2] - span[1], []).append(span)
+        labels: list[dict[tuple[int, int], str]] = [{} for _ in found]
+        for w, group in by_width.items():
+            rows, starts = torch.tensor([b for b, _, _ in group]), torch.tensor([i for _, i, _ in group])
+            inside = chart.x[w][rows, starts] @ g.head.t()  # (spans, NT)
+            whole = torch.tensor([w == lengths[b] for b, _, _ in group])[:, None]  # outside a whole sentence: the root
+            if whole.all():
+                outside = g.root.expand_as(inside)
             else:
-                outside = g.left[: self.nt] @ left_grads[w - 2][b, i] + g.right[: self.nt] @ right_grads[w - 2][b, i]
-            labels[i, j] = f"NT-{int((inside * outside).argmax())}"
+                outside = torch.where(whole, g.root, left_grads[w - 2][rows, starts] @ g.left[: self.nt].t()
+                                      + right_grads[w - 2][rows, starts] @ g.right[: self.nt].t())
+            for (b, i, j), best in zip(group, (inside * outside).argmax(-1).tolist()):
+                labels[b][i, j] = f"NT-{best}"
         return labels
 
 
