@@ -20,8 +20,9 @@ underflows and no logarithm or exponential is taken per rank entry. The scales c
 value a span stands for is x * exp(scale), and the gradient through x alone is the exact one.
 
 A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlogZ/dx[i, j, r] (x is
-homogeneous in each span's weight), so one backward pass gives every span's marginal (a parse writes that pass out,
-`_outside`: the outside pass, each split point's gradient added in place into its children's); the tree is the
+homogeneous in each span's weight), so one backward pass gives every span's marginal. That pass is written out
+(`_outside`, the outside pass, each split point's gradient added in place into its children's): a parse runs it
+without autograd, and training's backward through the inside pass is it (`_Inside`); the tree is the
 minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (families/structs.py), as the paper
 evaluates. Its induced labels (`NT-17`) are each span's most probable nonterminal: the nonterminal A with the
 largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
@@ -130,25 +131,13 @@ class TNPCFG(ModelKind):
         word, which no binary rule covers, gets log Z 0). `products`: the dtype of the rank-space products
         (None: float32)."""
         g = grammar or self.grammar()
-        batch, n = words.shape
         emission = g.emission.t()[words]  # (B, n, T) log p(T -> w_i)
         top = emission.detach().amax(-1)
         leaves = torch.cat([g.left[self.nt :], g.right[self.nt :]], dim=1)  # (T, 2r)
-        rank = g.head.shape[1]
         to_children, root = self._rank_maps(g)
         first = _product((emission - top[..., None]).exp(), leaves, products)
-        chart = Chart([None, None], [top, top], [None, first[..., :rank]], [None, first[..., rank:]],
-                      words.new_zeros(batch, dtype=torch.float), [None, None], [None, None])
-        for w in range(2, n + 1):
-            x, scale, weights, norm = _combine(chart, w, n)
-            chart.x.append(x)
-            chart.scale.append(scale)
-            chart.weights.append(weights)
-            chart.norm.append(norm)
-            both = _product(x, to_children, products) if w < n else None
-            chart.left.append(None if both is None else both[..., :rank])
-            chart.right.append(None if both is None else both[..., rank:])
-        chart.log_z = torch.stack([_log_total(chart, b, length, root) for b, length in enumerate(lengths)])
+        chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None], [None, None])
+        chart.log_z = _Inside.apply(first, to_children, root, chart, lengths, products)
         return chart
 
     def _rank_maps(self, g: Grammar) -> tuple[Tensor, Tensor]:
@@ -165,7 +154,7 @@ class TNPCFG(ModelKind):
                        labels: bool = False) -> tuple[Tensor, Chart, tuple[list, list, list] | None]:
         """(B, n+1, n+1) the marginal probability of every span of two or more words (i < j), the chart, and
         (with `labels`) the gradients of log Z at each width's x, left and right: the inside pass, then the
-        outside pass written out (`_outside`, what autograd would give, without its graph)."""
+        outside pass written out (`_outside`, as training's backward runs it, here without autograd)."""
         with torch.no_grad():
             g = self.grammar()
             chart = self.inside(words, lengths, g, products)
@@ -246,23 +235,26 @@ def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor, Tensor, Tens
     scales = torch.stack([chart.scale[d][:, :starts] + chart.scale[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
-    x = SplitSum.apply(weights, w - 1, *lefts, *rights)
-    norm = x.detach().amax(-1).clamp_min(TINY)
+    x = torch.zeros_like(lefts[0])
+    for d in range(w - 1):  # a split point at a time, added in place (stacking the w-1 views copied each)
+        x.addcmul_(lefts[d] * weights[..., d, None], rights[d])
+    norm = x.amax(-1).clamp_min(TINY)
     return x / norm[..., None], top + norm.log(), weights, norm
 
 
-def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Tensor, products: torch.dtype | None
-             ) -> tuple[list, list, list]:
-    """The gradients of the sum of log Z over the batch at every width's x, left and right (None below width 2),
-    from the widest span down: autograd's backward through `inside`, written out so that each split point's
-    gradient is added in place into its children's (no (w-1)-fold stacks, no zero-filled copy per split point)."""
+def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Tensor, products: torch.dtype | None,
+             seed: Tensor | None = None, words: bool = False) -> tuple[list, list, list]:
+    """The gradients of the sum of log Z over the batch (each sentence's weighted by `seed`, where given) at every
+    width's x, left and right (None below width 2, and at width 1 unless `words`), from the widest span down:
+    the inside pass's backward written out, each split point's gradient added in place into its children's."""
     n = len(chart.x) - 1
+    low = 1 if words else 2
     grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
-    grad_left = [None, None] + [None if t is None else torch.zeros_like(t) for t in chart.left[2:]]  # not the words'
-    grad_right = [None, None] + [None if t is None else torch.zeros_like(t) for t in chart.right[2:]]
+    grad_left = [None] * low + [None if t is None else torch.zeros_like(t) for t in chart.left[low:]]
+    grad_right = [None] * low + [None if t is None else torch.zeros_like(t) for t in chart.right[low:]]
     for b, length in enumerate(lengths):  # log Z = log(x[0, n] . root) + scale
         if length >= 2 and float(total := chart.x[length][b, 0] @ root) > TINY:
-            grad_x[length][b, 0] += root / total
+            grad_x[length][b, 0] += root * (1 / total if seed is None else seed[b] / total)
     for w in range(n, 1, -1):
         if w < n:  # x -> its values as a left and a right child
             grad_x[w] += _product(torch.cat([grad_left[w], grad_right[w]], -1), to_children.t(), products)
@@ -270,37 +262,55 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
         starts = n - w + 1
         for d in range(1, w):  # x[i, i+w] = sum_d weight_d L[i, i+d] R[i+d, i+w] / norm
             share = spread * chart.weights[w][..., d - 1, None]
-            if d > 1:
+            if d >= low:
                 grad_left[d][:, :starts].addcmul_(share, chart.right[w - d][:, d : d + starts])
-            if w - d > 1:
+            if w - d >= low:
                 grad_right[w - d][:, d : d + starts].addcmul_(share, chart.left[d][:, :starts])
     return grad_x, grad_left, grad_right
 
 
-class SplitSum(torch.autograd.Function):
-    """sum_d weights[..., d] * L_d * R_d over the split points d, keeping for the backward pass only the chart's
-    own tensors (the L_d and R_d are views of them), not the (B, starts, w-1, r) products autograd would keep:
-    the memory of a sentence is its chart's, O(n^2 r), not O(n^3 r). A split point at a time, each added in
-    place: stacking the w-1 views first copied each of them."""
+class _Inside(torch.autograd.Function):
+    """log Z of each sentence from the words' rank-space values `first` (B, n, 2r: as a left child, as a right
+    child), the map of a span's values to its values as children `to_children` (r, 2r) and the root's `root`
+    (r,); the chart (given empty) is filled as it goes. Its backward is the outside pass written out
+    (`_outside`): each split point's gradient added in place into its children's, where autograd through the
+    chart's slices filled and added a chart-sized tensor per split point (a fifth of a training step)."""
 
     @staticmethod
-    def forward(ctx, weights: Tensor, parts: int, *children: Tensor) -> Tensor:
-        ctx.parts = parts
-        ctx.save_for_backward(weights, *children)
-        total = torch.zeros_like(children[0])
-        for d in range(parts):
-            total.addcmul_(children[d] * weights[..., d, None], children[parts + d])
-        return total
+    def forward(ctx, first: Tensor, to_children: Tensor, root: Tensor, chart: Chart, lengths: Sequence[int],
+                products: torch.dtype | None) -> Tensor:
+        rank, n = root.shape[0], first.shape[1]
+        chart.left.append(first[..., :rank])
+        chart.right.append(first[..., rank:])
+        for w in range(2, n + 1):
+            x, scale, weights, norm = _combine(chart, w, n)
+            chart.x.append(x)
+            chart.scale.append(scale)
+            chart.weights.append(weights)
+            chart.norm.append(norm)
+            both = _product(x, to_children, products) if w < n else None
+            chart.left.append(None if both is None else both[..., :rank])
+            chart.right.append(None if both is None else both[..., rank:])
+        ctx.chart, ctx.lengths, ctx.products = chart, lengths, products
+        ctx.save_for_backward(to_children, root)
+        return torch.stack([_log_total(chart, b, length, root) for b, length in enumerate(lengths)])
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
-        weights, *children = ctx.saved_tensors
-        grad_left, grad_right = [], []
-        for d in range(ctx.parts):
-            share = grad * weights[..., d, None]
-            grad_left.append(share * children[ctx.parts + d])
-            grad_right.append(share.mul_(children[d]))
-        return None, None, *grad_left, *grad_right
+    def backward(ctx, grad_log_z: Tensor):
+        to_children, root = ctx.saved_tensors
+        chart, lengths, products = ctx.chart, ctx.lengths, ctx.products
+        _, grad_left, grad_right = _outside(chart, lengths, to_children, root, products, grad_log_z, words=True)
+        grad_first = torch.cat([grad_left[1], grad_right[1]], -1)
+        rank, n = root.shape[0], len(chart.x) - 1
+        grad_children = torch.zeros_like(to_children)
+        for w in range(2, n):
+            both = torch.cat([grad_left[w], grad_right[w]], -1).reshape(-1, 2 * rank)
+            grad_children += _product(chart.x[w].reshape(-1, rank).t(), both, products)
+        grad_root = torch.zeros_like(root)
+        for b, length in enumerate(lengths):
+            if length >= 2 and float(total := chart.x[length][b, 0] @ root) > TINY:
+                grad_root += chart.x[length][b, 0] * (grad_log_z[b] / total)
+        return grad_first, grad_children, grad_root, None, None, None
 
 
 def _log_total(chart: Chart, b: int, length: int, root: Tensor) -> Tensor:
