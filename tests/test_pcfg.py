@@ -117,6 +117,26 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient():
     assert torch.autograd.gradcheck(log_z, inputs)
 
 
+def test_a_training_steps_chart_is_freed_with_the_step_without_the_cyclic_collector():
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8))
+    ids, lengths = padded_batch()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        chart = model.inside(ids, lengths)
+        (-chart.log_z.sum()).backward()
+        freed = weakref.ref(chart)
+        del chart
+        assert freed() is None
+    finally:
+        if was:
+            gc.enable()
+
+
 def test_bfloat16_products_give_the_float32_gradients_to_their_rounding():
     """Every parameter's gradient within 0.5% of the largest (bfloat16's 8-bit mantissa; a few parameters' own
     gradients are far smaller, and two are zero but for rounding: softmax biases along the normalised axis)."""

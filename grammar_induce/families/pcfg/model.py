@@ -31,7 +31,7 @@ largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -291,7 +291,9 @@ class _Inside(torch.autograd.Function):
             both = _product(x, to_children, products) if w < n else None
             chart.left.append(None if both is None else both[..., :rank])
             chart.right.append(None if both is None else both[..., rank:])
-        ctx.chart, ctx.lengths, ctx.products = chart, lengths, products
+        # a copy sharing the chart's lists: the chart itself will hold log Z, whose graph holds ctx (a cycle that
+        # only the cyclic collector would free, chart and all, long after the step)
+        ctx.chart, ctx.lengths, ctx.products = replace(chart), lengths, products
         ctx.save_for_backward(to_children, root)
         return torch.stack([_log_total(chart, b, length, root) for b, length in enumerate(lengths)])
 
