@@ -111,7 +111,8 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient():
 
     def log_z(first, to_children, root):
         chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None], [None, None])
-        return _Inside.apply(first, to_children, root, chart, lengths, None) * torch.tensor([1.0, 0.5, 2.0, -1.0]).double()
+        weights = torch.tensor([1.0, 0.5, 2.0, -1.0], dtype=torch.double)  # each sentence's gradient seeded apart
+        return _Inside.apply(first, to_children, root, chart, lengths, None) * weights
 
     inputs = tuple(t.clone().requires_grad_() for t in (first, to_children, root))
     assert torch.autograd.gradcheck(log_z, inputs)
