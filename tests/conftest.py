@@ -47,7 +47,7 @@ def pytest_report_header(config) -> str:
 def pytest_addoption(parser) -> None:
     parser.addoption("--audit", action="store_true",
                      help="also run the tests marked audit: the shipped models' published numbers recomputed from the "
-                          "full data (about nine minutes on two cores; .ci/run runs them after the suite)")
+                          "full data (minutes; .ci/run runs them after the suite)")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
