@@ -151,12 +151,13 @@ class TNPCFG(ModelKind):
         return self.inside(words, lengths, products=products).log_z
 
     def span_marginals(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
-                       labels: bool = False) -> tuple[Tensor, Chart, tuple[list, list, list] | None]:
+                       labels: bool = False, grammar: Grammar | None = None
+                       ) -> tuple[Tensor, Chart, tuple[list, list, list] | None]:
         """(B, n+1, n+1) the marginal probability of every span of two or more words (i < j), the chart, and
         (with `labels`) the gradients of log Z at each width's x, left and right: the inside pass, then the
         outside pass written out (`_outside`, as training's backward runs it, here without autograd)."""
         with torch.no_grad():
-            g = self.grammar()
+            g = grammar or self.grammar()
             chart = self.inside(words, lengths, g, products)
             grad_x, grad_left, grad_right = _outside(chart, lengths, *self._rank_maps(g), products)
         n = words.shape[1]
@@ -179,7 +180,7 @@ class TNPCFG(ModelKind):
         for part in self._parts(short, words, g.head.shape[1]):
             lengths = [len(words[k]) for k in part]
             ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
-            marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True)
+            marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True, grammar=g)
             best = structs.TreeCRF(marginals, lengths).argmax([words[k] for k in part])  # MBR: the most expected spans
             for k, tree, labels in zip(part, best, self.span_labels(best, g, chart, grads, lengths)):
                 readings[k] = Reading(list(words[k]), [], [], "forward", tree, labels)
@@ -201,7 +202,7 @@ class TNPCFG(ModelKind):
         """Each span of each tree of `found` (two or more words) with its most probable nonterminal, `NT-k`: the
         largest inside(i, j, A) * outside(i, j, A), both up to the span's scale; the spans of a width at once."""
         _, left_grads, right_grads = grads
-        spans = [(b, i, j) for b, tree in enumerate(found) for i, j in sorted(trees.spans(tree, whole=True))]
+        spans = [(b, i, j) for b, tree in enumerate(found) for i, j in trees.spans(tree, whole=True)]
         by_width: dict[int, list[tuple[int, int, int]]] = {}
         for span in spans:
             by_width.setdefault(span[2] - span[1], []).append(span)
@@ -252,9 +253,8 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
     grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
     grad_left = [None] * low + [None if t is None else torch.zeros_like(t) for t in chart.left[low:]]
     grad_right = [None] * low + [None if t is None else torch.zeros_like(t) for t in chart.right[low:]]
-    for b, length in enumerate(lengths):  # log Z = log(x[0, n] . root) + scale
-        if length >= 2 and float(total := chart.x[length][b, 0] @ root) > TINY:
-            grad_x[length][b, 0] += root * (1 / total if seed is None else seed[b] / total)
+    for b, length, total in _totals(chart, lengths, root):  # log Z = log(x[0, n] . root) + scale
+        grad_x[length][b, 0] += root * (1 / total if seed is None else seed[b] / total)
     for w in range(n, 1, -1):
         if w < n:  # x -> its values as a left and a right child
             grad_x[w] += _product(torch.cat([grad_left[w], grad_right[w]], -1), to_children.t(), products)
@@ -309,10 +309,16 @@ class _Inside(torch.autograd.Function):
             both = torch.cat([grad_left[w], grad_right[w]], -1).reshape(-1, 2 * rank)
             grad_children += _product(chart.x[w].reshape(-1, rank).t(), both, products)
         grad_root = torch.zeros_like(root)
-        for b, length in enumerate(lengths):
-            if length >= 2 and float(total := chart.x[length][b, 0] @ root) > TINY:
-                grad_root += chart.x[length][b, 0] * (grad_log_z[b] / total)
+        for b, length, total in _totals(chart, lengths, root):
+            grad_root += chart.x[length][b, 0] * (grad_log_z[b] / total)
         return grad_first, grad_children, grad_root, None, None, None
+
+
+def _totals(chart: Chart, lengths: Sequence[int], root: Tensor) -> list[tuple[int, int, Tensor]]:
+    """(b, length, x[0, n] . root) of each sentence whose log Z has a gradient: two or more words, the total above
+    TINY (where `_log_total` clamps it)."""
+    totals = [(b, length, chart.x[length][b, 0] @ root) for b, length in enumerate(lengths) if length >= 2]
+    return [(b, length, total) for b, length, total in totals if float(total) > TINY]
 
 
 def _log_total(chart: Chart, b: int, length: int, root: Tensor) -> Tensor:
