@@ -1,10 +1,10 @@
-"""runtime/collector.py: the objects from before a parse left out of the collector's passes while it runs."""
+"""runtime/collector.py: a parse's objects, and those from before it, left out of the collector's passes while it runs."""
 
 import gc
 
 import pytest
 
-from grammar_induce.runtime.collector import older_objects_frozen
+from grammar_induce.runtime.collector import made_uncollected
 
 
 @pytest.fixture
@@ -19,46 +19,77 @@ def in_the_collectors_passes(thing) -> bool:
     return any(o is thing for o in gc.get_objects())  # the generations it collects, not the frozen objects
 
 
-def test_the_objects_from_before_are_frozen_inside_and_thawed_after(collector_as_found):
+def test_parts_are_made_with_the_collector_paused_and_frozen_until_the_parts_end(collector_as_found):
     gc.unfreeze()
-    before = [[k] for k in range(1000)]  # tracked objects alive when the block starts
+    before = [[k] for k in range(1000)]  # tracked objects alive when the parts start
+    seen = []
 
-    with older_objects_frozen():
-        assert gc.get_freeze_count() >= len(before)
-        made = [0]
-        assert in_the_collectors_passes(made) and not in_the_collectors_passes(before)
-    assert gc.get_freeze_count() == 0 and in_the_collectors_passes(before)
+    def parts():
+        for k in range(2):
+            seen.append((gc.isenabled(), in_the_collectors_passes(before)))
+            yield [[k, j] for j in range(5000)]  # past the young generation's threshold: it would collect
+
+    made = []
+    for part in made_uncollected(parts()):
+        # handed on frozen (the caller's collections do not rescan it), the collector running again
+        assert gc.isenabled() and not in_the_collectors_passes(part) and gc.get_freeze_count() >= 6000
+        made.append(part)
+    assert seen == [(False, False), (False, False)]
+    assert gc.get_freeze_count() == 0 and all(in_the_collectors_passes(p) for p in [before, *made])
 
 
-def test_a_cycle_made_inside_is_still_collected(collector_as_found):
+def test_a_cycle_the_caller_makes_meanwhile_is_still_collected(collector_as_found):
     gc.unfreeze()
-    with older_objects_frozen():
+    for _ in made_uncollected([[1], [2]]):
         cycle = []
         cycle.append(cycle)
         del cycle
         assert gc.collect() >= 1
 
 
+def test_parts_stopped_early_are_thawed(collector_as_found):
+    gc.unfreeze()
+    parts = made_uncollected([[1], [2], [3]])
+    next(parts)
+    assert gc.get_freeze_count() > 0
+    parts.close()
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_a_failing_part_leaves_the_collector_on_and_thawed(collector_as_found):
+    gc.unfreeze()
+
+    def parts():
+        yield [1]
+        raise ValueError("bad line")
+
+    with pytest.raises(ValueError, match="bad line"):
+        list(made_uncollected(parts()))
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
 def test_nothing_is_done_when_the_collector_is_off_or_objects_are_frozen_already(collector_as_found):
     gc.unfreeze()
     gc.disable()
-    with older_objects_frozen():
-        assert gc.get_freeze_count() == 0
+    assert [gc.isenabled() for _ in made_uncollected([1, 2])] == [False, False]
+    assert gc.get_freeze_count() == 0 and not gc.isenabled()
     gc.enable()
     theirs = [0]
     gc.freeze()
-    with older_objects_frozen():
-        pass
+    list(made_uncollected([[1], [2]]))
     # someone else's freeze is theirs to undo: their object is still out of the collector's passes afterwards
     # (the count itself may fall meanwhile, as frozen objects are freed by reference counting)
     assert gc.get_freeze_count() > 0 and not in_the_collectors_passes(theirs)
 
 
-def test_a_parse_runs_with_the_older_objects_frozen_and_leaves_them_thawed(tiny_run, collector_as_found):
+def test_a_parse_hands_on_its_results_frozen_and_leaves_everything_thawed(tiny_run, collector_as_found):
     import grammar_induce as gi
 
     gc.unfreeze()
-    counts = []
-    for _ in gi.load(str(tiny_run / "best.pt")).parse_many(["the dog ran", "a cat sat"]):
-        counts.append(gc.get_freeze_count())
-    assert all(count > 0 for count in counts) and gc.get_freeze_count() == 0
+    parser = gi.load(str(tiny_run / "best.pt"))
+    frozen = [not in_the_collectors_passes(r.words) for r in parser.analyse_many(["the dog ran", "a cat sat"])]
+    assert frozen == [True, True] and gc.get_freeze_count() == 0 and gc.isenabled()
+    trees = parser.parse_many(["the dog ran", "a cat sat"])
+    next(trees)
+    trees.close()  # stopped early
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -25,7 +25,7 @@ from ..inference.members import Members, chunk_lines
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
 from ..output.formats import MemberResult, SentenceResult, render
-from ..runtime.collector import older_objects_frozen
+from ..runtime.collector import made_uncollected
 from ..runtime.distributed import World
 from ..trees import Tree
 
@@ -157,15 +157,14 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messa
     """The chunks' results in order, adding each chunk's member agreement to the summary, and a note of the lines
     too long for a search to be exact (`rules`: _long_line_rules)."""
     long_lines = [0] * len(rules)
-    with older_objects_frozen():  # the many trees made meanwhile do not make the collector rescan torch's objects
-        for results in parts:
-            if summary.agreement is not None:
-                trees_by_member = [[m.tree for m in r.members] for r in results if r.members]
-                _add_agreement(summary.agreement, member_agreement(trees_by_member))
-            messages.advance(len(results))
-            for k, (limit, _) in enumerate(rules):
-                long_lines[k] += sum(len(r.words) > limit for r in results)
-            yield from results
+    for results in made_uncollected(parts):  # the many trees made do not make the collector rescan torch's objects
+        if summary.agreement is not None:
+            trees_by_member = [[m.tree for m in r.members] for r in results if r.members]
+            _add_agreement(summary.agreement, member_agreement(trees_by_member))
+        messages.advance(len(results))
+        for k, (limit, _) in enumerate(rules):
+            long_lines[k] += sum(len(r.words) > limit for r in results)
+        yield from results
     for count, (limit, what) in zip(long_lines, rules):
         if count:
             messages.note(f"{plural(count, 'line')} of more than {limit} words: {what}")
