@@ -19,23 +19,27 @@ def in_the_collectors_passes(thing) -> bool:
     return any(o is thing for o in gc.get_objects())  # the generations it collects, not the frozen objects
 
 
-def test_parts_are_made_with_the_collector_paused_and_frozen_until_the_parts_end(collector_as_found):
+def test_results_are_made_with_the_collector_paused_and_frozen_until_the_last(collector_as_found):
     gc.unfreeze()
-    before = [[k] for k in range(1000)]  # tracked objects alive when the parts start
+    before = [[k] for k in range(1000)]  # tracked objects alive when the parse starts
     seen = []
 
-    def parts():
+    def inputs():  # read with the collector running (a stream's lines may be slow to come)
         for k in range(2):
-            seen.append((gc.isenabled(), in_the_collectors_passes(before)))
-            yield [[k, j] for j in range(5000)]  # past the young generation's threshold: it would collect
+            seen.append(("read", gc.isenabled()))
+            yield k
+
+    def make(k):
+        seen.append(("made", gc.isenabled(), in_the_collectors_passes(before)))
+        return [[k, j] for j in range(5000)]  # past the young generation's threshold: it would collect
 
     made = []
-    for part in made_uncollected(parts()):
+    for result in made_uncollected(inputs(), make):
         # handed on frozen (the caller's collections do not rescan it), the collector running again
-        assert gc.isenabled() and not in_the_collectors_passes(part) and gc.get_freeze_count() >= 6000
-        made.append(part)
-    assert seen == [(False, False), (False, False)]
-    assert gc.get_freeze_count() == 0 and all(in_the_collectors_passes(p) for p in [before, *made])
+        assert gc.isenabled() and not in_the_collectors_passes(result) and gc.get_freeze_count() >= 6000
+        made.append(result)
+    assert seen == [("read", True), ("made", False, False)] * 2
+    assert gc.get_freeze_count() == 0 and all(in_the_collectors_passes(r) for r in [before, *made])
 
 
 def test_a_cycle_the_caller_makes_meanwhile_is_still_collected(collector_as_found):
@@ -59,12 +63,13 @@ def test_parts_stopped_early_are_thawed(collector_as_found):
 def test_a_failing_part_leaves_the_collector_on_and_thawed(collector_as_found):
     gc.unfreeze()
 
-    def parts():
-        yield [1]
-        raise ValueError("bad line")
+    def make(k):
+        if k == 2:
+            raise ValueError("bad line")
+        return [k]
 
     with pytest.raises(ValueError, match="bad line"):
-        list(made_uncollected(parts()))
+        list(made_uncollected([1, 2], make))
     assert gc.get_freeze_count() == 0 and gc.isenabled()
 
 

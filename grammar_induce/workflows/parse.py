@@ -92,12 +92,13 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
         ahead = list(itertools.islice(chunks, workers))  # as many chunks as workers, to see if there is work for each
         chunks = itertools.chain(ahead, chunks)
         summary.workers = worker_count(workers, ahead, options.batch_size, models, messages)
+    # the many trees made do not make the collector rescan torch's objects, nor each other (runtime/collector.py)
     if world.size > 1:
-        parts = _parts_distributed(members, chunks, all_layers, world)
+        parts = made_uncollected(_parts_distributed(members, chunks, all_layers, world))
     elif summary.workers > 1:
-        parts = _parts_in_processes(members, chunks, all_layers, summary.workers)
+        parts = made_uncollected(_parts_in_processes(members, chunks, all_layers, summary.workers))
     else:
-        parts = (parse_chunk(members, chunk, all_layers) for chunk in chunks)
+        parts = made_uncollected(chunks, lambda chunk: parse_chunk(members, chunk, all_layers))
     return _collect(parts, summary, messages, _long_line_rules(members)), summary
 
 
@@ -157,7 +158,7 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messa
     """The chunks' results in order, adding each chunk's member agreement to the summary, and a note of the lines
     too long for a search to be exact (`rules`: _long_line_rules)."""
     long_lines = [0] * len(rules)
-    for results in made_uncollected(parts):  # the many trees made do not make the collector rescan torch's objects
+    for results in parts:
         if summary.agreement is not None:
             trees_by_member = [[m.tree for m in r.members] for r in results if r.members]
             _add_agreement(summary.agreement, member_agreement(trees_by_member))
