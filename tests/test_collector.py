@@ -1,4 +1,4 @@
-"""runtime/collector.py: a parse's objects, and those from before it, left out of the collector's passes while it runs."""
+"""runtime/collector.py: a parse's objects, and those from before it, out of the collector's passes while it runs."""
 
 import gc
 
