@@ -138,8 +138,8 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
         work.append(lambda h=h, w=w_hh: step_by_step(w, h))  # hidden map, step by step
         if backward:
             # the weights' gradients take the gate gradients laid out gates by tokens, the layout no product is
-            # slower in (oneDNN's bfloat16 on AMX runs a transposed left operand at half speed: the step copies them
-            # so there, runtime/products.py's `left_operand`)
+            # slower in (oneDNN's bfloat16 on AMX or AVX-512 BF16 runs a transposed left operand slowly: the step
+            # copies them so there, runtime/products.py's `left_operand`)
             dg_by_gates = r(gates, steps * batch)
             work.append(lambda dg=dg, w=w_ih: dg @ w)  # d input
             work.append(lambda dg=dg_by_gates, x=x: dg @ x)  # d input map

@@ -123,16 +123,26 @@ def test_dropped_at_once_not_at_the_next_cycle_collection():
         gc.enable()
 
 
-@pytest.mark.parametrize("units", ["AMX + AVX-512 BF16", "AVX-512 BF16", None])
-def test_a_transposed_bfloat16_left_operand_is_copied_contiguous_where_the_cpu_has_amx(units, monkeypatch):
-    """oneDNN multiplies a transposed bfloat16 left operand slowly on AMX, not so with AVX-512 BF16 alone, and MKL
-    (float32) not at all: the same values either way, a copy only where it pays."""
+def on_units(monkeypatch, units: str | None, onednn_uses_them: bool = True) -> None:
+    """As on a CPU with these bfloat16 units, which oneDNN multiplies on unless ONEDNN_MAX_CPU_ISA holds it below
+    them (as the suite's AVX2 run does, whatever the machine)."""
     monkeypatch.setattr(precision, "cpu_bf16_units", lambda: units)
+    monkeypatch.setattr(products, "_onednn_bfloat16", lambda: onednn_uses_them)
+
+
+@pytest.mark.parametrize(("units", "onednn_uses_them", "copied"), [
+    ("AMX + AVX-512 BF16", True, True), ("AVX-512 BF16", True, True), ("AVX-512 BF16", False, False),
+    (None, False, False)])
+def test_a_transposed_bfloat16_left_operand_is_copied_contiguous_where_onednn_multiplies_on_bf16_units(
+        units, onednn_uses_them, copied, monkeypatch):
+    """oneDNN multiplies a transposed bfloat16 left operand slowly on AMX and on AVX-512 BF16, and the contiguous copy
+    slowly where it emulates bfloat16; MKL (float32) reads either: the same values either way, a copy where it pays."""
+    on_units(monkeypatch, units, onednn_uses_them)
     tokens_by_gates = random(70, 48)
     bf16 = tokens_by_gates.to(BF16).t()
     got = left_operand(bf16)
     assert torch.equal(got, bf16)
-    assert got.is_contiguous() if units and "AMX" in units else got is bf16
+    assert got.is_contiguous() if copied else got is bf16
     view = tokens_by_gates.t()
     assert left_operand(view) is view
     plain = random(48, 70, dtype=BF16)
@@ -144,7 +154,7 @@ def test_a_product_of_a_transposed_left_operand_is_the_plain_one_in_either_order
     """a.t() @ b: on AMX, where the narrower b makes (b.t() @ a) transposed the cheaper copies, that; else as it is.
     The same products either way (each entry a float32 sum of the same bfloat16 products, in an order oneDNN
     chooses, rounded once to bfloat16): contiguous, to that rounding."""
-    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: units)
+    on_units(monkeypatch, units)
     tokens_by_words, tokens_by_features = random(70, 300, dtype=BF16), random(70, 40, dtype=BF16, seed=1)
     wide = swaps_transposed_left(tokens_by_words, tokens_by_features)
     assert wide == ("AMX" in units) and not swaps_transposed_left(tokens_by_features, tokens_by_words)
@@ -161,7 +171,7 @@ def test_a_product_of_a_transposed_left_operand_is_the_plain_one_in_either_order
 def test_a_linear_maps_product_copies_its_weight_only_where_amx_multiplies_it_slowly(units, monkeypatch):
     """x @ weight.t(): on AMX, for a weight of SLOW_TRANSPOSED_RIGHT_FROM rows or more and ROWS_FOR_A_COPY inputs or
     more, on a contiguous copy of weight.t(); else as it is. The same products either way, to bfloat16's rounding."""
-    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: units)
+    on_units(monkeypatch, units)
     monkeypatch.setattr(products, "SLOW_TRANSPOSED_RIGHT_FROM", 40)
     monkeypatch.setattr(products, "ROWS_FOR_A_COPY", 6)
     weight, narrow = random(40, 24, dtype=BF16), random(39, 24, dtype=BF16)

@@ -8,8 +8,9 @@ torch has no such op for the device or dtype it runs the plain product. Laying o
 time and saves a quarter to a third of each, so it is done only for `uses` of PACK_FROM or more. A transposed weight
 (backpropagation's products) is first copied transposed in C (transpose.c), which torch does on one thread, slowly.
 
-In bfloat16 on a CPU with AMX, oneDNN multiplies some transposed operands at about half speed: `left_operand`,
-`linear_product` and `transposed_left_product` copy what pays to copy first (the rules and figures are theirs).
+In bfloat16 on a CPU's bfloat16 units, oneDNN multiplies some transposed operands slowly (on AMX some at about half
+speed): `left_operand`, `linear_product` and `transposed_left_product` copy what pays to copy first (the rules and
+figures are theirs).
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ _SAME_WIDTH, _CONVERTING = {2: "transpose16", 4: "transpose32"}, {
 
 def left_operand(x: Tensor) -> Tensor:
     """x as the left operand of a product, where x is a transposed view (the gate gradients laid out gates by tokens,
-    for a weight's gradient): a contiguous copy in bfloat16 on a CPU with AMX, where oneDNN multiplies a transposed
-    left operand at about half speed (1,400 x 4,830 by 1,400 x 1,150: 54 against 27 ms, the copy 15 ms, on a 2-core
-    Intel Xeon with AMX); elsewhere the view as it is (limited to AVX-512 BF16, the two orders ran at about the same
-    speed there; MKL, in float32, reads either)."""
-    if _amx_bfloat16(x) and not x.is_contiguous():
+    for a weight's gradient): a contiguous copy in bfloat16 on a CPU's bfloat16 units, where oneDNN multiplies a
+    transposed left operand slowly (1,400 x 4,830 by 1,400 x 1,150: on a 2-core Intel Xeon with AMX 54 against 27 ms,
+    the copy 15 ms; on a 2-core AMD EPYC with AVX-512 BF16 49.3 against 43.3 ms, the copy 2.6 ms); elsewhere the view
+    as it is (MKL, in float32, reads either; oneDNN's bfloat16 without the units, held below them by
+    ONEDNN_MAX_CPU_ISA, multiplied the contiguous copy six times slower)."""
+    if _bf16_units(x) and not x.is_contiguous():
         return transposed_copy(x.t())
     return x
 
@@ -128,12 +130,25 @@ def swaps_transposed_left(a: Tensor, b: Tensor) -> bool:
 
 
 def _amx_bfloat16(x: Tensor) -> bool:
-    """Whether x is bfloat16 on a CPU with AMX, where oneDNN multiplies some transposed operands slowly."""
-    return x.device.type == "cpu" and x.dtype == torch.bfloat16 and _has_amx()
+    """Whether x is bfloat16 on a CPU with AMX, where oneDNN multiplies some transposed operands at about half speed."""
+    return "AMX" in _bf16_units(x)
 
 
-def _has_amx() -> bool:
-    return "AMX" in (precision.cpu_bf16_units() or "")
+def _bf16_units(x: Tensor) -> str:
+    """The CPU's bfloat16 units (precision.cpu_bf16_units) where oneDNN multiplies x on them, else ''."""
+    if x.device.type != "cpu" or x.dtype != torch.bfloat16 or not _onednn_bfloat16():
+        return ""
+    return precision.cpu_bf16_units() or ""
+
+
+@functools.cache
+def _onednn_bfloat16() -> bool:
+    """Whether oneDNN multiplies bfloat16 on the CPU's bfloat16 units (not where ONEDNN_MAX_CPU_ISA holds it below
+    them, or where torch has no oneDNN)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def transposed_copy(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
