@@ -30,6 +30,7 @@ PACK_FROM = 16  # products with one weight, from which laying it out once pays
 # a 2-core Intel Xeon with AMX); a contiguous copy of the weight pays from about 512 rows of input (1.3x at 700 rows
 # of 400 x 4,830, 0.76x at 200 of 1,150 x 4,830).
 SLOW_TRANSPOSED_RIGHT_FROM, ROWS_FOR_A_COPY = 3000, 512
+COPIES_LEFT_ON = ("AMX", "AVX-512 BF16")  # the bfloat16 units where `left_operand` copies (measured on both)
 
 
 class RepeatedProduct:
@@ -79,12 +80,12 @@ _SAME_WIDTH, _CONVERTING = {2: "transpose16", 4: "transpose32"}, {
 
 def left_operand(x: Tensor) -> Tensor:
     """x as the left operand of a product, where x is a transposed view (the gate gradients laid out gates by tokens,
-    for a weight's gradient): a contiguous copy in bfloat16 on a CPU's bfloat16 units, where oneDNN multiplies a
+    for a weight's gradient): a contiguous copy in bfloat16 on x86's bfloat16 units, where oneDNN multiplies a
     transposed left operand slowly (1,400 x 4,830 by 1,400 x 1,150: on a 2-core Intel Xeon with AMX 54 against 27 ms,
     the copy 15 ms; on a 2-core AMD EPYC with AVX-512 BF16 49.3 against 43.3 ms, the copy 2.6 ms); elsewhere the view
     as it is (MKL, in float32, reads either; oneDNN's bfloat16 without the units, held below them by
-    ONEDNN_MAX_CPU_ISA, multiplied the contiguous copy six times slower)."""
-    if _bf16_units(x) and not x.is_contiguous():
+    ONEDNN_MAX_CPU_ISA, multiplied the contiguous copy six times slower; Arm's are unmeasured)."""
+    if not x.is_contiguous() and any(units in _bf16_units(x) for units in COPIES_LEFT_ON):
         return transposed_copy(x.t())
     return x
 
