@@ -85,7 +85,8 @@ def left_operand(x: Tensor) -> Tensor:
     the copy 15 ms; on a 2-core AMD EPYC with AVX-512 BF16 49.3 against 43.3 ms, the copy 2.6 ms); elsewhere the view
     as it is (MKL, in float32, reads either; oneDNN's bfloat16 without the units, held below them by
     ONEDNN_MAX_CPU_ISA, multiplied the contiguous copy six times slower; Arm's are unmeasured)."""
-    if not x.is_contiguous() and any(units in _bf16_units(x) for units in COPIES_LEFT_ON):
+    units = _bf16_units(x)
+    if not x.is_contiguous() and any(name in units for name in COPIES_LEFT_ON):
         return transposed_copy(x.t())
     return x
 
