@@ -114,7 +114,11 @@ def torch_dtype(precision: str):
 def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, n_layers: int | None = None,
                  precision: str = "fp32"):
     """A function doing only the matrix products of one batch (through the lowest `n_layers`), at their real
-    shapes, in `precision`, the per-step ones as the recurrence runs them (runtime/products.py)."""
+    shapes, in `precision`, the per-step ones as the recurrence runs them (runtime/products.py). Each operand is
+    given in the layout the step multiplies it in, made beforehand and not timed, but for the per-step products'
+    weights: their packing, and the backward's transposed copy it packs from, are timed, as the recurrence makes them
+    once a batch. The step's other layout copies (`left_operand`'s of the gate gradients for the weights' gradients;
+    on AMX, `linear_operand`'s and `transposed_left_product`'s) are not: they count against the step."""
     import torch
 
     from grammar_induce.runtime.products import RepeatedProduct, copies_linear_weight, swaps_transposed_left
