@@ -9,6 +9,7 @@ from grammar_induce.families.onlstm import native
 from grammar_induce.families.onlstm.decoder import cross_entropy
 from grammar_induce.families.onlstm.model import ONLSTMLanguageModel, cumax, embedding_dropout, keep_mask, paper_layer
 from grammar_induce.families.onlstm.recurrence import _Recurrence, recurrence
+from grammar_induce.runtime.products import RepeatedProduct
 
 from . import paper_onlstm
 from .paper_onlstm import reference_distances
@@ -101,6 +102,23 @@ def test_gradcheck_of_the_recurrence(backward_loop):
     # with the input map inside the layer, and both biases
     assert torch.autograd.gradcheck(lambda x, w_ih, b, h, c, w: _Recurrence.apply(x, w_ih, b, h, c, w, p["n"]),
                                     (p["x"], p["w_ih"], p["b_ih"], p["h"], p["c"], p["w_hh"]))
+
+
+def test_no_product_for_a_gradient_at_h0_that_is_not_asked_for(backward_loop, monkeypatch):
+    """Truncated backpropagation detaches h0: the backward then skips the last step's product by the hidden map (the
+    gradient at h0 is all it gives), and every other gradient is the same."""
+    steps = 5
+    p = random_layer(seed=3, steps=steps, batch=2, hidden=6, chunk=2)
+    calls, call = [], RepeatedProduct.__call__
+    monkeypatch.setattr(RepeatedProduct, "__call__", lambda self, x: calls.append(x.shape) or call(self, x))
+    params = [p[k] for k in ("x", "c", "w_ih", "b_ih", "w_hh", "b_hh")]
+    with_h0 = torch.autograd.grad(fast(p)[0].sum(), [*params, p["h"]])
+    made_with_h0 = len(calls)
+    p["h"] = p["h"].detach()
+    without_h0 = torch.autograd.grad(fast(p)[0].sum(), params)
+    assert (made_with_h0, len(calls) - made_with_h0) == (2 * steps, 2 * steps - 1)
+    for a, b in zip(with_h0, without_h0):
+        assert torch.equal(a, b)
 
 
 def tiny_model(wdrop=0.3, seed=0):

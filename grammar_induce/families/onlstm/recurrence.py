@@ -46,7 +46,7 @@ class _Gradients(NamedTuple):
     gates: Tensor | None  # (T, B, G) the gate logits' gradients, in the state's dtype (None where not asked for)
     gates_reduced: Tensor | None  # the same in the products' dtype where it is not the state's (as products read them)
     bias: Tensor  # (G) their sum over steps and batch: the biases' gradient
-    h0: Tensor  # (B, H)
+    h0: Tensor | None  # (B, H), None where not asked for
     c0: Tensor  # (B, n, C)
 
 
@@ -189,9 +189,14 @@ def _masters(probs: Tensor) -> Tensor:
 
 
 def _distances(probs: Tensor) -> tuple[Tensor, Tensor]:
-    """Softmaxes (T, B, 2, n) -> forget distance 1 - mean(f~) and input distance mean(i~), each (T, B)."""
-    master = _masters(probs)
-    return 1.0 - master[..., 1, :].mean(-1), master[..., 0, :].mean(-1)
+    """Softmaxes (T, B, 2, n) -> forget distance 1 - mean(f~) and input distance mean(i~), each (T, B).
+
+    A cumax's mean is a weighted sum, mean_j sum_{k<=j} p_k = sum_k p_k (n - k) / n, so both are 1 - probs @ w: one
+    product, not a cumulative sum and a mean (1.1 against 0.05 ms for a 1,150-unit layer's 70 x 20 steps)."""
+    n = probs.shape[-1]
+    levels_above = torch.arange(n, 0, -1, dtype=probs.dtype, device=probs.device) / n  # (n - k) / n for k = 0..n-1
+    distances = 1.0 - probs @ levels_above  # (T, B, 2): [mean(i~), 1 - mean(f~)]
+    return distances[..., 1], distances[..., 0]
 
 
 def backward_map(weight: Tensor, rows: int, steps: int) -> Callable[[Tensor], Tensor]:
@@ -250,7 +255,7 @@ class _Recurrence(torch.autograd.Function):
         # the gate gradients in the state's dtype are needed where products read them so, or the input map is in it
         full = weight.dtype == acts.dtype or ctx.xproj_dtype != weight.dtype
         grads = ctx.backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, ctx.n,
-                                  full)
+                                  full, h0=ctx.needs_input_grad[3])  # truncated backpropagation detaches h0
         reduced = grads.gates.to(weight.dtype) if grads.gates_reduced is None else grads.gates_reduced  # as products read them
         by_tokens = reduced.view(-1, reduced.shape[-1])
         by_gates = left_operand(by_tokens.t())  # (G, T*B), for the weights' gradients
@@ -261,13 +266,14 @@ class _Recurrence(torch.autograd.Function):
             grad_x = (grad_xproj.reshape(by_tokens.shape) @ input_operand.t()).view(x.shape)
             grad_input_weight = (by_gates @ x.reshape(-1, x.shape[-1])).to(ctx.input_weight_dtype)
         return (grad_xproj if input_operand is None else grad_x, grad_input_weight,
-                grads.bias if ctx.has_bias else None, grads.h0.view(h0.shape), grads.c0.reshape(c0.shape), grad_weight,
-                None)
+                grads.bias if ctx.has_bias else None, None if grads.h0 is None else grads.h0.view(h0.shape),
+                grads.c0.reshape(c0.shape), grad_weight, None)
 
 
 def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n,
-                   full: bool = True) -> _Gradients:
-    """Backward through time in tensor ops (the gate gradients in the state's dtype whatever `full` says)."""
+                   full: bool = True, h0: bool = True) -> _Gradients:
+    """Backward through time in tensor ops (the gate gradients in the state's dtype whatever `full` says); the
+    gradient at h0, the last step's product by the hidden map, only with `h0`."""
     steps, batch, _ = grad_hs.shape
     coef = _backward_coefficients(c0, cs, probs, acts, n)
     # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
@@ -292,12 +298,12 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
         p_dp = p * d_probs
         torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
         dc = dc * coef.forget[t]
-        dh = to_hidden(out)  # (B, H)
+        dh = to_hidden(out) if t or h0 else None  # (B, H)
     return _Gradients(grad_gates, None, grad_gates.sum((0, 1)), dh, dc)
 
 
 def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n,
-                          full: bool = True) -> _Gradients:
+                          full: bool = True, h0: bool = True) -> _Gradients:
     """_backward_loop with each step's element-wise work done by one call into onlstm_step.c (CPU), which also
     writes the gate gradients in the products' dtype where it is not the state's, keeps them in the state's only
     where that is the products' dtype or `full` asks for them, and sums them for the biases as it goes."""
@@ -320,8 +326,9 @@ def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, gra
     for t in range(steps - 1, -1, -1):
         step(batch, n, hidden // n, *per_step[t][:6], *_as_state_or_bf16(dh, acts.dtype), dc.data_ptr(),
              *per_step[t][6:], bias_rows.data_ptr())  # updates dc, bias_rows; writes gate rows
-        dh = to_hidden(products_read[t])
-    return _Gradients(grad_gates, reduced, bias_rows.sum(0), dh.to(acts.dtype), dc)
+        if t or h0:
+            dh = to_hidden(products_read[t])
+    return _Gradients(grad_gates, reduced, bias_rows.sum(0), dh.to(acts.dtype) if h0 else None, dc)
 
 
 def _optional_addresses(x: Tensor | None, steps: int) -> list[int | None]:
