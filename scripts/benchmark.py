@@ -129,7 +129,8 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
 
     def step_by_step(weight, x, transposed=False):  # on the weight laid out once per sequence, as the recurrence
         product = RepeatedProduct(weight, batch, steps, transposed)
-        return [product(x) for _ in range(steps - transposed)]  # backward: none at h0 (detached between batches)
+        uses = steps - 1 if transposed else steps  # the backward makes none for h0 (detached between batches)
+        return [product(x) for _ in range(uses)]
 
     def r(*shape):
         return torch.randn(*shape, device=device, dtype=torch_dtype(precision))
