@@ -253,6 +253,17 @@ def test_a_pcfg_trains_parses_and_evaluates_with_labels(tmp_path):
     assert set(report.label_recall["pcfg (MBR CKY over span marginals)"]) == {"NP", "VP", "PP", "SBAR", "ADJP", "ADVP"}
 
 
+def test_a_pcfg_at_an_sgd_learning_rate_stops_at_its_first_diverged_step(tmp_path):
+    """`--set model.kind=pcfg` on an ON-LSTM config keeps its lr (10, for SGD): one Adam step at that rate sends the
+    loss past what a float's perplexity holds while it stays finite. The run stops there and says why, instead of
+    training on to a best.pt of infinite perplexity."""
+    from grammar_induce.families.training import TrainingStopped
+
+    with pytest.raises(TrainingStopped, match=r"the training loss became [\d.]+e\+\d+ at step 2 of epoch 1; no epoch "
+                                              r"had finished.*\(lr 10 with adam: try a lower lr or clip\)"):
+        train(pcfg_config(lr=10.0, epochs=1), tmp_path / "run", **QUIET)
+
+
 def test_a_pcfg_resumes_to_the_same_weights_after_a_signal_and_after_a_crash(tmp_path, monkeypatch):
     """Interrupted by SIGINT inside epoch 1, then killed (an exception) inside epoch 2 after a periodic save,
     resumed each time: the same weights as a run that went straight through."""

@@ -209,15 +209,35 @@ def test_training_goes_on_and_keeps_its_state_when_a_picture_fails(tmp_path, mon
     assert messages.notes == ["could not write curves.svg (ZeroDivisionError: float division by zero); training goes on"] * 2
 
 
-def test_a_diverging_run_keeps_last_pt_and_its_curves(tmp_path):
+def test_a_diverging_run_stops_keeping_last_pt_and_its_curves(tmp_path):
+    """lr 3000 without clipping sends the loss past a float's perplexity (or to NaN) within an epoch: the run stops
+    at that step, last.pt and the curves as the last good epoch left them."""
     out = tmp_path / "run"
-    config = tiny_config(train={"epochs": 1, "lr": 3000.0, "clip": 0.0})
-    try:
-        train(config, out, **QUIET)
-    except TrainingStopped:  # the loss may overflow inside the epoch: nothing to check then
-        pytest.skip("the loss became NaN inside the epoch")
-    assert (out / "last.pt").exists()
+    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    before = (out / "last.pt").read_bytes()
+    with pytest.raises(TrainingStopped, match=r"the training loss became \S+ at step \d+ of epoch 2; .*last.pt keeps "
+                                              r"the last good state \(lr 3000 with sgd: try a lower lr or clip\)"):
+        train(tiny_config(train={"epochs": 2, "lr": 3000.0, "clip": 0.0}), out, resume=True, **QUIET)
+    assert (out / "last.pt").read_bytes() == before
     well_formed((out / "curves.svg").read_text())
+
+
+def test_a_validation_past_a_float_perplexity_stops_the_run_before_best_pt(tmp_path, monkeypatch):
+    monkeypatch.setattr(awd.AWDTrainer, "validation_loss", lambda self, products: 800.0)
+    out = tmp_path / "run"
+    with pytest.raises(TrainingStopped, match=r"the validation loss became 800 after epoch 1; no epoch had finished"):
+        train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    assert not (out / "best.pt").exists()
+
+
+def test_a_loss_has_diverged_where_its_perplexity_is_past_a_float_or_it_is_not_a_number():
+    from grammar_induce.families.base import Trainer
+    from grammar_induce.families.student.trainer import StudentTrainer
+
+    per_word = object.__new__(Trainer)  # the rule reads no state
+    assert [per_word.diverged(x) for x in (7.0, 709.0, 710.0, math.inf, math.nan)] == [False, False, True, True, True]
+    per_tree = object.__new__(StudentTrainer)  # a long sentence's tree can cost hundreds of nats
+    assert [per_tree.diverged(x) for x in (-0.5, 710.0, 1e30, math.inf, math.nan)] == [False, False, False, True, True]
 
 
 def test_resume_refuses_a_change_to_the_model_tokenizer_or_data_naming_key_and_values(tmp_path):

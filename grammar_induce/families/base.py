@@ -196,6 +196,12 @@ class Trainer:
         """Whether the epoch validated at `val_loss` becomes best.pt."""
         return val_loss < best_loss
 
+    def diverged(self, loss: float) -> bool:
+        """Whether a mean loss per unit (a step's, or validation's) says the run has diverged: not a number, or a
+        perplexity past what a float holds (e^709 a word: nothing that learns gets there, an Adam step at an SGD
+        learning rate does)."""
+        return math.isnan(loss) or math.isinf(exp_loss(loss))
+
     def validation_record(self, val_loss: float | None) -> dict[str, Any]:
         """How an epoch's metrics line gives its validation (None: the run has no held-out text)."""
         return {"valid_ppl": None if val_loss is None else round(exp_loss(val_loss), 3)}

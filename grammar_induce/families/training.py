@@ -225,9 +225,11 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
         step = next(steps, None)
         if step is None:
             break
-        if not math.isfinite(step.loss_sum):
+        loss = step.loss_sum / max(1, step.units)
+        if world.any(trainer.diverged(loss)):  # on every process at once, as a stop request
             bar.close()
-            _stop_on_bad_loss(loop, state, step.loss_sum / max(1, step.units))
+            _stop_on_bad_loss(loop, state, f"the training loss became {loss:.4g}",
+                              f"at step {state.step + 1} of epoch {state.epoch}")
         state.step += 1
         pos.loss_sum += step.loss_sum
         pos.tokens += step.units  # this process's share
@@ -247,12 +249,13 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
     return {"train_loss": mean_loss, "tokens_per_s": pos.tokens * world.size / max(seconds, 1e-9), "seconds": seconds}
 
 
-def _stop_on_bad_loss(loop: _Loop, state: TrainState, loss: float) -> None:
+def _stop_on_bad_loss(loop: _Loop, state: TrainState, what: str, when: str) -> None:
+    """Stop a run that has diverged (Trainer.diverged), saying what is kept and which lr did it."""
     last = loop.out_dir / "last.pt"
     kept = (f"{last} keeps the last good state" if last.exists()
             else "no epoch had finished, so nothing was kept and the run can start again")
-    raise TrainingStopped(f"the training loss became {loss} at step {state.step + 1} of epoch {state.epoch}; "
-                          f"{kept} (try a lower lr or clip)")
+    raise TrainingStopped(f"{what} {when}; {kept} (lr {loop.trainer.lr:g} with {state.phase}: try a lower lr or "
+                          f"clip)")
 
 
 def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
@@ -266,6 +269,8 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
             val_loss = world.broadcast(trainer.validation_loss(products) if world.is_main else 0.0)
         else:
             val_loss = stats["train_loss"]
+        if validated and trainer.diverged(val_loss):  # every process has rank 0's figure
+            _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}", f"after epoch {state.epoch}")
         if trainer.improved(val_loss, state.best_loss) or not validated:
             state.best_loss = val_loss
             if world.is_main:

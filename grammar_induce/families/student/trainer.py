@@ -5,6 +5,7 @@ order, Adam, the gradient norm clipped at config.train.clip; what validates it i
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -74,6 +75,11 @@ class StudentTrainer(Trainer):
     def validation_loss(self, products: torch.dtype | None) -> float:
         self.model.eval()
         return -self.agreement()
+
+    def diverged(self, loss: float) -> bool:
+        """Only a loss that is not a finite number: a step's is a tree's negative log-probability per sentence, which
+        long sentences make large with nothing wrong (validation's is the trees' agreement)."""
+        return not math.isfinite(loss)
 
     def improved(self, val_loss: float, best_loss: float) -> bool:
         return self.keep_last or val_loss < best_loss
