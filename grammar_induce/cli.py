@@ -16,7 +16,7 @@ from . import config as config_module
 from .families.pretrained import DEFAULT_MODEL
 from .families.reading import DISTANCES
 from .inference.ensemble import COMBINERS
-from .output.formats import ALL_LAYERS, FORMATS, PICTURES
+from .output.formats import ALL_LAYERS, FORMATS, LABELLED, PICTURES
 from .runtime import memory
 from .trees import DECODERS
 
@@ -316,7 +316,8 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @click.option("--pretokenized", is_flag=True,
               help="the sentences are tokens separated by spaces (segmented Chinese, say): not split again")
 @click.option("--labels", is_flag=True,
-              help="label constituents with a PCFG's induced symbols (NT-k) in --format ptb and jsonl")
+              help="label constituents with a PCFG's induced symbols (NT-k), shown in --format ptb (then the "
+              "default), jsonl and ascii")
 @model_options
 @user_errors
 def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, labels, layers,
@@ -327,6 +328,8 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     from .messages import Messages, progress_bar
     from .workflows import parse as parse_workflow
 
+    if labels:
+        fmt = _labelled_format(fmt)
     if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
         check_folder_output(output_path, parse_workflow.PICTURE_FILE)
     else:
@@ -361,6 +364,16 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
 
         click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score)
                                     in enumerate(zip(models, summary.agreement))}), err=True)
+
+
+def _labelled_format(fmt: str) -> str:
+    """--format with --labels: PTB where none was given (labels are what was asked for); one that cannot show them
+    stays, with a note."""
+    if click.get_current_context().get_parameter_source("fmt") != click.core.ParameterSource.COMMANDLINE:
+        return "ptb"
+    if fmt not in LABELLED:
+        _ignored(["labels"], f"with --format {fmt} (labels show in {', '.join(LABELLED)})")
+    return fmt
 
 
 def _input_files(input_path: str | None) -> list[str]:

@@ -347,6 +347,24 @@ def test_labels_travel_through_ptb_jsonl_and_are_refused_where_no_model_induces_
     assert refused.exit_code != 0 and "labels" in refused.output and "PCFG" in refused.output
 
 
+def test_labels_alone_print_ptb_trees_draw_in_text_and_are_noted_where_a_format_cannot_show_them(tiny_pcfg):
+    from click.testing import CliRunner
+
+    from grammar_induce.cli import main
+
+    def run(*args):
+        return CliRunner().invoke(main, ["parse", "--model", str(tiny_pcfg), *args, "the old man saw a dog"])
+
+    alone, ptb = run("--labels"), run("--labels", "--format", "ptb")
+    drawn, brackets = run("--labels", "--format", "ascii"), run("--labels", "--format", "brackets")
+    assert alone.exit_code == ptb.exit_code == drawn.exit_code == brackets.exit_code == 0
+    assert alone.output == ptb.output and alone.output.startswith("(NT-")
+    root = ptb.output.split()[0][1:]
+    assert drawn.output.split()[0] == root and drawn.output.count("NT-") == ptb.output.count("(NT-")
+    note = "note: --labels has no effect with --format brackets (labels show in ptb, jsonl, ascii)"
+    assert brackets.output.splitlines() == [note, run("--format", "brackets").output.strip()]
+
+
 def test_the_spacy_component_gives_a_pcfgs_labels_when_asked(tiny_pcfg):
     spacy = pytest.importorskip("spacy")
     nlp = spacy.blank("en")

@@ -73,11 +73,12 @@ def to_jsonl(result: SentenceResult) -> str:
     return json.dumps(result.to_dict(), ensure_ascii=False)
 
 
-def to_ascii(tree: Tree) -> str:
+def to_ascii(result: SentenceResult) -> str:
+    """The tree drawn in text, its nodes X or their induced labels."""
     import nltk
     from nltk.tree import TreePrettyPrinter
 
-    drawn = nltk.Tree.fromstring(trees.to_ptb(tree))
+    drawn = nltk.Tree.fromstring(to_ptb(result))
     for position in drawn.treepositions("leaves"):  # the words as written, not as -LRB- and the like
         drawn[position] = trees.unescape(drawn[position])
     return TreePrettyPrinter(drawn).text().rstrip("\n")
@@ -96,8 +97,9 @@ RENDERERS: dict[str, Callable[[SentenceResult], str]] = {
     "ptb": to_ptb,
     "json": _tree_format(trees.to_json),
     "jsonl": to_jsonl,
-    "ascii": _tree_format(to_ascii),
+    "ascii": to_ascii,
 }
+LABELLED = ("ptb", "jsonl", "ascii")  # the formats that show induced labels (`parse --labels`)
 PICTURES = ("svg", "html")  # drawn by `draw`, not line by line
 FORMATS = (*RENDERERS, *PICTURES)
 ALL_LAYERS = frozenset({"jsonl"})  # formats that print every layer's distances, so every layer must run
