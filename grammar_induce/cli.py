@@ -356,7 +356,8 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     if not summary.writes_output:
         return
     if summary.auto_layers:
-        _note("--layer auto chose " + ", ".join(f"layer {layer} of {m.source}" for m, layer in zip(models, summary.layers)))
+        _note("--layer auto chose " + ", ".join(f"layer {layer} of {m.source}" for m, layer in zip(models, summary.layers)
+                                                if m.model.YIELDS != "trees"))
     for text in messages.notes:
         _note(text)
     if summary.agreement and len(models) > 1:

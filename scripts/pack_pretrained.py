@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grammar_induce.families import checkpoint, pretrained
-from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement
+from grammar_induce.families import checkpoint, pretrained, registry
+from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement, layers_named
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
@@ -155,7 +155,8 @@ def describe_teachers(made: dict | None) -> str:
     names = {"onlstm": "ON-LSTM", "pcfg": "TN-PCFG", "student": "student"}
     teachers = ", ".join(f"{names.get(kind, kind)} {'/'.join(Path(path).parts[-3:])}"
                          for kind, path in zip(kinds, made["teachers"]))
-    combined = f"layers {','.join(map(str, made['layers']))}, {made['decoder']} decoder, span voting"
+    own_trees = [registry.kind_of(kind).YIELDS == "trees" for kind in kinds]
+    combined = f"layers {layers_named(made['layers'], own_trees)}, {made['decoder']} decoder, span voting"
     if made.get("weights"):
         combined += f" (weights {','.join(f'{w:g}' for w in made['weights'])})"
     if made.get("right_voter"):

@@ -308,8 +308,11 @@ def test_a_pcfg_is_a_teacher_and_an_ensemble_member_beside_a_language_model(tmp_
     def held(t):
         return trees.spans(trees.from_nested(t))
     assert held(votes[0]) & held(votes[1]) <= held(both.parse(sentence))
+    said: list[str] = []
     student = api.distill(pcfg, lm, train=tiny_config().data.train, valid=tiny_config().data.valid,
-                          out=tmp_path / "student", epochs=1, emb_size=8, hidden_size=8)
+                          out=tmp_path / "student", epochs=1, emb_size=8, hidden_size=8, log=said.append)
+    lm_layer = api.load(lm).models[0].model.parse_layer(None)
+    assert any(line.startswith(f"round 1: 2 members (layers -, {lm_layer}, ") for line in said)  # a PCFG reads none
     assert student.parse(sentence).leaves() == sentence.split()
     made = checkpoint.load(tmp_path / "student" / "best.pt").provenance
     assert made["teachers"] == [str(pcfg), str(lm)]
@@ -345,6 +348,19 @@ def test_labels_travel_through_ptb_jsonl_and_are_refused_where_no_model_induces_
     assert labelled.output.count("(NT-") == len(spans) and plain.output.count("(X") == labelled.output.count("(X") + len(spans)
     refused = CliRunner().invoke(main, ["parse", "--model", str(tiny_run / "best.pt"), "--labels", "a dog"])
     assert refused.exit_code != 0 and "labels" in refused.output and "PCFG" in refused.output
+
+
+def test_layer_auto_names_the_layers_of_the_members_that_read_one(tiny_pcfg, tiny_run):
+    from click.testing import CliRunner
+
+    from grammar_induce.cli import main
+
+    lm = str(tiny_run / "best.pt")
+    result = CliRunner().invoke(main, ["parse", "--model", str(tiny_pcfg), "--model", lm, "--layer", "auto",
+                                       "the old man saw a dog"])
+    assert result.exit_code == 0, result.output
+    note = next(line for line in result.stderr.splitlines() if "--layer auto chose" in line)
+    assert f"of {lm}" in note and str(tiny_pcfg) not in note  # a PCFG reads no layer
 
 
 def test_labels_alone_print_ptb_trees_draw_in_text_and_are_noted_where_a_format_cannot_show_them(tiny_pcfg):

@@ -159,6 +159,12 @@ def combine(sentences: list[list[Reading]], layers: list[int], options: ParseOpt
     return COMBINERS[options.combine](sentences, layers, options)
 
 
+def layers_named(layers: Sequence[int], own_trees: Sequence[bool], sep: str = ",") -> str:
+    """The members' layers for a message: "-" for a member that reads no layer (a PCFG, a student: its own trees,
+    its place in `layers` a placeholder)."""
+    return sep.join("-" if own else str(layer) for layer, own in zip(layers, own_trees))
+
+
 def member_agreement(sentences: list[list[Tree]]) -> list[SpanMetric]:
     """Per member, the F1 of its trees against each other member's, pooled (a member far below the
     others is an outlier run). Needs no gold trees. `sentences`: per sentence, the members' trees."""

@@ -29,7 +29,7 @@ from ..families.student.model import SpanParser
 from ..families.student.trainer import SpanTargets, StudentTrainer
 from ..families.training import fit, resume_state
 from ..files import atomic_write, read_lines, refuse_overwriting
-from ..inference.ensemble import ParseOptions, combine
+from ..inference.ensemble import ParseOptions, combine, layers_named
 from ..inference.members import Members, check_members, read_sentences, token_ids
 from ..inference.voting import span_votes
 from ..messages import Messages, plural
@@ -201,7 +201,9 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
                 valid_targets, _ = ensemble_targets(members, valid_words, fixed)
                 _save(work / _targets_file(round_number), {"train": _saved_targets(train_targets),
                                                            "valid": _saved_targets(valid_targets)})
-                messages.say(f"round {round_number}: {len(members)} members (layers {', '.join(map(str, fixed.layers))}, "
+                own_trees = [m.model.YIELDS == "trees" for m in members]
+                messages.say(f"round {round_number}: {len(members)} members "
+                    f"(layers {layers_named(fixed.layers, own_trees, ', ')}, "
                     f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out "
                     f"sentences in {time.time() - began:.0f} s")
                 _save(work / STATE, {"round": round_number, "settings": asdict(settings),
