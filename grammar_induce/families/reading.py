@@ -34,9 +34,9 @@ class Reading:
         return self.parsed_tree is None
 
     def to_dict(self) -> dict[str, list[list[float]]]:
-        """What an output record shows of the reading beside its tree: every layer's distances of each kind
-        (empty for a tree of its own)."""
-        return {kind: getattr(self, kind) for kind in DISTANCES}
+        """What an output record shows of the reading beside its tree: every layer's distances of each kind;
+        nothing for a tree of its own (an empty list would read as a sentence of no words)."""
+        return {} if self.parsed_tree is not None else {kind: getattr(self, kind) for kind in DISTANCES}
 
     def distances(self, layer: int, kind: str = "forget") -> list[float]:
         """One layer's distances; `layer` counts from 1."""

@@ -20,7 +20,7 @@ class MemberResult:
     distances of each kind, in reading order) and its tree."""
 
     direction: str
-    values: dict[str, list[list[float]]]  # per kind, per layer run, per word
+    values: dict[str, list[list[float]]]  # per kind, per layer run, per word; none for a tree of its own
     tree: Tree
     source: str = ""  # the model's checkpoint file
     layer: int = 0  # the layer its tree came from, counted from 1
@@ -28,12 +28,13 @@ class MemberResult:
 
     @property
     def forget(self) -> list[list[float]]:
-        """Every layer's forget distances: the Python API's name (`parser.analyse(...).members[0].forget`)."""
-        return self.values["forget"]
+        """Every layer's forget distances: the Python API's name (`parser.analyse(...).members[0].forget`); none
+        for a model that makes trees of its own."""
+        return self.values.get("forget", [])
 
     @property
     def input(self) -> list[list[float]]:
-        return self.values["input"]
+        return self.values.get("input", [])
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,9 @@ class SentenceResult:
         """A line of `--format jsonl`, one schema for every line: `tokens` (every token as written),
         `words` (what the models read, normalised: the distances and members' trees are per word), `tree`
         (over every token; null for a blank line), and what one model's reading shows (every layer's `forget`
-        and `input` distances), or per member of an ensemble its `direction`, `layer`, reading and tree; with induced labels,
-        `labels`: [start, end, label] per span of words (end exclusive)."""
+        and `input` distances; nothing for a model that makes trees of its own), or per member of an ensemble its
+        `direction`, `layer`, reading and tree; with induced labels, `labels`: [start, end, label] per span of
+        words (end exclusive)."""
         record: dict = {"tokens": self.tokens or self.words, "words": self.read or self.words}
         if self.tree is None:
             return record | {"tree": None}

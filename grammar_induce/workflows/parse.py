@@ -352,11 +352,11 @@ def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list
     distances per layer, its layer), the members' trees and distances spread over every token (no bar
     under punctuation)."""
     if result.tokens is None:
-        return result.words, result.tree, [(_member_name(m), m.tree, m.values[distance], m.layer)
+        return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
                                             for m in result.members]
     return result.tokens, result.tree, [
         (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
-         [result.token_row(row) for row in m.values[distance]], m.layer) for m in result.members]
+         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members]
 
 
 def _member_name(member: MemberResult) -> str:
