@@ -259,8 +259,8 @@ def test_a_pcfg_at_an_sgd_learning_rate_stops_at_its_first_diverged_step(tmp_pat
     training on to a best.pt of infinite perplexity."""
     from grammar_induce.families.training import TrainingStopped
 
-    with pytest.raises(TrainingStopped, match=r"the training loss became [\d.]+e\+\d+ at step 2 of epoch 1; no epoch "
-                                              r"had finished.*\(lr 10 with adam: try a lower lr or clip\)"):
+    with pytest.raises(TrainingStopped, match=r"the training loss became [\d.]+e\+\d+ at step 2 of epoch 1; nothing "
+                                              r"had been saved yet.*\(lr 10 with adam: try a lower lr or clip\)"):
         train(pcfg_config(lr=10.0, epochs=1), tmp_path / "run", **QUIET)
 
 

@@ -225,7 +225,7 @@ def test_a_diverging_run_stops_keeping_last_pt_and_its_curves(tmp_path):
 def test_a_validation_past_a_float_perplexity_stops_the_run_before_best_pt(tmp_path, monkeypatch):
     monkeypatch.setattr(awd.AWDTrainer, "validation_loss", lambda self, products: 800.0)
     out = tmp_path / "run"
-    with pytest.raises(TrainingStopped, match=r"the validation loss became 800 after epoch 1; no epoch had finished"):
+    with pytest.raises(TrainingStopped, match=r"the validation loss became 800 after epoch 1; nothing had been saved yet"):
         train(tiny_config(train={"epochs": 1}), out, **QUIET)
     assert not (out / "best.pt").exists()
 
@@ -309,7 +309,7 @@ def test_sigkill_at_any_moment_leaves_loadable_files_and_resume_matches(tmp_path
 
 def test_a_run_stopped_by_nan_before_any_epoch_can_start_again(tmp_path):
     out = tmp_path / "run"
-    with pytest.raises(TrainingStopped, match="no epoch had finished, so nothing was kept"):
+    with pytest.raises(TrainingStopped, match="nothing had been saved yet, so the run can start again"):
         train(tiny_config(train={"epochs": 1, "lr": 1e38, "clip": 0.0}), out, **QUIET)
     train(tiny_config(train={"epochs": 1}), out, **QUIET)  # no --force needed
     assert (out / "best.pt").exists()

@@ -253,7 +253,7 @@ def _stop_on_bad_loss(loop: _Loop, state: TrainState, what: str, when: str) -> N
     """Stop a run that has diverged (Trainer.diverged), saying what is kept and which lr did it."""
     last = loop.out_dir / "last.pt"
     kept = (f"{last} keeps the last good state" if last.exists()
-            else "no epoch had finished, so nothing was kept and the run can start again")
+            else "nothing had been saved yet, so the run can start again")
     raise TrainingStopped(f"{what} {when}; {kept} (lr {loop.trainer.lr:g} with {state.phase}: try a lower lr or "
                           f"clip)")
 
