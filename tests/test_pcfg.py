@@ -118,6 +118,38 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient():
     assert torch.autograd.gradcheck(log_z, inputs)
 
 
+@pytest.mark.parametrize("products", [None, torch.bfloat16])
+def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and_marginals(products, monkeypatch):
+    """float32 runs the inside and outside passes' sums over split points in C (split_points.c) where it can be
+    built; GRAMMAR_INDUCE_NATIVE=0 runs the tensor ops (whose gradients gradcheck checks in float64). The same
+    log-likelihoods, parameter gradients, span marginals and label gradients, to float32's rounding (the C sums
+    may round a product in another order), in a padded batch with a one-word sentence."""
+    from grammar_induce.families.pcfg import native
+
+    if native.library(torch.float32) is None:
+        pytest.skip("no C compiler here: the tensor ops are all there is")
+    torch.manual_seed(2)
+    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=6, symbol_dim=8))
+    ids, lengths = padded_batch()
+    calls = []
+    monkeypatch.setattr(native, "combine", lambda *args, run=native.combine: calls.append("combine") or run(*args))
+    monkeypatch.setattr(native, "outside", lambda *args, run=native.outside: calls.append("outside") or run(*args))
+    found = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", flag)
+        model.zero_grad()
+        log_likelihood = model.log_likelihood(ids, lengths, products)
+        log_likelihood.sum().backward()
+        marginals, _, child_grads = model.span_marginals(ids, lengths, products, labels=True)
+        found.append([log_likelihood.detach(), *(p.grad.clone() for p in model.parameters()), marginals, *child_grads])
+        if flag == "1":
+            assert calls.count("combine") == 2 * (7 - 1) and calls.count("outside") == 2 * (7 - 1)  # widths 2..7
+            calls.clear()
+    assert not calls  # the tensor ops ran without them
+    for in_c, by_ops in zip(*found, strict=True):
+        torch.testing.assert_close(in_c, by_ops, rtol=1e-5, atol=1e-6)
+
+
 def test_a_training_steps_chart_is_freed_with_the_step_without_the_cyclic_collector():
     import gc
     import weakref

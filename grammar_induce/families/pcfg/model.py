@@ -26,6 +26,10 @@ without autograd, and training's backward through the inside pass is it (`_Insid
 minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (families/structs.py), as the paper
 evaluates. Its induced labels (`NT-17`) are each span's most probable nonterminal: the nonterminal A with the
 largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
+
+Both passes' sums over split points are bound by memory traffic, not arithmetic: on a CPU they run in C
+(split_points.c, one pass over each span's children per width; native.py), elsewhere as tensor ops, and with
+bfloat16 products the chart keeps the spans' values as children in bfloat16, as the products give them.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from .. import structs
 from ..base import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceTrainer
+from . import native
 
 PARSE_LIMIT = 150  # words: a longer line gets a right-branching tree (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
@@ -79,7 +84,7 @@ class Grammar:
 class Chart:
     """The inside pass over a batch, by span width w (index w; 0 and, for x, 1 are unused): x[w] (B, n-w+1, r)
     the normalised inside values in the rank space, scale[w] (B, n-w+1) their log scales, left[w]/right[w]
-    (B, n-w+1, r) the spans' values as a left or right child."""
+    (B, n-w+1, r) the spans' values as a left or right child (in the products' dtype)."""
 
     x: list[Tensor | None]
     scale: list[Tensor]
@@ -131,11 +136,12 @@ class TNPCFG(ModelKind):
         word, which no binary rule covers, gets log Z 0). `products`: the dtype of the rank-space products
         (None: float32)."""
         g = grammar or self.grammar()
-        emission = g.emission.t()[words]  # (B, n, T) log p(T -> w_i)
+        emission = g.emission[:, words].permute(1, 2, 0)  # (B, n, T) log p(T -> w_i); its gradient as (T, V) is
+        # laid out as the softmax's (indexing the transpose, log_softmax's backward copied it back: 7% of a step)
         top = emission.detach().amax(-1)
         leaves = torch.cat([g.left[self.nt :], g.right[self.nt :]], dim=1)  # (T, 2r)
         to_children, root = self._rank_maps(g)
-        first = _product((emission - top[..., None]).exp(), leaves, products)
+        first = _children((emission - top[..., None]).exp(), leaves, products)
         chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None], [None, None])
         chart.log_z = _Inside.apply(first, to_children, root, chart, lengths, products)
         return chart
@@ -152,21 +158,21 @@ class TNPCFG(ModelKind):
 
     def span_marginals(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
                        labels: bool = False, grammar: Grammar | None = None
-                       ) -> tuple[Tensor, Chart, tuple[list, list, list] | None]:
+                       ) -> tuple[Tensor, Chart, list[Tensor] | None]:
         """(B, n+1, n+1) the marginal probability of every span of two or more words (i < j), the chart, and
-        (with `labels`) the gradients of log Z at each width's x, left and right: the inside pass, then the
-        outside pass written out (`_outside`, as training's backward runs it, here without autograd)."""
+        (with `labels`) the gradients of log Z at each width's values as a left and a right child, from width 2
+        to n-1 (B, n-w+1, 2r): the inside pass, then the outside pass written out (`_outside`, as training's
+        backward runs it, here without autograd)."""
         with torch.no_grad():
             g = grammar or self.grammar()
             chart = self.inside(words, lengths, g, products)
-            grad_x, grad_left, grad_right = _outside(chart, lengths, *self._rank_maps(g), products)
+            grad_x, grad_children = _outside(chart, lengths, *self._rank_maps(g), products)
         n = words.shape[1]
         marginals = words.new_zeros(words.shape[0], n + 1, n + 1, dtype=torch.float)
         for w in range(2, n + 1):
             starts = torch.arange(n - w + 1)
             marginals[:, starts, starts + w] = (chart.x[w] * grad_x[w]).sum(-1).float()
-        extra = (grad_x[2:], grad_left[2:n], grad_right[2:n]) if labels else None
-        return marginals, chart, extra
+        return marginals, chart, grad_children[2:n] if labels else None
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
@@ -197,11 +203,12 @@ class TNPCFG(ModelKind):
                 parts.append([k])
         return parts
 
-    def span_labels(self, found: list[Tree], g: Grammar, chart: Chart, grads: tuple[list, list, list],
+    def span_labels(self, found: list[Tree], g: Grammar, chart: Chart, child_grads: list[Tensor],
                     lengths: Sequence[int]) -> list[dict[tuple[int, int], str]]:
         """Each span of each tree of `found` (two or more words) with its most probable nonterminal, `NT-k`: the
-        largest inside(i, j, A) * outside(i, j, A), both up to the span's scale; the spans of a width at once."""
-        _, left_grads, right_grads = grads
+        largest inside(i, j, A) * outside(i, j, A), both up to the span's scale; the spans of a width at once (the
+        outside from the gradients at the spans' values as children, `span_marginals`' last)."""
+        as_children = torch.cat([g.left[: self.nt], g.right[: self.nt]], dim=1).t()  # (2r, NT): U^T's way back
         spans = [(b, i, j) for b, tree in enumerate(found) for i, j in trees.spans(tree, whole=True)]
         by_width: dict[int, list[tuple[int, int, int]]] = {}
         for span in spans:
@@ -214,51 +221,69 @@ class TNPCFG(ModelKind):
             if whole.all():
                 outside = g.root.expand_as(inside)
             else:
-                outside = torch.where(whole, g.root, left_grads[w - 2][rows, starts] @ g.left[: self.nt].t()
-                                      + right_grads[w - 2][rows, starts] @ g.right[: self.nt].t())
+                outside = torch.where(whole, g.root, child_grads[w - 2][rows, starts] @ as_children)
             for (b, i, j), best in zip(group, (inside * outside).argmax(-1).tolist()):
                 labels[b][i, j] = f"NT-{best}"
         return labels
 
 
+def _rounded(tensor: Tensor, products: torch.dtype | None) -> Tensor:
+    return tensor if products is None else tensor.to(products)
+
+
+def _children(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
+    """x @ weight in `products` (None: in x's dtype), left in that dtype: the chart keeps its spans' values as
+    children as a bfloat16 product gives them (exactly, in half the bytes of float32)."""
+    return _rounded(x, products) @ _rounded(weight, products)
+
+
 def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
-    if products is None:
-        return x @ weight
-    return (x.to(products) @ weight.to(products)).float()
+    """x @ weight in `products`, rounded back to float32 (None: in x's dtype)."""
+    return x @ weight if products is None else _children(x, weight, products).float()
 
 
 def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w]; and the
     split points' weights and the norm that x was divided by (constants, for `_outside`)."""
     starts = n - w + 1
-    lefts = [chart.left[d][:, :starts] for d in range(1, w)]  # views of the chart: nothing copied to keep
-    rights = [chart.right[w - d][:, d : d + starts] for d in range(1, w)]
     scales = torch.stack([chart.scale[d][:, :starts] + chart.scale[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
-    x = torch.zeros_like(lefts[0])
-    for d in range(w - 1):  # a split point at a time, added in place (stacking the w-1 views copied each)
-        x.addcmul_(lefts[d] * weights[..., d, None], rights[d])
+    if native.usable(weights, chart.left[1]):
+        x = native.combine(chart.left, chart.right, weights, w)
+    else:
+        x = weights.new_zeros(*weights.shape[:2], chart.left[1].shape[2])
+        for d in range(1, w):  # a split point at a time, added in place (stacking the w-1 views copied each)
+            x.addcmul_(chart.left[d][:, :starts] * weights[..., d - 1, None], chart.right[w - d][:, d : d + starts])
     norm = x.amax(-1).clamp_min(TINY)
     return x / norm[..., None], top + norm.log(), weights, norm
 
 
 def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Tensor, products: torch.dtype | None,
-             seed: Tensor | None = None, words: bool = False) -> tuple[list, list, list]:
+             seed: Tensor | None = None, words: bool = False) -> tuple[list, list]:
     """The gradients of the sum of log Z over the batch (each sentence's weighted by `seed`, where given) at every
-    width's x, left and right (None below width 2, and at width 1 unless `words`), from the widest span down:
-    the inside pass's backward written out, each split point's gradient added in place into its children's."""
-    n = len(chart.x) - 1
+    width's x and at its values as a left and a right child, side by side (B, n-w+1, 2r) as the chart's `both`
+    (None below width 2, and at width 1 unless `words`), from the widest span down: the inside pass's backward
+    written out, each split point's gradient added in place into its children's."""
+    n, rank = len(chart.x) - 1, root.shape[0]
     low = 1 if words else 2
+    from_children = _rounded(to_children.t(), products)  # once, not per width
     grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
-    grad_left = [None] * low + [None if t is None else torch.zeros_like(t) for t in chart.left[low:]]
-    grad_right = [None] * low + [None if t is None else torch.zeros_like(t) for t in chart.right[low:]]
+    grad_children = [None] * low + [None if t is None else root.new_zeros(*t.shape[:2], 2 * rank)
+                                    for t in chart.left[low:]]
+    grad_left = [None if t is None else t[..., :rank] for t in grad_children]
+    grad_right = [None if t is None else t[..., rank:] for t in grad_children]
     for b, length, total in _totals(chart, lengths, root):  # log Z = log(x[0, n] . root) + scale
         grad_x[length][b, 0] += root * (1 / total if seed is None else seed[b] / total)
+    in_c = native.usable(root, chart.left[1]) and tuple(map(native.parts, (chart.left, chart.right, grad_left,
+                                                                             grad_right)))
     for w in range(n, 1, -1):
         if w < n:  # x -> its values as a left and a right child
-            grad_x[w] += _product(torch.cat([grad_left[w], grad_right[w]], -1), to_children.t(), products)
+            grad_x[w] += _product(grad_children[w], from_children, products)
         spread = grad_x[w] / chart.norm[w][..., None]
+        if in_c:
+            native.outside(chart.left[1].dtype, in_c, chart.weights[w], spread, w, low)
+            continue
         starts = n - w + 1
         for d in range(1, w):  # x[i, i+w] = sum_d weight_d L[i, i+d] R[i+d, i+w] / norm
             share = spread * chart.weights[w][..., d - 1, None]
@@ -266,7 +291,7 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
                 grad_left[d][:, :starts].addcmul_(share, chart.right[w - d][:, d : d + starts])
             if w - d >= low:
                 grad_right[w - d][:, d : d + starts].addcmul_(share, chart.left[d][:, :starts])
-    return grad_x, grad_left, grad_right
+    return grad_x, grad_children
 
 
 class _Inside(torch.autograd.Function):
@@ -280,6 +305,7 @@ class _Inside(torch.autograd.Function):
     def forward(ctx, first: Tensor, to_children: Tensor, root: Tensor, chart: Chart, lengths: Sequence[int],
                 products: torch.dtype | None) -> Tensor:
         rank, n = root.shape[0], first.shape[1]
+        rounded = _rounded(to_children, products)  # once, not per width
         chart.left.append(first[..., :rank])
         chart.right.append(first[..., rank:])
         for w in range(2, n + 1):
@@ -288,7 +314,7 @@ class _Inside(torch.autograd.Function):
             chart.scale.append(scale)
             chart.weights.append(weights)
             chart.norm.append(norm)
-            both = _product(x, to_children, products) if w < n else None
+            both = _children(x, rounded, products) if w < n else None
             chart.left.append(None if both is None else both[..., :rank])
             chart.right.append(None if both is None else both[..., rank:])
         # a copy sharing the chart's lists: the chart itself will hold log Z, whose graph holds ctx (a cycle that
@@ -301,17 +327,15 @@ class _Inside(torch.autograd.Function):
     def backward(ctx, grad_log_z: Tensor):
         to_children, root = ctx.saved_tensors
         chart, lengths, products = ctx.chart, ctx.lengths, ctx.products
-        _, grad_left, grad_right = _outside(chart, lengths, to_children, root, products, grad_log_z, words=True)
-        grad_first = torch.cat([grad_left[1], grad_right[1]], -1)
+        _, grads = _outside(chart, lengths, to_children, root, products, grad_log_z, words=True)
         rank, n = root.shape[0], len(chart.x) - 1
         grad_children = torch.zeros_like(to_children)
         for w in range(2, n):
-            both = torch.cat([grad_left[w], grad_right[w]], -1).reshape(-1, 2 * rank)
-            grad_children += _product(chart.x[w].reshape(-1, rank).t(), both, products)
+            grad_children += _product(chart.x[w].reshape(-1, rank).t(), grads[w].reshape(-1, 2 * rank), products)
         grad_root = torch.zeros_like(root)
         for b, length, total in _totals(chart, lengths, root):
             grad_root += chart.x[length][b, 0] * (grad_log_z[b] / total)
-        return grad_first, grad_children, grad_root, None, None, None
+        return grads[1], grad_children, grad_root, None, None, None
 
 
 def _totals(chart: Chart, lengths: Sequence[int], root: Tensor) -> list[tuple[int, int, Tensor]]:

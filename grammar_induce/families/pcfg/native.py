@@ -1,0 +1,74 @@
+"""The TN-PCFG's sums over split points in C (split_points.c), compiled on first use (runtime/native.py).
+
+With tensor ops each split point of a width costs two or three ops, each a pass over every span of that width: the
+sums are bound by memory traffic (and, for short sentences, by Python's loop over the split points). One C call per
+width makes one pass over each span's children. On other devices and dtypes, or where the C code cannot be built
+(no compiler, GRAMMAR_INDUCE_NATIVE=0), model.py runs its tensor ops instead: the same sums, slower on a CPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ...runtime import native
+
+SOURCE = Path(__file__).with_name("split_points.c")
+CHILD_FLAGS = {torch.float32: (), torch.bfloat16: ("-DBF16_CHILDREN",)}  # the dtypes of the chart's children
+INT, POINTER = ctypes.c_int64, ctypes.c_void_p
+
+
+class _Part(ctypes.Structure):
+    """A chart tensor of one width as split_points.c reads it: its address and strides (in elements)."""
+
+    _fields_ = [("data", POINTER), ("batch_stride", INT), ("span_stride", INT)]
+
+
+def usable(values: Tensor, children: Tensor) -> bool:
+    """Whether the C sums can run on these values (x, weights, gradients: float32) and the chart's children (float32
+    or bfloat16) on their device (and are enabled and built)."""
+    return (values.device.type == "cpu" and values.dtype == torch.float32 and children.dtype in CHILD_FLAGS
+            and native.enabled() and library(children.dtype) is not None)
+
+
+@functools.cache
+def library(children: torch.dtype) -> ctypes.CDLL | None:
+    return native.load_procedures(SOURCE, {"combine": [INT] * 4 + [POINTER] * 4,
+                                           "outside": [INT] * 5 + [POINTER] * 6}, CHILD_FLAGS[children], threads=True)
+
+
+def parts(tensors: Sequence[Tensor | None]) -> ctypes.Array:
+    """The chart's tensors by width (None where a width has none), each (B, spans, rank) with its rank entries
+    adjacent."""
+    found = (_Part * len(tensors))()
+    for width, tensor in enumerate(tensors):
+        if tensor is not None:
+            assert tensor.dim() == 3 and tensor.stride(2) == 1
+            found[width] = _Part(tensor.data_ptr(), tensor.stride(0), tensor.stride(1))
+    return found
+
+
+def combine(left: Sequence[Tensor | None], right: Sequence[Tensor | None], weights: Tensor, w: int) -> Tensor:
+    """(B, starts, rank): each span of width w's sum over its split points d of weights[..., d-1] L[i, i+d] *
+    R[i+d, i+w] (`left`, `right`: the chart's tensors of widths below w; `weights` (B, starts, w-1))."""
+    weights = weights.contiguous()  # held here: the C call reads it
+    batch, starts, rank = weights.shape[0], weights.shape[1], left[1].shape[2]
+    x = weights.new_empty(batch, starts, rank)
+    library(left[1].dtype).combine(batch, starts, w, rank, parts(left[:w]), parts(right[:w]), weights.data_ptr(),
+                                   x.data_ptr())
+    return x
+
+
+def outside(children: torch.dtype, charts: tuple[ctypes.Array, ctypes.Array, ctypes.Array, ctypes.Array],
+            weights: Tensor, spread: Tensor, w: int, low: int) -> None:
+    """Each span of width w's gradient `spread` (B, starts, rank) added into its children's at each split point:
+    `charts` is `parts` of the chart's left and right (of dtype `children`) and of their gradients (float32);
+    widths below `low` get none."""
+    weights, spread = weights.contiguous(), spread.contiguous()  # held here: the C call reads them
+    batch, starts, rank = spread.shape
+    library(children).outside(batch, starts, w, rank, low, *charts, weights.data_ptr(), spread.data_ptr())

@@ -1,0 +1,97 @@
+/* The TN-PCFG's sums over split points (families/pcfg/model.py, `_combine` and `_outside`), one span at a time.
+ *
+ * The same maths as the tensor ops of model.py (which run where this cannot be built), in one pass over each span's
+ * children instead of two or three tensor ops per split point, each a pass over every span of the width: the sums
+ * are bound by memory traffic, and Python's loop over the split points goes too. runtime/native.py compiles it
+ * on first use, with OpenMP where the compiler has it; no two spans of a width write the same row, so the spans
+ * are shared among the threads as they are.
+ *
+ * A chart's tensor of width d (its spans' values as a left child, left[d], or as a right child, right[d], and their
+ * gradients) is given by its address and two strides in elements: between sentences and between spans (its rank
+ * entries adjacent).
+ *
+ *   combine:  x[b][i] = sum_{d=1}^{w-1} weights[b][i][d-1] * left[d][b][i] * right[w-d][b][i+d]   (rows of rank)
+ *   outside:  with share = spread[b][i] * weights[b][i][d-1], for each split point d of each span,
+ *             grad_left[d][b][i] += share * right[w-d][b][i+d] where d >= low,
+ *             grad_right[w-d][b][i+d] += share * left[d][b][i] where w-d >= low
+ * (x, weights and spread contiguous: (batch, starts, rank), (batch, starts, w-1), (batch, starts, rank)).
+ */
+#include <stdint.h>
+#include <string.h>
+
+/* The chart's children are float32, or with -DBF16_CHILDREN bfloat16 (what a bfloat16 product gives: read in full,
+ * half the bytes); x, the weights and the gradients are float32. */
+#ifdef BF16_CHILDREN
+typedef uint16_t child;
+static inline float value(child v)
+{
+    uint32_t bits = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+#else
+typedef float child;
+static inline float value(child v) { return v; }
+#endif
+
+typedef struct {
+    void *data;
+    int64_t batch_stride, span_stride;
+} Part;
+
+static inline const child *child_row(const Part *part, int64_t b, int64_t i)
+{
+    return (const child *)part->data + b * part->batch_stride + i * part->span_stride;
+}
+
+static inline float *grad_row(const Part *part, int64_t b, int64_t i)
+{
+    return (float *)part->data + b * part->batch_stride + i * part->span_stride;
+}
+
+void combine(int64_t batch, int64_t starts, int64_t w, int64_t rank, const Part *left, const Part *right,
+             const float *weights, float *x)
+{
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < starts; i++) {
+            float *out = x + (b * starts + i) * rank;
+            const float *share = weights + (b * starts + i) * (w - 1);
+            for (int64_t k = 0; k < rank; k++)
+                out[k] = 0.0f;
+            for (int64_t d = 1; d < w; d++) {
+                const child *l = child_row(&left[d], b, i), *r = child_row(&right[w - d], b, i + d);
+                const float c = share[d - 1];
+                for (int64_t k = 0; k < rank; k++)
+                    out[k] += value(l[k]) * c * value(r[k]);
+            }
+        }
+}
+
+void outside(int64_t batch, int64_t starts, int64_t w, int64_t rank, int64_t low, const Part *left,
+             const Part *right, const Part *grad_left, const Part *grad_right, const float *weights,
+             const float *spread)
+{
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < starts; i++) {
+            const float *s = spread + (b * starts + i) * rank;
+            const float *shares = weights + (b * starts + i) * (w - 1);
+            for (int64_t d = 1; d < w; d++) {
+                const float c = shares[d - 1];
+                if (d >= low) {
+                    float *g = grad_row(&grad_left[d], b, i);
+                    const child *r = child_row(&right[w - d], b, i + d);
+                    for (int64_t k = 0; k < rank; k++)
+                        g[k] += s[k] * c * value(r[k]);
+                }
+                if (w - d >= low) {
+                    float *g = grad_row(&grad_right[w - d], b, i + d);
+                    const child *l = child_row(&left[d], b, i);
+                    for (int64_t k = 0; k < rank; k++)
+                        g[k] += s[k] * c * value(l[k]);
+                }
+            }
+        }
+}
