@@ -133,7 +133,7 @@ def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and
     ids, lengths = padded_batch()
     calls = []
     monkeypatch.setattr(native, "combine", lambda *args, run=native.combine: calls.append("combine") or run(*args))
-    monkeypatch.setattr(native, "outside", lambda *args, run=native.outside: calls.append("outside") or run(*args))
+    monkeypatch.setattr(native.Outside, "pull", lambda *args, run=native.Outside.pull: calls.append("pull") or run(*args))
     found = []
     for flag in ("1", "0"):
         monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", flag)
@@ -143,7 +143,8 @@ def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and
         marginals, _, child_grads = model.span_marginals(ids, lengths, products, labels=True)
         found.append([log_likelihood.detach(), *(p.grad.clone() for p in model.parameters()), marginals, *child_grads])
         if flag == "1":
-            assert calls.count("combine") == 2 * (7 - 1) and calls.count("outside") == 2 * (7 - 1)  # widths 2..7
+            assert calls.count("combine") == 2 * (7 - 1)  # widths 2..7, for the likelihood and for the marginals
+            assert calls.count("pull") == (7 - 1) + (7 - 2)  # widths 6..1 as children in training, 6..2 parsing
             calls.clear()
     assert not calls  # the tensor ops ran without them
     for in_c, by_ops in zip(*found, strict=True):

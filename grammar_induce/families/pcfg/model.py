@@ -268,21 +268,23 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
     n, rank = len(chart.x) - 1, root.shape[0]
     low = 1 if words else 2
     from_children = _rounded(to_children.t(), products)  # once, not per width
+    in_c = native.usable(root, chart.left[1])
     grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
-    grad_children = [None] * low + [None if t is None else root.new_zeros(*t.shape[:2], 2 * rank)
-                                    for t in chart.left[low:]]
+    grad_children = [None] * low + [None if t is None else (root.new_empty if in_c else root.new_zeros)(
+        *t.shape[:2], 2 * rank) for t in chart.left[low:]]  # C writes each row whole; the tensor ops add into it
     grad_left = [None if t is None else t[..., :rank] for t in grad_children]
     grad_right = [None if t is None else t[..., rank:] for t in grad_children]
+    sums = native.Outside(chart.left, chart.right, chart.weights, grad_left, grad_right) if in_c else None
     for b, length, total in _totals(chart, lengths, root):  # log Z = log(x[0, n] . root) + scale
         grad_x[length][b, 0] += root * (1 / total if seed is None else seed[b] / total)
-    in_c = native.usable(root, chart.left[1]) and tuple(map(native.parts, (chart.left, chart.right, grad_left,
-                                                                             grad_right)))
     for w in range(n, 1, -1):
         if w < n:  # x -> its values as a left and a right child
+            if sums:
+                sums.pull(w)
             grad_x[w] += _product(grad_children[w], from_children, products)
         spread = grad_x[w] / chart.norm[w][..., None]
-        if in_c:
-            native.outside(chart.left[1].dtype, in_c, chart.weights[w], spread, w, low)
+        if sums:
+            sums.keep(w, spread)
             continue
         starts = n - w + 1
         for d in range(1, w):  # x[i, i+w] = sum_d weight_d L[i, i+d] R[i+d, i+w] / norm
@@ -291,6 +293,8 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
                 grad_left[d][:, :starts].addcmul_(share, chart.right[w - d][:, d : d + starts])
             if w - d >= low:
                 grad_right[w - d][:, d : d + starts].addcmul_(share, chart.left[d][:, :starts])
+    if sums and low == 1:
+        sums.pull(1)
     return grad_x, grad_children
 
 

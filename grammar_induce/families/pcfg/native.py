@@ -39,7 +39,7 @@ def usable(values: Tensor, children: Tensor) -> bool:
 @functools.cache
 def library(children: torch.dtype) -> ctypes.CDLL | None:
     return native.load_procedures(SOURCE, {"combine": [INT] * 4 + [POINTER] * 4,
-                                           "outside": [INT] * 5 + [POINTER] * 6}, CHILD_FLAGS[children], threads=True)
+                                           "outside": [INT] * 4 + [POINTER] * 6}, CHILD_FLAGS[children], threads=True)
 
 
 def parts(tensors: Sequence[Tensor | None]) -> ctypes.Array:
@@ -64,11 +64,26 @@ def combine(left: Sequence[Tensor | None], right: Sequence[Tensor | None], weigh
     return x
 
 
-def outside(children: torch.dtype, charts: tuple[ctypes.Array, ctypes.Array, ctypes.Array, ctypes.Array],
-            weights: Tensor, spread: Tensor, w: int, low: int) -> None:
-    """Each span of width w's gradient `spread` (B, starts, rank) added into its children's at each split point:
-    `charts` is `parts` of the chart's left and right (of dtype `children`) and of their gradients (float32);
-    widths below `low` get none."""
-    weights, spread = weights.contiguous(), spread.contiguous()  # held here: the C call reads them
-    batch, starts, rank = spread.shape
-    library(children).outside(batch, starts, w, rank, low, *charts, weights.data_ptr(), spread.data_ptr())
+class Outside:
+    """The outside pass's sums in C: every span's gradient as a left and a right child (`grad_left`, `grad_right`:
+    the chart's tensors' twins, float32), pulled from the spans it is a child of, whose gradients (`keep`) are known
+    first, from the widest down."""
+
+    def __init__(self, left: Sequence[Tensor | None], right: Sequence[Tensor | None], weights: Sequence[Tensor | None],
+                 grad_left: Sequence[Tensor | None], grad_right: Sequence[Tensor | None]):
+        self.batch, self.n, self.rank = left[1].shape
+        self.children = left[1].dtype
+        self.charts = tuple(map(parts, (left, right)))
+        self.weights, self.grads = parts(weights), tuple(map(parts, (grad_left, grad_right)))
+        self.spread = (_Part * (self.n + 1))()
+        self.kept: list[Tensor] = []  # held while the C calls read them
+
+    def keep(self, w: int, spread: Tensor) -> None:
+        """The gradients at the spans of width w (B, n-w+1, rank), divided by their norm."""
+        self.kept.append(spread := spread.contiguous())
+        self.spread[w] = _Part(spread.data_ptr(), spread.stride(0), spread.stride(1))
+
+    def pull(self, e: int) -> None:
+        """Every span of width e's gradients as a left and a right child, written (every wider span's kept)."""
+        library(self.children).outside(self.batch, self.n, e, self.rank, *self.charts, self.spread, self.weights,
+                                       *self.grads)
