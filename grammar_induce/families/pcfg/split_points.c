@@ -85,7 +85,7 @@ void outside(int64_t batch, int64_t n, int64_t e, int64_t rank, const Part *left
                 for (int64_t k = 0; k < rank; k++)
                     gl[k] += s[k] * c * value(r[k]);
             }
-            for (int64_t d = n - e < j ? n - e : j; d >= 1; d--) {  /* the right child of j-d..j+e */
+            for (int64_t d = j; d >= 1; d--) {  /* the right child of j-d..j+e (j <= n - e: it fits) */
                 const float *s = grad_row(&spread[d + e], b, j - d), c = grad_row(&weights[d + e], b, j - d)[d - 1];
                 const child *l = child_row(&left[d], b, j - d);
                 for (int64_t k = 0; k < rank; k++)
