@@ -264,7 +264,8 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
     """The gradients of the sum of log Z over the batch (each sentence's weighted by `seed`, where given) at every
     width's x and at its values as a left and a right child, side by side (B, n-w+1, 2r) as the chart's `both`
     (None below width 2, and at width 1 unless `words`), from the widest span down: the inside pass's backward
-    written out, each split point's gradient added in place into its children's."""
+    written out. In C each span's gradients as a child are pulled from its parents once theirs are known (each row
+    written once); as tensor ops each parent's share is added in place into its children's as the parent goes."""
     n, rank = len(chart.x) - 1, root.shape[0]
     low = 1 if words else 2
     from_children = _rounded(to_children.t(), products)  # once, not per width
