@@ -132,7 +132,8 @@ def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and
     model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=6, symbol_dim=8))
     ids, lengths = padded_batch()
     calls = []
-    monkeypatch.setattr(native, "combine", lambda *args, run=native.combine: calls.append("combine") or run(*args))
+    monkeypatch.setattr(native.Inside, "combine", lambda *args, run=native.Inside.combine: calls.append("combine")
+                        or run(*args))
     monkeypatch.setattr(native.Outside, "pull", lambda *args, run=native.Outside.pull: calls.append("pull") or run(*args))
     found = []
     for flag in ("1", "0"):

@@ -242,15 +242,15 @@ def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
     return x @ weight if products is None else _children(x, weight, products).float()
 
 
-def _combine(chart: Chart, w: int, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w]; and the
-    split points' weights and the norm that x was divided by (constants, for `_outside`)."""
+def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w] (in C with
+    `sums`); and the split points' weights and the norm that x was divided by (constants, for `_outside`)."""
     starts = n - w + 1
     scales = torch.stack([chart.scale[d][:, :starts] + chart.scale[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
-    if native.usable(weights, chart.left[1]):
-        x = native.combine(chart.left, chart.right, weights, w)
+    if sums:
+        x = sums.combine(weights, w, chart.left[1].shape[2])
     else:
         x = weights.new_zeros(*weights.shape[:2], chart.left[1].shape[2])
         for d in range(1, w):  # a split point at a time, added in place (stacking the w-1 views copied each)
@@ -311,17 +311,22 @@ class _Inside(torch.autograd.Function):
                 products: torch.dtype | None) -> Tensor:
         rank, n = root.shape[0], first.shape[1]
         rounded = _rounded(to_children, products)  # once, not per width
-        chart.left.append(first[..., :rank])
-        chart.right.append(first[..., rank:])
+        sums = native.Inside(n) if native.usable(root, first) else None
+
+        def add_children(w: int, both: Tensor | None) -> None:  # width w's values as a left and a right child
+            chart.left.append(None if both is None else both[..., :rank])
+            chart.right.append(None if both is None else both[..., rank:])
+            if sums and both is not None:
+                sums.add(w, chart.left[w], chart.right[w])
+
+        add_children(1, first)
         for w in range(2, n + 1):
-            x, scale, weights, norm = _combine(chart, w, n)
+            x, scale, weights, norm = _combine(chart, w, n, sums)
             chart.x.append(x)
             chart.scale.append(scale)
             chart.weights.append(weights)
             chart.norm.append(norm)
-            both = _children(x, rounded, products) if w < n else None
-            chart.left.append(None if both is None else both[..., :rank])
-            chart.right.append(None if both is None else both[..., rank:])
+            add_children(w, _children(x, rounded, products) if w < n else None)
         # a copy sharing the chart's lists: the chart itself will hold log Z, whose graph holds ctx (a cycle that
         # only the cyclic collector would free, chart and all, long after the step)
         ctx.chart, ctx.lengths, ctx.products = replace(chart), lengths, products

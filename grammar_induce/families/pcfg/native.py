@@ -42,26 +42,42 @@ def library(children: torch.dtype) -> ctypes.CDLL | None:
                                            "outside": [INT] * 4 + [POINTER] * 6}, CHILD_FLAGS[children], threads=True)
 
 
+def part(tensor: Tensor) -> _Part:
+    """A chart tensor of one width, (B, spans, rank) with its rank entries adjacent."""
+    assert tensor.dim() == 3 and tensor.stride(2) == 1
+    return _Part(tensor.data_ptr(), tensor.stride(0), tensor.stride(1))
+
+
 def parts(tensors: Sequence[Tensor | None]) -> ctypes.Array:
-    """The chart's tensors by width (None where a width has none), each (B, spans, rank) with its rank entries
-    adjacent."""
+    """The chart's tensors by width (None where a width has none)."""
     found = (_Part * len(tensors))()
     for width, tensor in enumerate(tensors):
         if tensor is not None:
-            assert tensor.dim() == 3 and tensor.stride(2) == 1
-            found[width] = _Part(tensor.data_ptr(), tensor.stride(0), tensor.stride(1))
+            found[width] = part(tensor)
     return found
 
 
-def combine(left: Sequence[Tensor | None], right: Sequence[Tensor | None], weights: Tensor, w: int) -> Tensor:
-    """(B, starts, rank): each span of width w's sum over its split points d of weights[..., d-1] L[i, i+d] *
-    R[i+d, i+w] (`left`, `right`: the chart's tensors of widths below w; `weights` (B, starts, w-1))."""
-    weights = weights.contiguous()  # held here: the C call reads it
-    batch, starts, rank = weights.shape[0], weights.shape[1], left[1].shape[2]
-    x = weights.new_empty(batch, starts, rank)
-    library(left[1].dtype).combine(batch, starts, w, rank, parts(left[:w]), parts(right[:w]), weights.data_ptr(),
-                                   x.data_ptr())
-    return x
+class Inside:
+    """The inside pass's sums in C: the chart's values as children (`add`, a width at a time as the pass makes them;
+    float32 or bfloat16), and each new width's x from them (`combine`)."""
+
+    def __init__(self, n: int):
+        self.left, self.right = (_Part * (n + 1))(), (_Part * (n + 1))()
+        self.children: torch.dtype | None = None
+
+    def add(self, w: int, left: Tensor, right: Tensor) -> None:
+        self.left[w], self.right[w] = part(left), part(right)
+        self.children = left.dtype
+
+    def combine(self, weights: Tensor, w: int, rank: int) -> Tensor:
+        """(B, starts, rank): each span of width w's sum over its split points d of weights[..., d-1] L[i, i+d] *
+        R[i+d, i+w] (`weights` (B, starts, w-1); every narrower width added)."""
+        weights = weights.contiguous()  # held here: the C call reads it
+        batch, starts = weights.shape[:2]
+        x = weights.new_empty(batch, starts, rank)
+        library(self.children).combine(batch, starts, w, rank, self.left, self.right, weights.data_ptr(),
+                                       x.data_ptr())
+        return x
 
 
 class Outside:
