@@ -162,10 +162,12 @@ def config_options(command):
               help="run directory [default: runs/<config name>]")
 @device_option
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="epochs in all [default: the config's]")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None,
-              help="stop after this many batches in all [default: no limit]")
-@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="stop at the first epoch end past this wall time [default: no limit]")
+@click.option("--max-steps", type=click.IntRange(min=0), default=None,
+              help="stop after this many batches in all, inside an epoch too (--resume finishes it); 0: no limit "
+                   "[default: the config's]")
+@click.option("--max-minutes", type=click.FloatRange(min=0), default=None,
+              help="stop once this run has trained this many minutes, inside an epoch too (--resume finishes it, "
+                   "with the budget again); 0: no limit [default: the config's]")
 @seed_option("of the run", from_config=True)
 @precision_option(None)
 @click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
@@ -246,9 +248,11 @@ def model_options(command):
         click.option("--right-voter", type=click.FloatRange(min=0), default=None, metavar="WEIGHT",
                      help="span voting: a right-branching tree as one more voter of this weight "
                      "[default: 0 (none), or a shipped model's own]"),
-        click.option("--weights", default=None, metavar="W1,W2,...|family",
-                     help="span voting: each --model's weight, or family: each model weighs one over the number of "
-                     "models of its kind, so each family (ON-LSTMs, PCFGs, students) votes as one [default: 1 each]"),
+        click.option("--weights", default=None, metavar="W1,W2,...|family|auto",
+                     help="span voting: each --model's weight; family: each model weighs one over the number of "
+                     "models of its kind, so each family (ON-LSTMs, PCFGs, students) votes as one; auto: each model "
+                     "weighs by how much more it agrees with the other family's models than right-branching trees "
+                     "do (no gold needed; grammar-induce rank shows it) [default: 1 each]"),
         click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
                      help="sentences run through the model together"),
         precision_option("fp32"),
@@ -278,13 +282,14 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
 
 
 def _weights(text: str | None) -> tuple[float, ...] | str | None:
-    """--weights as the API's `weights`: None, "family" or numbers."""
-    if text is None or text.strip() == "family":
-        return text and "family"
+    """--weights as the API's `weights`: None, "family", "auto" or numbers."""
+    if text is None or text.strip() in ("family", "auto"):
+        return text and text.strip()
     try:
         return tuple(float(w) for w in text.split(","))
     except ValueError:
-        raise click.UsageError(f"--weights takes comma-separated numbers (one per --model) or family, not {text!r}") from None
+        raise click.UsageError(f"--weights takes comma-separated numbers (one per --model), family or auto, "
+                               f"not {text!r}") from None
 
 
 def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
@@ -358,6 +363,9 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     if summary.auto_layers:
         _note("--layer auto chose " + ", ".join(f"layer {layer} of {m.source}" for m, layer in zip(models, summary.layers)
                                                 if m.model.YIELDS != "trees"))
+    if summary.auto_weights:
+        _note("--weights auto weighed " + ", ".join(f"{m.source} {w:.2f}" for m, w in zip(models, summary.auto_weights))
+              + " (each member's lead in agreement over right-branching trees, the best 1; grammar-induce rank shows it)")
     for text in messages.notes:
         _note(text)
     if summary.agreement and len(models) > 1:
@@ -365,6 +373,51 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
 
         click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score)
                                     in enumerate(zip(models, summary.agreement))}), err=True)
+
+
+@main.command()
+@click.option("--model", "model_names", multiple=True, required=True,
+              help="checkpoint or shipped model's name; give two or more (the models of an ensemble)")
+@click.option("--input", "input_path", required=True,
+              help="text to rank them on, one sentence per line, or - for stdin (no trees: held-out text will do)")
+@click.option("--layer", "layers", multiple=True, metavar="N|auto", default=("auto",),
+              help="each model's layer, as parse takes it [default: auto, chosen by agreement]")
+@click.option("--decoder", type=click.Choice(list(DECODERS)), default="gap", show_default=True,
+              help="how the distances make a tree")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="sentences run through the model together (the first 64 batches are ranked on)")
+@precision_option("fp32")
+@device_option
+@user_errors
+def rank(model_names, input_path, layers, decoder, batch_size, precision, device) -> None:
+    """Rank an ensemble's models without gold trees: how much each one's trees agree with the other family's (or
+    the other models') beyond what right-branching trees do; the weights --weights auto gives them."""
+    from . import api
+    from .workflows import parse as parse_workflow
+
+    if len(model_names) < 2:
+        raise click.UsageError("rank compares models with each other: give two or more --model")
+    parser = api.load(*model_names, layer=_layer(layers), decoder=decoder, batch_size=batch_size,
+                      precision=precision, device=device)
+    lines, _ = _read_sentences((), input_path)
+    members = parse_workflow.standings(parser.models, lines, parser.options)
+    click.echo(standings_table(members))
+
+
+def standings_table(members) -> str:
+    """`rank`'s table: a row per model, the best first."""
+    rows = [("rank", "model", "kind", "layer", "agreement", "right-branching", "lead", "weight")]
+    order = sorted(range(len(members.models)), key=lambda k: -members.standings[k].lead)
+    for place, k in enumerate(order, 1):
+        m, s, layer = members.models[k], members.standings[k], members.options.layers[k]
+        rows.append((str(place), m.source, m.config.model.kind, "-" if m.model.YIELDS == "trees" else str(layer),
+                     f"{100 * s.agreement:.1f}", f"{100 * s.baseline:.1f}", f"{100 * s.lead:.1f}", f"{s.weight:.3f}"))
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    peers = members.standings[0].peers
+    return "\n".join(lines + [f"agreement: sentence F1 of a model's trees against each of its peers' ({peers}), "
+                              "averaged; right-branching: the same of right-branching trees; lead: the difference; "
+                              "weight: the lead, the best model's 1 (what --weights auto gives)"])
 
 
 def _labelled_format(fmt: str) -> str:

@@ -101,8 +101,8 @@ class TrainConfig:
     alpha: float = 2.0  # activation regularisation
     beta: float = 1.0  # temporal activation regularisation
     epochs: int = 1000
-    max_steps: int = 0  # 0: no limit; otherwise stop after this many batches in all
-    max_minutes: float = 0.0  # 0: no limit; otherwise stop at the first epoch end past it
+    max_steps: int = 0  # 0: no limit; otherwise stop after this many batches in all (inside an epoch too)
+    max_minutes: float = 0.0  # 0: no limit; otherwise stop once this run (a resume: again) has trained this long
     nonmono: int = 5
     seed: int = SEED
     keep_epochs: int = 0  # also keep the last N epochs' models as epoch-K.pt (a snapshot ensemble)

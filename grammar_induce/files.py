@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -114,9 +115,23 @@ def check_output(path: Path | None) -> None:
         raise InputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from None
 
 
+_STANDARD = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_DESCRIPTOR = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
+
+
+def stream_of(path: Path | str) -> int | None:
+    """The open file descriptor a path names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or None. Such a
+    path is this process's stream, written into where it stands: opened anew it would start a file that the shell
+    redirected the stream to (`>> log`) from its beginning, and a temporary renamed onto it would replace it."""
+    text = os.path.abspath(path)
+    return _STANDARD.get(text, int(match.group(1)) if (match := _DESCRIPTOR.fullmatch(text)) else None)
+
+
 def _is_special(path: Path) -> bool:
     """Whether `path` (after links) is something other than a regular file or folder: /dev/null,
     /dev/stdout, a FIFO."""
+    if stream_of(path) is not None:
+        return True
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -156,6 +171,12 @@ def write_all(outputs: list[tuple[Path, Callable[[BinaryIO], object]]]) -> None:
 
 def _write_through(path: Path, write: Callable[[BinaryIO], object]) -> None:
     try:
+        if (descriptor := stream_of(path)) is not None:  # the stream itself, after what was printed to it
+            sys.stdout.flush()
+            sys.stderr.flush()
+            with os.fdopen(os.dup(descriptor), "wb") as f:
+                write(f)
+            return
         with open(path, "wb") as f:
             write(f)
     except OSError as e:

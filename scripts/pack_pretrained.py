@@ -177,7 +177,7 @@ def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tup
     for key, path in (("valid_ppl", perplexity_files[0]), ("test_ppl", perplexity_files[1])):
         if path:
             entry[key] = log[name][key] = round(perplexity(shipped, path, 1), 2)
-    log[name]["run"] = _run_summary(source.parent)
+    log[name]["run"] = _run_summary(source.parent, source.with_suffix(".metrics.jsonl"))
     return {name: entry}
 
 
@@ -226,9 +226,13 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
             if k != "name" and v is not None and not (k == "direction" and own_trees) and v != ""}
 
 
-def _run_summary(run_dir: Path) -> dict:
-    """The run's epochs as its metrics.jsonl recorded them (float32 weights)."""
-    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+def _run_summary(run_dir: Path, beside: Path | None = None) -> dict:
+    """The run's epochs as its metrics.jsonl recorded them (float32 weights); `beside`: the metrics of a checkpoint
+    kept outside its run folder (../shared/models/pcfg-ptb-h200/seed2.metrics.jsonl), used when the folder has none."""
+    metrics = run_dir / "metrics.jsonl"
+    if beside is not None and not metrics.exists():
+        metrics = beside
+    history = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     epochs = [h for h in history if "valid_ppl" in h]
     return {"epochs": len(epochs), "valid_ppl": [h["valid_ppl"] for h in epochs],
             "seconds": round(sum(h.get("seconds", 0) for h in epochs), 1), "last": history[-1] if history else None}

@@ -190,7 +190,7 @@ def test_small_messages(tiny_run, tmp_path):
     one_line_error(invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--valid", valid, "--out", tmp_path / "r"),
                    f"{valid}: 2 tokens")
     for flag in ("--max-steps", "--max-minutes"):
-        assert invoke("train", flag, "0", "--out", tmp_path / "r").exit_code == 2
+        assert invoke("train", flag, "-1", "--out", tmp_path / "r").exit_code == 2
     assert not (tmp_path / "r").exists()
 
 
@@ -279,3 +279,20 @@ def test_every_command_asks_torch_for_huge_pages_unless_told_not_to(preset, expe
         monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", preset)
     assert run("models").exit_code == 0
     assert os.environ["THP_MEM_ALLOC_ENABLE"] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stream", ["/dev/stdout", "/dev/stderr"])
+def test_output_to_a_stream_redirected_to_a_file_appends_to_it(tiny_run, tmp_path, stream):
+    """`--output /dev/stdout >> log` (or /dev/stderr 2>> log) writes into the stream where it stands: what the log
+    held stays, and nothing replaces the file the stream points at."""
+    log = tmp_path / "log"
+    log.write_text("earlier line\n")
+    where = "1" if stream == "/dev/stdout" else "2"
+    command = (f"{sys.executable} -m grammar_induce parse --model {tiny_run / 'best.pt'} --output {stream} "
+               f"'the dog ran' {where}>> {log}")
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == "earlier line"
+    assert any(trees.leaves(trees.parse_brackets(line)) == ["the", "dog", "ran"] for line in lines[1:] if line[:1] == "(")

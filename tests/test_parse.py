@@ -18,7 +18,7 @@ from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.reading import middle_layer
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement
-from grammar_induce.inference.members import Members, read_sentences
+from grammar_induce.inference.members import Members, read_sentences, token_ids
 from grammar_induce.messages import Messages
 from grammar_induce.output.formats import render
 from grammar_induce.text import corpus
@@ -133,10 +133,21 @@ def test_forward_and_backward_members_combine_by_their_gap_scores(tiny_model, ti
     assert voted[0].tree == fwd.tree(2)  # two of three members are the same model
 
 
-def test_ensemble_members_must_share_the_tokenizer(tiny_model):
-    other = dataclasses.replace(tiny_model, tokenizer=dataclasses.replace(tiny_model.tokenizer, lowercase=True),
+def test_ensemble_members_must_split_alike_and_each_normalises_its_own_tokens(tiny_model):
+    """Span voting needs the same tokens, not the same normalisation: a member that lowercases and maps digits to N
+    reads its own copy of the tokens (`The`, `1984` -> `the`, `N`); one that splits otherwise is refused."""
+    tokenizer = dataclasses.replace(tiny_model.tokenizer, lowercase=True, replace_digits=True)
+    lower = dataclasses.replace(tiny_model, tokenizer=tokenizer, source="lower.pt")
+    line = "The old man saw 1984 dogs"
+    results = parse([tiny_model, lower], [line], ParseOptions())[0]
+    [result] = list(results)
+    assert trees.leaves(result.tree) == line.split()
+    assert read_sentences(lower, [line.split()])[0].words == line.split()
+    ids = token_ids(lower, line.split())
+    assert ids == token_ids(tiny_model, ["the", "old", "man", "saw", "N", "dogs"]) != token_ids(tiny_model, line.split())
+    other = dataclasses.replace(tiny_model, tokenizer=dataclasses.replace(tiny_model.tokenizer, kind="char"),
                                 source="other.pt")
-    with pytest.raises(InputError, match="other.pt: tokenizer .* differs from .*; ensemble members must share it"):
+    with pytest.raises(InputError, match="other.pt: splits text unlike .*; ensemble members must split text alike"):
         parse([tiny_model, other], ["a b"], ParseOptions())
 
 

@@ -4,12 +4,14 @@ every tree and labelling, marginals and trees follow, and the family trains, res
 import math
 import os
 import signal
+from dataclasses import replace
 
 import pytest
 import torch
 
 from grammar_induce import trees
 from grammar_induce.config import ModelConfig
+from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences, structs
 from grammar_induce.families.pcfg.model import TNPCFG
 from grammar_induce.workflows.train import train
@@ -285,6 +287,23 @@ def test_a_pcfg_trains_parses_and_evaluates_with_labels(tmp_path):
     assert {t.label() for t in plain.subtrees()} == {"X"} and plain.leaves() == tree.leaves()
     report = api.evaluate(parser, gold=tiny_config().data.valid.replace(".txt", ".trees"))
     assert set(report.label_recall["pcfg (MBR CKY over span marginals)"]) == {"NP", "VP", "PP", "SBAR", "ADJP", "ADVP"}
+
+
+def test_a_pcfg_with_no_sentence_to_train_on_is_refused_before_the_run_directory(tmp_path):
+    """No training sentence of 2 to max_length words (or to the curriculum's first longest): every epoch would have
+    no step, and an untrained best.pt would be reported as a success."""
+    train_text = tmp_path / "one-word.txt"
+    train_text.write_text("dog\ncat\n" * 20)
+    with pytest.raises(InputError, match=rf"{train_text}: none of its 40 sentences has 2 to 20 words "
+                                         r"\(train.max_length\): nothing to train on"):
+        train(replace(pcfg_config(epochs=1), data=replace(tiny_config().data, train=str(train_text))),
+              tmp_path / "run", **QUIET)
+    assert not (tmp_path / "run").exists()
+    train_text.write_text("the dog barked loudly\n" * 20)
+    with pytest.raises(InputError, match=r"none of its 20 sentences has 2 to 3 words \(train.start_length\)"):
+        train(replace(pcfg_config(start_length=3, epochs=1), data=replace(tiny_config().data, train=str(train_text))),
+              tmp_path / "run", **QUIET)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_pcfg_at_an_sgd_learning_rate_stops_at_its_first_diverged_step(tmp_path):

@@ -20,7 +20,7 @@ from grammar_induce.output import draw
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.workflows.train import train
 
-from .conftest import QUIET, invoke, one_line_error, run_training, tiny_config, well_formed
+from .conftest import QUIET, ROOT, invoke, one_line_error, run_training, tiny_config, well_formed
 from .plain_corpus import read_corpus
 
 
@@ -338,3 +338,79 @@ def test_a_run_killed_inside_an_epoch_resumes_from_the_last_periodic_save_to_the
     train(config, out, resume=True, **QUIET)
     a, b = (torch.load(path / "last.pt", weights_only=True)["state_dict"] for path in (tmp_path / "straight", out))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _records(out):
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_step_limit_inside_an_epoch_keeps_its_place_and_resume_finishes_it(tmp_path):
+    """max_steps stops inside the epoch (30 steps make one here): the metrics line says partial and which limit,
+    last.pt holds the position, no epoch is counted and no phase moves; --resume with the limit lifted finishes the
+    same epoch, to the weights of a run never stopped."""
+    straight = tmp_path / "straight"
+    train(tiny_config(train={"epochs": 1}), straight, **QUIET)
+    out = tmp_path / "limited"
+    said = []
+    result = train(tiny_config(train={"epochs": 1, "max_steps": 12}), out, quiet=True, messages=Messages(say=said.append))
+    assert result.limited_by == "max_steps" and result.stopped_by is None
+    [record] = _records(out)
+    assert record["epoch"] == 1 and record["stopped_by"] == "max_steps" and 0 < record["partial"] < 1
+    state = torch.load(out / "last.pt", weights_only=True)["training_state"]
+    assert state["epoch"] == 1 and state["step"] == 12 and state["position"] is not None and state["val_history"] == []
+    assert (out / "best.pt").exists()
+    assert any("stopped by the step limit (max_steps 12) in epoch 1" in line and "--resume finishes it" in line
+               for line in said)
+    resumed = train(tiny_config(train={"epochs": 1, "max_steps": 0}), out, resume=True, **QUIET)
+    assert resumed.limited_by is None
+    [record] = _records(out)
+    assert "partial" not in record and record["epoch"] == 1
+    a, b = (torch.load(run / "last.pt", weights_only=True) for run in (straight, out))
+    assert b["training_state"]["step"] == a["training_state"]["step"] > 12 and b["training_state"]["epoch"] == 2
+    for key in a["state_dict"]:
+        assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
+
+
+def test_a_resume_with_its_steps_spent_trains_nothing_and_says_so(tmp_path):
+    out = tmp_path / "run"
+    config = tiny_config(train={"epochs": 1, "max_steps": 5})
+    train(config, out, **QUIET)
+    before = torch.load(out / "last.pt", weights_only=True)
+    said = []
+    result = train(config, out, resume=True, quiet=True, messages=Messages(say=said.append))
+    after = torch.load(out / "last.pt", weights_only=True)
+    assert result.limited_by == "max_steps" and after["training_state"]["step"] == 5
+    assert all(torch.equal(before["state_dict"][k], after["state_dict"][k]) for k in before["state_dict"])
+    assert any("nothing to train: the run has taken 5 steps, its max_steps (5)" in line for line in said)
+    done = tmp_path / "done"
+    train(tiny_config(train={"epochs": 1}), done, **QUIET)
+    said.clear()
+    train(tiny_config(train={"epochs": 1}), done, resume=True, quiet=True, messages=Messages(say=said.append))
+    assert any("nothing to train: the run has finished its 1 epochs" in line for line in said)
+
+
+def test_a_time_budget_counts_this_runs_time_and_stops_inside_the_epoch(tmp_path, monkeypatch):
+    """A budget spent after one step stops there (not at the epoch's end, not as a whole epoch); a resume gets the
+    budget again and trains on from the same place (one more step), rather than ending at once."""
+    out = tmp_path / "run"
+    config = tiny_config(train={"epochs": 1, "max_minutes": 1e-9})
+    result = train(config, out, **QUIET)
+    assert result.limited_by == "max_minutes"
+    assert torch.load(out / "last.pt", weights_only=True)["training_state"]["step"] == 1
+    assert _records(out)[0]["stopped_by"] == "max_minutes"
+    train(config, out, resume=True, **QUIET)
+    state = torch.load(out / "last.pt", weights_only=True)["training_state"]
+    assert state["step"] == 2 and state["epoch"] == 1 and state["position"] is not None
+    [record] = _records(out)  # the first partial record is replaced by the resumed run's
+    assert record["partial"] > 0
+
+
+def test_the_limit_flags_take_0_to_lift_a_configs_limit(tmp_path):
+    tiny = (ROOT / "configs" / "tiny.toml").read_text().replace("epochs = 2", "epochs = 1\nmax_steps = 3")
+    tiny = tiny.replace("../data/", str(ROOT / "data") + "/")
+    (tmp_path / "limited.toml").write_text(tiny)
+    result = invoke("train", "--config", tmp_path / "limited.toml", "--max-steps", "0", "--max-minutes", "0", "--quiet",
+                    "--device", "cpu", "--out", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    assert "partial" not in _records(tmp_path / "r")[0]
+    assert torch.load(tmp_path / "r" / "last.pt", weights_only=True)["training_state"]["step"] > 3

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from ..config import Config, TrainConfig
+from ..errors import InputError
 from ..messages import plural
 from ..runtime import distributed, precision
 from ..runtime.clipping import clip_and_step
@@ -38,8 +39,13 @@ def read_as_sentences(config: Config, world: distributed.World, vocab: Vocab | N
     vocab, entries = corpus.training_files(config, vocab)
     data = config.data
     held_out = {path: split_sentences(entries[path].ids) for path in (data.valid, data.test) if path}
-    return TrainingText(tokenizer_of(data), vocab, split_sentences(entries[data.train].ids), held_out.get(data.valid),
-                        held_out.get(data.test), [])
+    train = split_sentences(entries[data.train].ids)
+    longest = epoch_longest(config.train, 1)  # the curriculum's first epoch: the later ones take longer sentences
+    if not any(2 <= len(s) <= longest for s in train):
+        limit = "train.start_length" if longest < config.train.max_length else "train.max_length"
+        raise InputError(f"{data.train}: none of its {plural(len(train), 'sentence')} has 2 to {longest} words "
+                         f"({limit}): nothing to train on")
+    return TrainingText(tokenizer_of(data), vocab, train, held_out.get(data.valid), held_out.get(data.test), [])
 
 
 def length_batches(sentences: list[Tensor], batch_size: int, longest: int, rng: random.Random) -> list[list[int]]:

@@ -83,6 +83,7 @@ class Result:
     epochs: list[dict[str, Any]]
     main_process: bool = True  # false on the other ranks of a distributed run
     stopped_by: int | None = None  # the signal that interrupted training, if one did
+    limited_by: str | None = None  # the limit that stopped it ("max_steps", "max_minutes"), if one did
 
 
 class _StopFlag:
@@ -122,6 +123,7 @@ class _Loop:
     started: float = field(default_factory=time.time)
     saved_at: float = field(default_factory=time.time)
     stopped_by: int | None = None  # the signal that interrupted the run
+    limited_by: str | None = None  # the limit that stopped it
 
 
 MakeTrainer = Callable[[Config, ModelKind, "str | None"], Trainer]  # (config, model, saved phase) -> the recipe
@@ -152,7 +154,8 @@ def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: in
     test_ppl = _final_test(loop) if world.is_main and trainer.has("test") and not interrupted else None
     trainer.finish()
     best = exp_loss(state.best_loss) if trainer.has("valid") and math.isfinite(state.best_loss) else None
-    return Result(out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by)
+    return Result(out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by,
+                  loop.limited_by)
 
 
 def resume_state(payload: dict[str, Any], source: Path) -> TrainState:
@@ -184,9 +187,13 @@ def _save_last(loop: _Loop, state: TrainState) -> None:
 
 
 def _run_epochs(loop: _Loop, state: TrainState) -> list[dict[str, Any]]:
-    """Epoch after epoch until the epoch count, a step or time limit, or a stop request."""
+    """Epoch after epoch until the epoch count, a step or time limit, or a stop request. A limit reached inside an
+    epoch stops it there, as Ctrl-C does (last.pt holds the position, and --resume finishes the epoch), after a
+    validation of the weights so far, recorded as a partial epoch: it moves no epoch count and no optimizer phase."""
     cfg = loop.config.train
-    records = []
+    records: list[dict[str, Any]] = []
+    if _nothing_to_do(loop, state):
+        return records
     with _StopFlag() as stop:
         while state.epoch <= cfg.epochs:
             stats = _run_epoch(loop, state, stop)
@@ -195,23 +202,56 @@ def _run_epochs(loop: _Loop, state: TrainState) -> list[dict[str, Any]]:
                 loop.stopped_by = stop.signal or signal.SIGINT  # other ranks learn of it from rank 0
                 loop.messages.say(f"interrupted in epoch {state.epoch}; continue with --resume")
                 break
+            if state.position is not None:  # a limit, inside the epoch
+                records.append(_end_partial_epoch(loop, state, stats))
+                break
             records.append(_end_epoch(loop, state, stats))
-            if _limit_reached(loop, state):
+            if limit := _limit_reached(loop, state):
+                loop.limited_by = limit
+                loop.messages.say(f"stopped by {_limit_named(loop, limit)} after epoch {state.epoch - 1}"
+                                  + ("; --resume goes on" if state.epoch <= cfg.epochs else ""))
                 break
     return records
 
 
-def _limit_reached(loop: _Loop, state: TrainState) -> bool:
+def _nothing_to_do(loop: _Loop, state: TrainState) -> bool:
+    """Whether a resumed run has nothing left to train (its epochs done, or its steps spent), said in a line."""
     cfg = loop.config.train
-    minutes = (state.elapsed + time.time() - loop.started) / 60
-    return bool(cfg.max_steps and state.step >= cfg.max_steps) or bool(cfg.max_minutes and minutes >= cfg.max_minutes)
+    if state.epoch > cfg.epochs:
+        loop.messages.say(f"nothing to train: the run has finished its {cfg.epochs} epochs (--epochs N to go on)")
+        return True
+    if cfg.max_steps and state.step >= cfg.max_steps:
+        loop.limited_by = "max_steps"
+        loop.messages.say(f"nothing to train: the run has taken {state.step} steps, its max_steps ({cfg.max_steps}); "
+                          "raise --max-steps, or --max-steps 0 for no limit")
+        return True
+    return False
+
+
+def _limit_reached(loop: _Loop, state: TrainState) -> str | None:
+    """The limit this run has reached, if any: max_steps counts the run's steps in all, max_minutes this process's
+    time (a resumed run gets the budget again)."""
+    cfg = loop.config.train
+    if cfg.max_steps and state.step >= cfg.max_steps:
+        return "max_steps"
+    if cfg.max_minutes and (time.time() - loop.started) / 60 >= cfg.max_minutes:
+        return "max_minutes"
+    return None
+
+
+def _limit_named(loop: _Loop, limit: str) -> str:
+    cfg = loop.config.train
+    return (f"the step limit (max_steps {cfg.max_steps})" if limit == "max_steps"
+            else f"the time budget (max_minutes {cfg.max_minutes:g} of this run)")
 
 
 def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, float] | None:
-    """Train from `state.position` (or the epoch's start). Returns statistics, or None if interrupted. A single
-    process also saves last.pt every train.checkpoint_minutes, so a killed run loses little."""
+    """Train from `state.position` (or the epoch's start). Returns statistics, or None if interrupted; a limit
+    reached before the epoch's end leaves `state.position` set (where it stopped). A single process also saves
+    last.pt every train.checkpoint_minutes, so a killed run loses little."""
     trainer, world, cfg = loop.trainer, loop.world, loop.config.train
     pos = state.position or EpochPosition()
+    state.position = None
     length = trainer.begin_epoch(state.epoch, pos)
     began = time.time()
     bar = progress_bar(length, f"epoch {state.epoch}", trainer.UNIT, quiet=loop.quiet or not world.is_main,
@@ -241,12 +281,16 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
             state.position = dataclasses.replace(trainer.pause(pos), seconds=seconds)
             _save_last(loop, state)
             state.position = None
-        if _limit_reached(loop, state):
+        if world.any(bool(_limit_reached(loop, state))):  # every process stops at the same step
+            loop.limited_by = _limit_reached(loop, state) or "max_minutes"
+            if pos.start < length:  # inside the epoch: keep its place
+                state.position = dataclasses.replace(trainer.pause(pos), seconds=pos.seconds + time.time() - began)
             break
     bar.close()
     seconds = pos.seconds + time.time() - began
     mean_loss = world.mean(pos.loss_sum / max(1, pos.tokens))
-    return {"train_loss": mean_loss, "tokens_per_s": pos.tokens * world.size / max(seconds, 1e-9), "seconds": seconds}
+    return {"train_loss": mean_loss, "tokens_per_s": pos.tokens * world.size / max(seconds, 1e-9), "seconds": seconds,
+            "fraction": min(pos.start / max(length, 1), 1.0)}
 
 
 def _stop_on_bad_loss(loop: _Loop, state: TrainState, what: str, when: str) -> None:
@@ -299,6 +343,37 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     if world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
         _side_output(loop, "the log line", lambda: loop.messages.say(trainer.log_line(record)))
         _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
+    return record
+
+
+def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
+    """A limit stopped the run inside an epoch: validate the weights so far (best.pt if they are the best yet), write
+    a metrics line marked partial, and last.pt with the position, so that --resume finishes the epoch. The epoch
+    count, the validation history and the optimizer phase stay as they were: a part of an epoch is not an epoch."""
+    trainer, world = loop.trainer, loop.world
+    validated = trainer.has("valid")
+    val_loss = None
+    with trainer.validation_weights(state.phase):
+        if validated:
+            val_loss = world.broadcast(trainer.validation_loss(precision.product_dtype(loop.config.train.precision))
+                                       if world.is_main else 0.0)
+            if trainer.diverged(val_loss):
+                _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}",
+                                  f"in epoch {state.epoch}")
+        if (not validated or trainer.improved(val_loss, state.best_loss)) and world.is_main:
+            state.best_loss = val_loss if validated else stats["train_loss"]
+            _save_model(loop, loop.out_dir / "best.pt")
+    record = {"epoch": state.epoch, "partial": round(stats["fraction"], 4), "stopped_by": loop.limited_by,
+              "train_loss": round(stats["train_loss"], 5), **trainer.validation_record(val_loss), "lr": trainer.lr,
+              "phase": state.phase, "tokens_per_s": round(stats["tokens_per_s"], 1),
+              "seconds": round(stats["seconds"], 2)}
+    if world.is_main:
+        rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
+    _save_last(loop, state)
+    loop.messages.say(f"stopped by {_limit_named(loop, loop.limited_by or 'max_minutes')} in epoch {state.epoch}, "
+                      f"{100 * stats['fraction']:.0f}% of the way through"
+                      + (f" (valid ppl {exp_loss(val_loss):.2f} so far)" if val_loss is not None else "")
+                      + "; last.pt keeps its place and --resume finishes it")
     return record
 
 

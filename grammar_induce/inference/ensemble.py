@@ -39,7 +39,8 @@ class ParseOptions:
     pretokenized: bool = False  # lines are tokens separated by spaces (segmented Chinese, say): not split again
     labels: bool = False  # keep a model's induced labels (a PCFG's NT-k) of its tree's spans, where one model parses
     # span voting: each member's weight (one per member; (): 1 each), or "family": each member weighs one over
-    # the number of members of its model kind, so that each family (ON-LSTMs, PCFGs, students) votes as one
+    # the number of members of its model kind, so that each family (ON-LSTMs, PCFGs, students) votes as one, or
+    # "auto": each member's lead in agreement over right-branching trees (rank_members), on the first chunk
     weights: tuple[float, ...] | str = ()
     member_precisions: tuple[str, ...] = ()  # auto, resolved: fp32 or bf16 per member (each measured on its own)
 
@@ -49,7 +50,7 @@ def resolve_weights(options: ParseOptions, kinds: list[str]) -> tuple[float, ...
     if options.weights == "family":
         return tuple(1 / kinds.count(kind) for kind in kinds)
     if isinstance(options.weights, str):
-        raise SettingError("weights", f"takes a number per model or family, not {options.weights!r}")
+        raise SettingError("weights", f"takes a number per model, family or auto, not {options.weights!r}")
     if options.weights and len(options.weights) != len(kinds):
         raise SettingError("weights", f"are {plural(len(options.weights), 'number')} for "
                            f"{plural(len(kinds), 'model')}: give one per model")
@@ -163,6 +164,53 @@ def layers_named(layers: Sequence[int], own_trees: Sequence[bool], sep: str = ",
     """The members' layers for a message: "-" for a member that reads no layer (a PCFG, a student: its own trees,
     its place in `layers` a placeholder)."""
     return sep.join("-" if own else str(layer) for layer, own in zip(layers, own_trees))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A member's gold-free standing in an ensemble (see `rank_members`)."""
+
+    agreement: float  # mean pooled sentence F1 of its trees against each peer's
+    baseline: float  # the same of right-branching trees against the same peers
+    weight: float  # its vote in span voting under `--weights auto`: its lead over the baseline, the best member's 1
+    peers: str  # "other families" or "other members"
+
+    @property
+    def lead(self) -> float:
+        return self.agreement - self.baseline
+
+
+def rank_members(sentences: list[list[Tree]], families: Sequence[str]) -> list[Standing]:
+    """Each member's standing without gold trees, for `--weights auto` (issue 59). `sentences`: per sentence, the
+    members' trees; `families`: each member's model kind.
+
+    A member's agreement is the mean, over its peers, of the pooled sentence F1 of its trees against the peer's (the
+    inter-model agreement of ED4UCP, Shayegh et al. 2024). Its peers are the members of the other families where
+    there are two or more (a family's members share its biases, so they vouch for each other's errors; another
+    family's trees are independent evidence), else every other member. What a trivial parser scores against the same
+    peers is subtracted (right-branching trees: English leans right, so every member agrees with that much for free),
+    and a member's weight is that lead over the baseline, scaled so that the best member has 1 (at least 0: a member
+    that agrees no more than right-branching trees gets no vote; where none leads, each gets 1)."""
+    n = len(families)
+    across = len(set(families)) > 1
+    peers = [[j for j in range(n) if j != k and not (across and families[j] == families[k])] for k in range(n)]
+    pairs = [[SpanMetric() for _ in range(n)] for _ in range(n)]
+    right = [SpanMetric() for _ in range(n)]
+    for members in sentences:
+        spans = [trees.spans(tree) for tree in members]
+        branching = trees.spans(trees.right_branching(trees.leaves(members[0])))
+        for k in range(n):
+            right[k] += SpanMetric.of(branching, spans[k])
+            for j in range(k + 1, n):
+                pairs[k][j] += SpanMetric.of(spans[k], spans[j])
+    f1 = [[pairs[min(k, j)][max(k, j)].sentence_f1 for j in range(n)] for k in range(n)]
+    agreement = [sum(f1[k][j] for j in peers[k]) / max(len(peers[k]), 1) for k in range(n)]
+    baseline = [sum(right[j].sentence_f1 for j in peers[k]) / max(len(peers[k]), 1) for k in range(n)]
+    leads = [max(a - b, 0.0) for a, b in zip(agreement, baseline)]
+    top = max(leads, default=0.0)
+    weights = [lead / top if top > 0 else 1.0 for lead in leads]
+    kind = "other families" if across else "other members"
+    return [Standing(a, b, w, kind) for a, b, w in zip(agreement, baseline, weights)]
 
 
 def member_agreement(sentences: list[list[Tree]]) -> list[SpanMetric]:

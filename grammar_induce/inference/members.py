@@ -20,7 +20,7 @@ from ..runtime import precision
 from ..runtime.threads import LANES, map_in_threads
 from ..text.tokenizer import EOS
 from ..trees import Tree
-from .ensemble import ParseOptions, combine, layers_by_agreement, resolve_layers, resolve_weights
+from .ensemble import ParseOptions, Standing, combine, layers_by_agreement, rank_members, resolve_layers, resolve_weights
 
 Readings = list[list[Reading | None]]  # per member, per sentence (None: an empty sentence)
 CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk
@@ -35,7 +35,8 @@ class Members:
 
     models: list[LoadedModel]
     options: ParseOptions
-    chosen: str = ""  # what `auto` chose and why, for a note
+    chosen: str = ""  # what `auto` precision chose and why, for a note
+    standings: tuple[Standing, ...] = ()  # what `--weights auto` weighed each member by (with_layers)
 
     @classmethod
     def of(cls, models: list[LoadedModel], options: ParseOptions) -> Members:
@@ -43,7 +44,9 @@ class Members:
         if options.labels and (len(models) > 1 or not models[0].model.LABELS):
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
                                + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
-        weights = resolve_weights(options, [m.config.model.kind for m in models])
+        auto = options.weights == "auto" and len(models) > 1  # chosen on the first chunk (with_layers)
+        weights = "auto" if auto else resolve_weights(replace(options, weights=() if options.weights == "auto"
+                                                              else options.weights), [m.config.model.kind for m in models])
         if options.precision != "auto":
             resolved, _ = resolve_precision(models, options)
             return cls(models, replace(options, precision=resolved, weights=weights))
@@ -68,6 +71,16 @@ class Members:
     def chooses_layers(self) -> bool:
         """Whether the layers are to be chosen by agreement (`auto`, two or more members)."""
         return self.options.auto_layers and len(self.models) > 1
+
+    @property
+    def chooses_weights(self) -> bool:
+        """Whether the voting weights are to be chosen by agreement (`--weights auto`, two or more members)."""
+        return self.options.weights == "auto"
+
+    @property
+    def chooses(self) -> bool:
+        """Whether anything is chosen on the first chunk's readings (layers or weights)."""
+        return self.chooses_layers or self.chooses_weights
 
     def parse(self, sentences: list[list[str]], all_layers: bool = True, progress: Callable[[int], object] | None = None,
               at_once: bool = False) -> Iterator[Parse]:
@@ -95,16 +108,24 @@ class Members:
     def with_layers(self, readings: Readings | None = None) -> Members:
         """The members with every layer fixed: chosen by agreement on the first chunk of `readings` when `auto`
         asks for it (and there are readings), else as given (or the middle ones)."""
-        if self.chooses_layers and readings and any(p is not None for p in readings[0][: self.chunk]):
-            layers = layers_by_agreement([member[: self.chunk] for member in readings], self.options,
-                                         [m.config.model.kind for m in self.models])
+        kinds = [m.config.model.kind for m in self.models]
+        read = bool(readings) and any(p is not None for p in readings[0][: self.chunk])
+        if self.chooses_layers and read:
+            layers = layers_by_agreement([member[: self.chunk] for member in readings], self.options, kinds)
         else:
             layers = tuple(resolve_layers(self.options, self.models))
-        return Members(self.models, replace(self.options, layers=layers, auto_layers=False))
+        options = replace(self.options, layers=layers, auto_layers=False)
+        if self.chooses_weights:  # each member's standing on the same sentences, its trees at its layer
+            first = Members(self.models, options).member_trees([member[: self.chunk] for member in readings]) if read \
+                else []
+            standings = rank_members([list(column) for column in zip(*first)], kinds) if first and first[0] else []
+            options = replace(options, weights=tuple(s.weight for s in standings) or (1.0,) * len(self.models))
+            return Members(self.models, options, self.chosen, tuple(standings))
+        return Members(self.models, options, self.chosen, self.standings)
 
     def with_layers_on(self, sentences: list[list[str]]) -> Members:
-        """`with_layers`, reading `sentences` first only where the layers are to be chosen by agreement."""
-        return self.with_layers(self.read(sentences) if self.chooses_layers and sentences else None)
+        """`with_layers`, reading `sentences` first only where the layers or weights are to be chosen by agreement."""
+        return self.with_layers(self.read(sentences) if self.chooses and sentences else None)
 
     def combine(self, readings: Readings) -> list[Tree]:
         """The ensemble's tree of each non-empty sentence (the layers fixed); one member's is its own."""
@@ -176,16 +197,18 @@ def chunk_lines(batch_size: int) -> int:
 
 
 def check_members(models: list[LoadedModel]) -> None:
-    """Every model must yield distances or trees, and all must split and normalise words alike."""
+    """Every model must yield distances or trees, and all must split text alike (each one normalises its own copy of
+    the tokens: lowercase, digits as N, as its tokenizer says)."""
     for loaded in models:
         if loaded.model.YIELDS == "nothing":
             raise InputError(f"{loaded.source}: {loaded.model.DESCRIPTION} has no distances to parse with "
                              "(train an ON-LSTM: model.kind = \"onlstm\")")
     first = models[0]
     for loaded in models[1:]:
-        if loaded.tokenizer != first.tokenizer:
-            raise InputError(f"{loaded.source}: tokenizer {loaded.tokenizer.to_dict()} differs from "
-                             f"{first.source}'s {first.tokenizer.to_dict()}; ensemble members must share it")
+        if not loaded.tokenizer.splits_like(first.tokenizer):
+            raise InputError(f"{loaded.source}: splits text unlike {first.source} (tokenizer "
+                             f"{loaded.tokenizer.to_dict()} against {first.tokenizer.to_dict()}); ensemble members must "
+                             "split text alike (their lowercasing and digits may differ)")
 
 
 @torch.no_grad()

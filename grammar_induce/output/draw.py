@@ -226,12 +226,17 @@ def learning_curves(runs: dict[str, list[dict]]) -> str:
     a dashed line marks each run's switch to averaged SGD."""
     switches = [next((r["epoch"] - 0.5 for r in records if r["phase"] == "asgd"), None) for records in runs.values()]
     marks = [m for m in switches if m is not None]
-    loss = {name: [(r["epoch"], r["train_loss"]) for r in records] for name, records in runs.items()}
-    ppl = {name: [(r["epoch"], r["valid_ppl"]) for r in records if r["valid_ppl"] is not None]
+    loss = {name: [(_at(r), r["train_loss"]) for r in records] for name, records in runs.items()}
+    ppl = {name: [(_at(r), r["valid_ppl"]) for r in records if r["valid_ppl"] is not None]
            for name, records in runs.items()}
     return ('<svg xmlns="http://www.w3.org/2000/svg" width="1120" height="300" viewBox="0 0 1120 300">'
             + _nested(line_chart(loss, "epoch", "train loss", marks), 0)
             + _nested(line_chart(ppl, "epoch", "valid perplexity", marks), 560) + "</svg>")
+
+
+def _at(record: dict) -> float:
+    """Where a metrics record sits on the epoch axis: a partial epoch (a limit stopped it) at the share it ran."""
+    return record["epoch"] - 1 + record["partial"] if record.get("partial") is not None else record["epoch"]
 
 
 def _nested(svg: str, x: int) -> str:

@@ -114,6 +114,12 @@ class Tokenizer:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def splits_like(self, other: Tokenizer) -> bool:
+        """Whether the two split a line into the same tokens and set the same ones aside (their normalisation, the
+        case, digits and width of each word, may differ: each model normalises its own copy of the tokens)."""
+        return (self.kind == other.kind and self.sets_punctuation_aside == other.sets_punctuation_aside
+                and (self.kind != "jieba" or self.fold_width == other.fold_width))  # jieba segments folded text
+
 
 def tokenizer_of(data: DataConfig, normalize: bool = True) -> Tokenizer:
     """The tokenizer a config's [data] describes; with normalize=False without its lowercasing, digit

@@ -59,6 +59,7 @@ class ParseSummary:
     writes_output: bool = True  # False on the processes of a torchrun launch other than process 0
     distance: str = "forget"  # the distances the trees came from
     auto_layers: bool = False  # the layers were chosen by agreement
+    auto_weights: tuple[float, ...] = ()  # the voting weights `--weights auto` chose (else empty)
     workers: int = 1  # the processes that parsed
 
 
@@ -85,8 +86,10 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     chunks = ([_tokens(models[0], line, options.pretokenized) for line in chunk]
               for chunk in _chunks(lines, options.batch_size, stream))
     first = next(chunks, [])
+    auto_weights = members.chooses_weights
     members = _fixed_layers(members, first, world)
     summary.layers = members.options.layers
+    summary.auto_weights = tuple(members.options.weights) if auto_weights else ()
     chunks = itertools.chain([first], chunks)
     if world.size == 1 and workers > 1:
         ahead = list(itertools.islice(chunks, workers))  # as many chunks as workers, to see if there is work for each
@@ -172,12 +175,23 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messa
 
 
 def _fixed_layers(members: Members, first: list[tuple[list[str], list[bool]]], world: World) -> Members:
-    """The members with every layer fixed: chosen by agreement on the first chunk when asked to (on
-    process 0, for every process), else as given."""
+    """The members with every layer (and voting weight) fixed: chosen by agreement on the first chunk when asked to
+    (on process 0, for every process), else as given."""
     sentences = [words for words in _words(first) if words]
-    if members.chooses_layers and world.size > 1:
+    if members.chooses and world.size > 1:
         chosen = members.with_layers_on(sentences).options if world.is_main else None
         return Members(members.models, world.gather_objects(chosen)[0])
+    return members.with_layers_on(sentences)
+
+
+def standings(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions) -> Members:
+    """The members with their layers and `--weights auto`'s weights chosen on the first chunk of `lines` (what
+    `grammar-induce rank` shows: the standings are in `.standings`), no gold trees needed."""
+    members = Members.of(models, replace(options, weights="auto"))
+    first = next(_chunks(lines, options.batch_size, False), [])
+    sentences = [words for words in _words([_tokens(models[0], line, options.pretokenized) for line in first]) if words]
+    if not sentences:
+        raise InputError("no sentences to rank the models on")
     return members.with_layers_on(sentences)
 
 
