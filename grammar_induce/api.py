@@ -10,7 +10,8 @@ torch is imported when a model loads, not before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import signal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -160,22 +161,23 @@ class Parser:
 def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, distance: str = "forget",
          decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
          device: str | None = None, right_voter: float | None = None, pretokenized: bool = False,
-         labels: bool = False, weights: Sequence[float] | str | None = None) -> Parser:
+         labels: bool = False, weights: Sequence[float] | str | None = None, whole_lines: bool = False) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `decoder`: paper or gap; `combine`:
     mbr (span voting) or mean (mean gap scores); `right_voter`: the weight of a right-branching tree as one
     more voter in span voting (0: none). `pretokenized`: sentences are tokens separated by spaces (already
     segmented Chinese, say), not split again. `labels`: the trees' constituents carry a PCFG's induced labels
-    (NT-k) instead of X (one model that induces them). `weights`: span voting's weight of each model, or
-    "family" (each model weighs one over the number of models of its kind). `parse_many` also takes lists
-    of tokens."""
+    (NT-k) instead of X (one model that induces them). `weights`: span voting's weight of each model, "family"
+    (each model weighs one over the number of models of its kind) or "auto" (by agreement, no gold: `rank`).
+    A str of several sentences gets a tree per sentence, under one node (`whole_lines`: one tree over them all).
+    `parse_many` also takes lists of tokens (one sentence each)."""
     from .families import checkpoint
     from .runtime.distributed import resolve_device
 
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized,
-                            labels, weights)
+                            labels, weights, whole_lines)
     where = resolve_device(device or "auto")
     return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=list(spec.notes)))
 
@@ -183,14 +185,14 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
                   combine: str | None, batch_size: int, precision: str, right_voter: float | None = None,
                   pretokenized: bool = False, labels: bool = False,
-                  weights: Sequence[float] | str | None = None) -> ParseOptions:
+                  weights: Sequence[float] | str | None = None, whole_lines: bool = False) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
     from .config import PRECISIONS
     from .families.reading import DISTANCES
     from .inference.ensemble import COMBINERS, ParseOptions
     from .trees import DECODERS
 
-    for setting, flag in (("pretokenized", pretokenized), ("labels", labels)):
+    for setting, flag in (("pretokenized", pretokenized), ("labels", labels), ("whole_lines", whole_lines)):
         if not isinstance(flag, bool):
             raise SettingError(setting, f"must be True or False, not {flag!r}")
     if isinstance(layer, bool):
@@ -217,7 +219,7 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
                         decoder=decoder or spec.decoder or defaults.decoder,
                         combine=combine or spec.combine or defaults.combine, batch_size=batch_size, precision=precision,
                         right_voter=spec.right_voter if right_voter is None else right_voter,
-                        pretokenized=pretokenized, labels=labels, weights=_weights(weights))
+                        pretokenized=pretokenized, labels=labels, weights=_weights(weights), whole_lines=whole_lines)
 
 
 def _weights(weights: Sequence[float] | str | None) -> tuple[float, ...] | str:
@@ -282,23 +284,41 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     run folder `out` (default: runs/<config name>), as `grammar-induce train` does: `config` a TOML file (default:
     the quick start's), then `settings` ({"train.epochs": 3, "data.train": "my.txt"}), then `overrides`
     ("section.key=value" strings, as --set); `resume` goes on from `out`/last.pt with the config it was started
-    with. `log` is given each line of the training log, and each note as "note: ..." (None: silent).
+    with. `log` is given each line of the training log, and each note as "note: ..." (None: silent). Ctrl-C (or
+    SIGTERM) stops the run after the batch, saves last.pt, then takes effect: KeyboardInterrupt is raised.
     Returns the run's result (`out_dir`, `best_valid_ppl`, `test_ppl`, `epochs`); its model is `out`/best.pt."""
     from . import config as config_module
     from .workflows import train as run
 
+    for setting, flag in (("resume", resume), ("force", force), ("quiet", quiet)):
+        if not isinstance(flag, bool):
+            raise SettingError(setting, f"must be True or False, not {flag!r}")
+    if settings is not None and not isinstance(settings, Mapping):
+        raise SettingError("settings", f"take a dict of section.key -> value ({{'train.epochs': 3}}), not "
+                           f"{type(settings).__name__}")
+    if isinstance(overrides, str) or not all(isinstance(item, str) for item in overrides):
+        raise SettingError("overrides", f"take a list of 'section.key=value' strings, not {overrides!r}")
     source = Path(_path("config", config, "a TOML config file")) if config is not None else QUICKSTART_CONFIG
-    out = Path(_path("out", out, "the run folder")) if out is not None else Path("runs") / source.stem
+    out = Path(_path("out", out, "the run folder")).expanduser() if out is not None else Path("runs") / source.stem
+    if messages is None:
+        messages = Messages(say=log, tell=lambda text: log(f"note: {text}")) if log else Messages()
+    if resume and config is not None:
+        messages.note(f"{source} is not read: a resumed run goes on with the config it was started with "
+                      f"({out / 'config.toml'}); settings and --set change what may change")
     raw = run.resume_config(out) if resume else config_module.load(source)
     for key, value in (settings or {}).items():
         section, dot, name = str(key).partition(".")
-        if not dot:
+        if not dot or section not in config_module.SECTIONS:
             raise SettingError("settings", f"are keyed section.key (train.epochs), not {key!r}")
-        raw.setdefault(section, {})[name] = value
+        try:
+            raw.setdefault(section, {})[name] = config_module.checked_value(section, name, value)
+        except config_module.ConfigError as e:
+            raise SettingError("settings", f"{key}: {e}") from None
     checked = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))
-    if messages is None:
-        messages = Messages(say=log, tell=lambda text: log(f"note: {text}")) if log else Messages()
-    return run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages)
+    result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages)
+    if result.stopped_by is not None:  # last.pt is saved: now the signal does what it would have (Ctrl-C raises
+        signal.raise_signal(result.stopped_by)  # KeyboardInterrupt), so the caller's script does not carry on
+    return result
 
 
 QUICKSTART_CONFIG = Path(__file__).parent / "resources" / "quickstart.toml"

@@ -266,13 +266,13 @@ MODEL_HELP = ("checkpoint (best.pt) or a shipped model's name (grammar-induce mo
 
 
 def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
-            device, pretokenized: bool = False, labels: bool = False):
+            device, pretokenized: bool = False, labels: bool = False, whole_lines: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
 
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
-                      weights=_weights(weights), pretokenized=pretokenized, labels=labels)
+                      weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines)
     for text in parser.messages.notes:
         _note(text)
     if all(m.model.YIELDS == "trees" for m in parser.models):
@@ -320,12 +320,16 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
               help="processes that parse (on the CPU), each with its own copy of the models")
 @click.option("--pretokenized", is_flag=True,
               help="the sentences are tokens separated by spaces (segmented Chinese, say): not split again")
+@click.option("--whole-lines", is_flag=True,
+              help="parse a line of several sentences as one (by default each sentence gets its own tree, and the "
+              "line's tree joins them under one node)")
 @click.option("--labels", is_flag=True,
               help="label constituents with a PCFG's induced symbols (NT-k), shown in --format ptb (then the "
               "default), jsonl and ascii")
 @model_options
 @user_errors
-def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, labels, layers,
+def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, whole_lines, labels,
+          layers,
           distance, decoder, combine, right_voter, weights, batch_size, precision,
           device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
@@ -341,7 +345,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
         check_output(output_path)
     lines, stream = _read_sentences(sentences, input_path)
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
-                     batch_size, precision, device, pretokenized, labels)
+                     batch_size, precision, device, pretokenized, labels, whole_lines)
     models = parser.models
     refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
     if len(models) == 1:

@@ -109,3 +109,46 @@ def test_an_ensemble_and_a_line_of_only_punctuation(treebank_model):
     lines = result.output.split("\n")
     assert trees.leaves(trees.parse_brackets(lines[0])) == TOKENS
     assert trees.leaves(trees.parse_brackets(lines[1])) == ["!", "?"] and lines[2] == ""
+
+
+@pytest.mark.parametrize("line, sentences", [
+    ("Profits rose. Analysts were surprised.", [["Profits", "rose", "."], ["Analysts", "were", "surprised", "."]]),
+    ('He said "Profits rose." Analysts were surprised.',
+     [["He", "said", '"', "Profits", "rose", ".", '"'], ["Analysts", "were", "surprised", "."]]),
+    ('He left. "Why?" she asked.', [["He", "left", "."], ['"', "Why", "?", '"', "she", "asked", "."]]),
+    ("Is it? (Yes.) Maybe so.", [["Is", "it", "?"], ["(", "Yes.", ")", "Maybe", "so", "."]]),
+    ("Mr. Smith visited the U.S. today.", [["Mr.", "Smith", "visited", "the", "U.S.", "today", "."]]),
+    ("It cost 3.5 dollars. 4 people came.", [["It", "cost", "3.5", "dollars.", "4", "people", "came", "."]]),
+])
+def test_a_line_is_split_into_sentences_closing_marks_staying_with_theirs(line, sentences):
+    from grammar_induce.text.tokenizer import sentence_starts
+
+    tokens, _ = Tokenizer("treebank", lowercase=True, replace_digits=True).read(line)
+    bounds = [0, *sentence_starts(tokens), len(tokens)]
+    assert [tokens[a:b] for a, b in zip(bounds, bounds[1:])] == sentences
+
+
+def test_chinese_sentences_end_at_their_marks():
+    from grammar_induce.text.tokenizer import sentence_starts
+
+    tokens = ["我们", "来", "了", "。", "他", "说", "：", "“", "好", "。", "”", "走", "吧", "！"]
+    assert sentence_starts(tokens) == [4, 11]
+
+
+def test_each_sentence_of_a_line_gets_its_own_tree_under_the_lines_node():
+    import grammar_induce as gi
+
+    line = 'He said "Profits rose." Analysts were surprised.'
+    tree = gi.load("ptb-pair").parse(line)
+    first, second = tree
+    assert first.leaves() == ["He", "said", '"', "Profits", "rose", ".", '"']
+    assert second.leaves() == ["Analysts", "were", "surprised", "."]
+    record = gi.load("ptb-pair").analyse(line).to_dict()
+    assert record["words"] == ["he", "said", "profits", "rose", "analysts", "were", "surprised"]
+    assert all(len(row) == 7 for member in record["members"] for row in member["forget"])
+    assert [len(trees.leaves(t)) for t in record["members"][0]["tree"]] == [4, 3]
+    whole = gi.load("ptb-pair", whole_lines=True).parse(line)
+    assert whole.leaves() == tree.leaves()
+    printed = CliRunner().invoke(main, ["parse", "--model", "ptb-pair", line]).stdout.strip()
+    assert [trees.leaves(t) for t in trees.parse_brackets(printed)] == [first.leaves(), second.leaves()]
+    assert CliRunner().invoke(main, ["parse", "--model", "ptb-pair", "--whole-lines", line]).exit_code == 0

@@ -414,3 +414,83 @@ def test_the_limit_flags_take_0_to_lift_a_configs_limit(tmp_path):
     assert result.exit_code == 0, result.output
     assert "partial" not in _records(tmp_path / "r")[0]
     assert torch.load(tmp_path / "r" / "last.pt", weights_only=True)["training_state"]["step"] > 3
+
+
+def test_resume_refuses_a_last_pt_of_another_kind_than_the_run(tmp_path):
+    """A PCFG's last.pt copied into an ON-LSTM run folder: --resume would train the PCFG there, rewriting the run's
+    config.toml and metrics; it is refused, naming both kinds, and the folder is left as it was."""
+    run = tmp_path / "run"
+    train(tiny_config(train={"epochs": 1, "max_steps": 3}), run, **QUIET)
+    pcfg = tmp_path / "pcfg"
+    train(tiny_config(model={"kind": "pcfg", "nonterminals": 4, "preterminals": 6, "rank": 8, "symbol_dim": 16},
+                      train={"epochs": 1, "max_steps": 2, "lr": 0.01, "weight_decay": 0.0}), pcfg, **QUIET)
+    (run / "last.pt").write_bytes((pcfg / "last.pt").read_bytes())
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"}
+    result = invoke("train", "--out", run, "--resume", "--quiet")
+    message = one_line_error(result, "holds a pcfg model, but the run in")
+    assert "is a onlstm run (config.toml)" in message
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
+
+
+def test_resume_says_what_it_does_not_read(tmp_path):
+    import grammar_induce as gi
+
+    run = tmp_path / "run"
+    train(tiny_config(train={"epochs": 1, "max_steps": 3}), run, **QUIET)
+    lines = []
+    gi.train(ROOT / "configs" / "quickstart.toml", run, resume=True, settings={"train.max_steps": 4},
+             log=lines.append)
+    assert any(line.startswith("note: ") and "quickstart.toml is not read: a resumed run goes on with the config it "
+               "was started with" in line for line in lines)
+    other = tmp_path / "other.txt"
+    other.write_text((ROOT / "data" / "synthetic" / "train.txt").read_text())
+    lines.clear()
+    gi.train(None, run, resume=True, settings={"train.max_steps": 5, "data.train": str(other)}, log=lines.append)
+    assert any("the training text changed inside epoch 1" in line and str(other) in line for line in lines)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"settings": [("train.epochs", 1)]}, "settings take a dict of section.key -> value"),
+    ({"overrides": "train.epochs=1"}, "overrides take a list of 'section.key=value' strings"),
+    ({"resume": "no"}, "resume must be True or False, not 'no'"),
+    ({"settings": {"train.lr": float("nan")}}, "settings train.lr: train.lr must be a finite number"),
+    ({"settings": {"bogus.lr": 1}}, "settings are keyed section.key"),
+])
+def test_gi_train_refuses_arguments_of_the_wrong_kind_in_their_own_words(tmp_path, kwargs, message):
+    import grammar_induce as gi
+    from grammar_induce.errors import SettingError
+
+    with pytest.raises(SettingError) as raised:
+        gi.train(ROOT / "configs" / "tiny.toml", tmp_path / "run", log=None, **kwargs)
+    assert message in str(raised.value) and "tiny.toml" not in str(raised.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_in_gi_train_reaches_the_caller_after_last_pt_is_saved(tmp_path, monkeypatch):
+    import grammar_induce as gi
+
+    original = awd.train_step
+
+    def step_then_interrupt(*args, **kwargs):
+        result = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    monkeypatch.setattr(awd, "train_step", step_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        gi.train(ROOT / "configs" / "tiny.toml", tmp_path / "run", settings={"train.device": "cpu"}, log=None)
+    assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["training_state"]["position"] is not None
+
+
+@pytest.mark.parametrize("device, message", [("mps", "grammar-induce runs on cpu or cuda, not mps"),
+                                             ("cuda:7", "torch sees"), ("tpu", "expected auto, cpu, cuda or cuda:N")])
+def test_a_device_this_tool_cannot_use_is_one_line_in_every_command(tmp_path, device, message):
+    import grammar_induce as gi
+    from grammar_induce.errors import InputError
+
+    for args in (["parse", "--model", "ptb", "a b c"], ["evaluate", "--model", "ptb", "--max-length", "5"],
+                 ["train", "--config", ROOT / "configs" / "tiny.toml", "--out", tmp_path / "r"]):
+        one_line_error(invoke(*args, "--device", device), message)
+    with pytest.raises(InputError, match=message):
+        gi.load("ptb", device=device)
+    assert not (tmp_path / "r").exists()

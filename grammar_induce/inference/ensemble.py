@@ -37,6 +37,7 @@ class ParseOptions:
     # and a weak prior of that kind breaks the members' ties the way the language does.
     right_voter: float = 0.0
     pretokenized: bool = False  # lines are tokens separated by spaces (segmented Chinese, say): not split again
+    whole_lines: bool = False  # a line of several sentences is parsed as one (else a tree per sentence, joined)
     labels: bool = False  # keep a model's induced labels (a PCFG's NT-k) of its tree's spans, where one model parses
     # span voting: each member's weight (one per member; (): 1 each), or "family": each member weighs one over
     # the number of members of its model kind, so that each family (ON-LSTMs, PCFGs, students) votes as one, or

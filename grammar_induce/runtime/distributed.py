@@ -18,14 +18,23 @@ from ..errors import InputError
 
 
 def resolve_device(name: str) -> torch.device:
+    """The device a name asks for, refused in a line when it is not one torch can use here (a typo, a GPU past the
+    count, a kind of device this tool does not run on)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {name}: torch sees no CUDA device")
     try:
-        return torch.device(name)
-    except RuntimeError:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
         raise InputError(f"--device {name}: expected auto, cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
+        raise InputError(f"--device {name}: grammar-induce runs on cpu or cuda, not {device.type}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"--device {name}: torch sees no CUDA device")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise InputError(f"--device {name}: torch sees {torch.cuda.device_count()} CUDA device(s), "
+                             f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return device
 
 
 @dataclass(frozen=True)

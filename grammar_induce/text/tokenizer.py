@@ -190,6 +190,43 @@ def _split_period(token: str, after: list[str]) -> list[str]:
     return [token]
 
 
+_ENDS = frozenset(". ? ! \u3002 \uff01 \uff1f".split())  # a sentence's last mark (English, Chinese)
+_WIDE_ENDS = frozenset("\u3002 \uff01 \uff1f".split())  # Chinese: whatever follows starts a sentence
+# what stays with the sentence it closes, and what opens the next one
+_CLOSING = frozenset("'' ) ] } -RRB- -RSB- -RCB- \u201d \u2019 \u00bb \u300d \u300f \u300b \u3009 \uff09 \uff3d "
+                     "\uff5d \u3011".split())
+_OPENING = frozenset("`` ` ( [ { -LRB- -LSB- -LCB- \u201c \u2018 \u00ab \u300c \u300e \u300a \u3008 \uff08 \uff3b "
+                     "\uff5b \u3010".split())
+
+
+def sentence_starts(tokens: list[str]) -> list[int]:
+    """Where each sentence after the first begins, in a line of tokens: after a sentence's last mark (. ? ! or a
+    Chinese one) and the closing quotes and brackets after it (they stay with their sentence), where the next word
+    starts with a capital letter (maybe after an opening quote or bracket; `Mr.`, `U.S.` are one token each, so
+    they end nothing); after a Chinese mark, wherever a word follows."""
+    starts = []
+    for k, token in enumerate(tokens[:-1]):
+        if token not in _ENDS or not any(_has_word_character(t) for t in tokens[:k]):
+            continue
+        start = k + 1
+        while start < len(tokens) and (tokens[start] in _CLOSING or _closes(tokens, start)):
+            start += 1
+        opening = start
+        while opening < len(tokens) and (tokens[opening] in _OPENING or tokens[opening] in ("'", '"')):
+            opening += 1
+        word = tokens[opening] if opening < len(tokens) else ""
+        if not _has_word_character(word) or start in starts:
+            continue
+        if token in _WIDE_ENDS or word[:1].isupper():
+            starts.append(start)
+    return starts
+
+
+def _closes(tokens: list[str], k: int) -> bool:
+    """Whether tokens[k] is a straight quote that closes one opened before it (an odd number of them before)."""
+    return tokens[k] in ("'", '"') and sum(t == tokens[k] for t in tokens[:k]) % 2 == 1
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _reads_as_word(token: str) -> bool:
     """Not punctuation: a symbol the Penn Treebank keeps as a word, or a token with a letter, digit or CJK character."""

@@ -5,6 +5,7 @@ path: inference/members.py), rendered; in this process, in worker processes or u
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +26,7 @@ from ..inference.members import Members, chunk_lines
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
 from ..output.formats import MemberResult, SentenceResult, render
+from ..text.tokenizer import sentence_starts
 from ..runtime.collector import made_uncollected
 from ..runtime.distributed import World
 from ..trees import Tree
@@ -83,7 +85,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     options, world = members.options, World.from_env()
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
                            writes_output=world.is_main, distance=options.distance, auto_layers=members.chooses_layers)
-    chunks = ([_tokens(models[0], line, options.pretokenized) for line in chunk]
+    chunks = ([_tokens(models[0], line, options) for line in chunk]
               for chunk in _chunks(lines, options.batch_size, stream))
     first = next(chunks, [])
     auto_weights = members.chooses_weights
@@ -189,30 +191,64 @@ def standings(models: list[LoadedModel], lines: Iterable[str], options: ParseOpt
     `grammar-induce rank` shows: the standings are in `.standings`), no gold trees needed."""
     members = Members.of(models, replace(options, weights="auto"))
     first = next(_chunks(lines, options.batch_size, False), [])
-    sentences = [words for words in _words([_tokens(models[0], line, options.pretokenized) for line in first]) if words]
+    sentences = [words for words in _words([_tokens(models[0], line, options) for line in first]) if words]
     if not sentences:
         raise InputError("no sentences to rank the models on")
     return members.with_layers_on(sentences)
 
 
-def parse_chunk(members: Members, chunk: list[tuple[list[str], list[bool]]], all_layers: bool) -> list[SentenceResult]:
-    """One chunk of tokenized lines parsed, with its punctuation put back."""
-    results = parse_sentences(members, _words(chunk), all_layers)
+Line = tuple[list[str], list[bool], list[int]]  # a line's tokens, which of them the models read, where sentences start
+
+
+def parse_chunk(members: Members, chunk: list[Line], all_layers: bool) -> list[SentenceResult]:
+    """One chunk of tokenized lines parsed, a sentence at a time, with its punctuation put back; a line of several
+    sentences gets a tree whose top joins theirs."""
+    pieces = [_sentences_of(line) for line in chunk]
+    flat = [piece for line in pieces for piece in line]
+    results = parse_sentences(members, _words(flat), all_layers)
     normalize = members.models[0].tokenizer.normalize
-    return [replace(_with_punctuation(r, *t), read=[normalize(w) for w in r.words]) for r, t in zip(results, chunk)]
+    done = iter(replace(_with_punctuation(r, tokens, is_word), read=[normalize(w) for w in r.words])
+                for r, (tokens, is_word, _) in zip(results, flat))
+    return [_joined([next(done) for _ in line]) for line in pieces]
 
 
-def _tokens(model: LoadedModel, line: str | Sequence[str], pretokenized: bool) -> tuple[list[str], list[bool]]:
-    """A line's tokens and which of them the models read; a line may be a list of tokens already."""
+def _sentences_of(line: Line) -> list[Line]:
+    tokens, is_word, starts = line
+    bounds = [0, *starts, len(tokens)]
+    return [(tokens[a:b], is_word[a:b], []) for a, b in zip(bounds, bounds[1:])]
+
+
+def _joined(results: list[SentenceResult]) -> SentenceResult:
+    """The results of a line's sentences as the line's: the words and tokens one after another, the tree a node over
+    the sentences' trees (each member's too), the distances and labels shifted along."""
+    if len(results) == 1:
+        return results[0]
+    offsets = list(itertools.accumulate((len(r.words) for r in results[:-1]), initial=0))
+    labels = {(i + at, j + at): x for r, at in zip(results, offsets) for (i, j), x in (r.labels or {}).items()}
+    members = [MemberResult(parts[0].direction,
+                            {kind: [sum(rows, []) for rows in zip(*(p.values[kind] for p in parts))]
+                             for kind in parts[0].values},
+                            [p.tree for p in parts], parts[0].source, parts[0].layer,
+                            [g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps])
+               for parts in zip(*(r.members for r in results))]
+    return SentenceResult(sum((r.words for r in results), []), [r.tree for r in results], members,
+                          sum((r.tokens or r.words for r in results), []),
+                          sum((r.is_word or [True] * len(r.words) for r in results), []),
+                          sum((r.read or r.words for r in results), []), labels if results[0].labels is not None else None)
+
+
+def _tokens(model: LoadedModel, line: str | Sequence[str], options: ParseOptions) -> Line:
+    """A line's tokens, which of them the models read, and where its sentences start (a line of text, unless
+    `options.whole_lines`: lines of tokens are taken as one sentence)."""
     if not isinstance(line, str):
-        return model.tokenizer.read_tokens(list(line))
-    if pretokenized:
-        return model.tokenizer.read_tokens(line.split())
-    return model.tokenizer.read(line, model.vocab.index)
+        return (*model.tokenizer.read_tokens(list(line)), [])
+    tokens, is_word = (model.tokenizer.read_tokens(line.split()) if options.pretokenized
+                       else model.tokenizer.read(line, model.vocab.index))
+    return tokens, is_word, [] if options.whole_lines or options.pretokenized else sentence_starts(tokens)
 
 
-def _words(chunk: list[tuple[list[str], list[bool]]]) -> list[list[str]]:
-    return [[t for t, word in zip(tokens, is_word) if word] for tokens, is_word in chunk]
+def _words(chunk: list[Line]) -> list[list[str]]:
+    return [[t for t, word in zip(tokens, is_word) if word] for tokens, is_word, _ in chunk]
 
 
 def _parts_in_processes(members: Members, chunks: Iterable, all_layers: bool, workers: int

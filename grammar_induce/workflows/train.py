@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..config import Config, ConfigError
 from ..errors import InputError, UserError
 from ..families import checkpoint, registry
 from ..families.base import Trainer, exp_loss
-from ..families.training import Result, fit, resume_state
+from ..families.training import Result, TrainState, fit, resume_state
 from ..files import refuse_overwriting
 from ..messages import Messages
 from ..runtime import distributed, memory, precision, rundir
@@ -69,7 +70,9 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
     saved = resume_state(payload, out_dir / "last.pt") if payload else None
     if payload:
+        _check_its_own(payload, out_dir)
         _check_resumable(payload, config, out_dir / "last.pt")
+        _note_changed_text(payload, config, saved, messages)
     text = recipe.read_text(config, world, Vocab(payload["vocab"]) if payload else None)
     config, probe = measured_precision(config, requested, len(text.vocab), device, world)
     kind = registry.kind_of(config.model.kind)
@@ -109,7 +112,33 @@ def _check_resumable(payload: dict[str, Any], config: Config, source: Path) -> N
                          f"only {', '.join(sorted(config_module.RESUMABLE))} may change")
 
 
+def _note_changed_text(payload: dict[str, Any], config: Config, saved: TrainState | None, messages: Messages) -> None:
+    """Say what a resume inside an epoch does with another training text: it goes on at the same place in the new
+    text's batches (the rest of the old text's epoch is not trained)."""
+    was = payload["config"].get("data", {}).get("train")
+    if saved is not None and saved.position is not None and was != config.data.train:
+        messages.note(f"the training text changed inside epoch {saved.epoch} (was {was}, now {config.data.train}): "
+                      f"the epoch goes on from the same place (after {saved.position.start:,} token rows or batches) "
+                      "in the new text, and the rest of the old text's epoch is not trained")
+
+
 def resume_config(out_dir: Path) -> dict[str, Any]:
-    """The config a run was started with, as a raw dict, for --resume."""
+    """The config a run was started with, as a raw dict, for --resume: last.pt's, once it is known to be this run's."""
     rundir.check(out_dir, resume=True, force=False)
-    return checkpoint.read(out_dir / "last.pt")["config"]
+    payload = checkpoint.read(out_dir / "last.pt")
+    _check_its_own(payload, out_dir)
+    return payload["config"]
+
+
+def _check_its_own(payload: dict[str, Any], out_dir: Path) -> None:
+    """Refuse a last.pt that is not the run folder's own: a model of another kind than its config.toml says (a file
+    copied in from another run), which --resume would train there, rewriting the folder's config and metrics."""
+    try:
+        with open(out_dir / "config.toml", "rb") as f:
+            kind = tomllib.load(f).get("model", {}).get("kind", "onlstm")
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return  # no config of the folder's own to hold it against
+    theirs = payload.get("config", {}).get("model", {}).get("kind", "onlstm")
+    if theirs != kind:
+        raise InputError(f"{out_dir / 'last.pt'}: holds a {theirs} model, but the run in {out_dir} is a {kind} run "
+                         f"(config.toml): --resume goes on only from the run's own last.pt (was it copied here?)")
