@@ -346,6 +346,25 @@ def to_ptb(tree: Tree, labels: Mapping[tuple[int, int], str] | None = None,
     return _render(tree, lambda w: f"(X {escape(w)})", lambda: f"({next(names)} ", ")", " ")
 
 
+def to_labelled_brackets(tree: Tree, labels: Mapping[tuple[int, int], str] | None = None,
+                         is_word: Sequence[bool] | None = None) -> str:
+    """`(X The (X old man))`, as an nltk.Tree of ours prints on one line (words straight under their node, brackets in
+    them escaped), each node X or its label (see `node_labels`); without recursion, however deep the tree."""
+    if isinstance(tree, str):
+        return f"(X {escape(tree)})"
+    names = iter(node_labels(tree, labels or {}, is_word))
+    return _render(tree, escape, lambda: f"({next(names)} ", ")", " ")
+
+
+def depth(tree: Tree) -> int:
+    """How many levels of nodes the tree has (a word alone: 0), counted without recursion."""
+    deepest = level = 0
+    for event in walk(tree):
+        level += (event is OPEN) - (event is CLOSE)
+        deepest = max(deepest, level)
+    return deepest
+
+
 def to_json(tree: Tree) -> str:
     """Nested lists of words; non-ASCII kept as is."""
     return _render(tree, lambda w: json.dumps(w, ensure_ascii=False), "[", "]", ", ")

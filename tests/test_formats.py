@@ -1,5 +1,6 @@
 
 import json
+import sys
 
 import nltk
 import pytest
@@ -70,3 +71,35 @@ def test_every_jsonl_line_is_json_with_the_words_the_model_read():
     assert [line["words"] for line in lines] == [["the", "N", "dogs"], [], ["the", "dogs", "barked"]]
     assert lines[1] == {"tokens": [], "words": [], "tree": None}
     assert lines[0].keys() == lines[2].keys() and trees.leaves(lines[2]["tree"]) == ["the", "dogs", "barked", "."]
+
+
+def test_no_output_format_recurses_per_tree_level():
+    """A line of 1,200 words can get a tree 1,199 levels deep (a PCFG past its parse limit gives a right-branching
+    one); json.dumps, nltk's reader and its drawing recurse once a level. Every format writes it; ascii says the tree
+    is too deep to draw and writes its PTB form."""
+    import json
+
+    import grammar_induce as gi
+    from grammar_induce.output.formats import render
+
+    words = [f"w{k}" for k in range(1200)]
+    line = " ".join(words)
+    parser = gi.load("ptb-pcfg")
+    tree = parser.parse(line)  # an nltk.Tree (whose own methods recurse: read it without them)
+    assert trees.leaves(trees.from_nested(tree)) == words
+    result = parser.analyse(line)
+    brackets = render(result, "brackets")  # written at the default recursion limit
+    lines = {fmt: render(result, fmt) for fmt in ("jsonl", "json")}
+    lines["labelled"] = render(gi.load("ptb-pcfg", labels=True).analyse(line), "jsonl")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # json.loads and == on nested lists recurse once a level: reading back, not writing
+    try:
+        record = json.loads(lines["jsonl"])
+        assert record["tree"] == result.tree == json.loads(lines["json"]) == json.loads(lines["labelled"])["tree"]
+        assert record["tokens"] == words and trees.parse_brackets(brackets) == result.tree
+    finally:
+        sys.setrecursionlimit(limit)
+    assert render(result, "brackets").count("(") == 1199 and render(result, "ptb").count("(X") == 2399
+    drawn = render(result, "ascii").splitlines()
+    assert drawn[0] == "(a tree of 1199 levels, too deep to draw: its PTB form)" and drawn[1] == render(result, "ptb")
+

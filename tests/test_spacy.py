@@ -136,3 +136,32 @@ def test_whitespace_tokens_are_no_leaves_and_brackets_are_written_as_the_treeban
 def test_an_empty_model_list_is_refused():
     with pytest.raises(ValueError, match="model is an empty list"):
         english([])
+
+
+def test_induced_labels_survive_serialisation_and_worker_processes():
+    """Labels were kept as a dict keyed by tuples, which spaCy's msgpack gives back keyed by lists: reading a doc
+    back, and nlp.pipe(n_process=2), failed (`unhashable type: 'list'`)."""
+    from spacy.tokens import Doc
+
+    nlp = english("ptb-pcfg", labels=True)
+    doc = nlp(TEXT)
+    strings = [sent._.parse_string for sent in doc.sents]
+    assert any("(NT-" in s for s in strings)
+    again = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert [sent._.parse_string for sent in again.sents] == strings
+    assert [[c.text for c in sent._.constituents] for sent in again.sents] == \
+        [[c.text for c in sent._.constituents] for sent in doc.sents]
+    in_workers = list(nlp.pipe([TEXT, TEXT], n_process=2))
+    assert [[sent._.parse_string for sent in d.sents] for d in in_workers] == [strings, strings]
+
+
+def test_a_tree_as_deep_as_a_long_line_is_stored_read_and_written():
+    from spacy.tokens import Doc
+
+    nlp = english("ptb-pcfg")  # past 150 words its tree is right-branching: as deep as the line
+    words = ["dog"] * 1200
+    doc = nlp(Doc(nlp.vocab, words=words))
+    sent = doc[:]
+    assert sent._.parse_string.count("(X") == 1199 and trees.leaves(trees.from_nested(sent._.tree)) == words
+    again = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert again[:]._.parse_string == sent._.parse_string and len(list(again[:]._.constituents)) == 2399

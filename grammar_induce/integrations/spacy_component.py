@@ -63,18 +63,27 @@ def _parent(span: Span) -> Span | None:
 def _parse_string(span: Span) -> str | None:
     """The tree as one line of bracket text that any bracket reader reads back: brackets in words written as the
     Penn Treebank does (-LRB-, -RRB-), as benepar writes them."""
-    tree = _tree(span)
-    if tree is None:
-        return None
-    for position in tree.treepositions("leaves"):
-        tree[position] = trees.escape(tree[position])
-    return tree.pformat(margin=1 << 30)
+    tree = _stored(span)
+    return None if tree is None else trees.to_labelled_brackets(tree, *_stored_labels(span))
 
 
 def _tree(span: Span):
-    tree = span.doc.user_data.get((NAME, "tree", span.start, span.end))
-    labels, is_word = span.doc.user_data.get((NAME, "labels", span.start, span.end), (None, None))
-    return None if tree is None else api.to_nltk(tree, labels, is_word)
+    tree = _stored(span)
+    return None if tree is None else api.to_nltk(tree, *_stored_labels(span))
+
+
+def _stored(span: Span) -> trees.Tree | None:
+    """The sentence's tree, kept in the doc's user data as bracket text: plain data that spaCy's serialisation
+    (msgpack, which recurses per level) and pickle carry however deep the tree is."""
+    text = span.doc.user_data.get((NAME, "tree", span.start, span.end))
+    return None if text is None else trees.parse_brackets(text)
+
+
+def _stored_labels(span: Span) -> tuple[dict[tuple[int, int], str] | None, list[bool] | None]:
+    """The tree's induced labels by word span, and which leaves are words: kept as [start, end, label] rows (a dict
+    with tuple keys comes back from msgpack with lists as keys, which no dict holds)."""
+    rows, is_word = span.doc.user_data.get((NAME, "labels", span.start, span.end), (None, None))
+    return (None if rows is None else {(i, j): label for i, j, label in rows}), is_word
 
 
 def _labels(span: Span) -> tuple[str, ...]:
@@ -173,7 +182,7 @@ def _store(sent: Span, tree: trees.Tree, positions: list[int]) -> None:
     """The tree's constituents as token offsets in the doc's user data (spaCy keeps it with the doc): leaf k is
     the doc's token positions[k] (whitespace tokens are no leaves; a constituent's span runs over those inside)."""
     data = sent.doc.user_data
-    data[NAME, "tree", sent.start, sent.end] = tree
+    data[NAME, "tree", sent.start, sent.end] = trees.to_brackets(tree)
     spans = _node_spans(tree, positions)
     for (start, end), children in spans.items():
         data[NAME, "spans", start, end] = children
@@ -207,7 +216,7 @@ def _node_spans(tree: trees.Tree, positions: list[int]) -> dict[tuple[int, int],
 def _store_labels(sent: Span, tree: trees.Tree, labels: dict, is_word: list[bool] | None, positions: list[int]) -> None:
     """Each constituent's induced label, by its doc span (see trees.node_labels)."""
     data = sent.doc.user_data
-    data[NAME, "labels", sent.start, sent.end] = (labels, is_word)
+    data[NAME, "labels", sent.start, sent.end] = ([[i, j, label] for (i, j), label in sorted(labels.items())], is_word)
     names = iter(trees.node_labels(tree, labels, is_word, order="close"))
     for span in _node_spans(tree, positions):
         data[NAME, "label", *span] = next(names)

@@ -72,14 +72,37 @@ class SentenceResult:
 
 
 def to_jsonl(result: SentenceResult) -> str:
-    return json.dumps(result.to_dict(), ensure_ascii=False)
+    """A jsonl line: the record's trees written by trees.to_json (json.dumps recurses once a level, and a tree is as
+    deep as a long line may be), the rest by json.dumps."""
+    record = result.to_dict()
+    found: list[Tree] = []
+
+    def held(tree: Tree) -> str:  # a NUL is no character of text (the readers refuse it): no word looks like this
+        found.append(tree)
+        return f"\0tree{len(found) - 1}"
+
+    if record.get("tree") is not None:
+        record["tree"] = held(record["tree"])
+    for member in record.get("members", []):
+        member["tree"] = held(member["tree"])
+    line = json.dumps(record, ensure_ascii=False)
+    for k, tree in enumerate(found):
+        line = line.replace(json.dumps(f"\0tree{k}"), trees.to_json(tree), 1)
+    return line
+
+
+DRAWN_DEPTH = 120  # levels: a deeper tree is not drawn (nltk's drawing recurses per level) but written in PTB form
 
 
 def to_ascii(result: SentenceResult) -> str:
-    """The tree drawn in text, its nodes X or their induced labels."""
+    """The tree drawn in text, its nodes X or their induced labels; a tree too deep to draw in its PTB form, after a
+    line saying so."""
     import nltk
     from nltk.tree import TreePrettyPrinter
 
+    levels = trees.depth(result.tree)
+    if levels > DRAWN_DEPTH:
+        return f"(a tree of {levels} levels, too deep to draw: its PTB form)\n{to_ptb(result)}"
     drawn = nltk.Tree.fromstring(to_ptb(result))
     for position in drawn.treepositions("leaves"):  # the words as written, not as -LRB- and the like
         drawn[position] = trees.unescape(drawn[position])
