@@ -97,6 +97,14 @@ def _ignored(options: Iterable[str], why: str) -> None:
         _note(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect {why}")
 
 
+def _no_votes(weights: str | None) -> None:
+    """Say that weights of all 0 leave span voting nothing to count (every tree is as good: ties go leftmost)."""
+    numbers = _weights(weights)
+    if isinstance(numbers, tuple) and numbers and not any(numbers):
+        _note(f"--weights {weights} gives no model a vote: span voting counts nothing and every tree ties (the "
+              "leftmost splits win)")
+
+
 def renamed_option(old: str, new: str):
     """A hidden option under a name that was renamed: given, it is a usage error that says the new name (click
     alone would suggest the nearest spelling of another option)."""
@@ -189,7 +197,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         "train.keep_epochs": keep_epochs, "data.workers": workers, "train.precision": precision,
     }
     settings = {key: value for key, value in flags.items() if value is not None}
-    out_dir = out_dir or Path("runs") / (config_path or QUICKSTART_CONFIG).stem
+    out_dir = out_dir.expanduser() if out_dir else Path("runs") / (config_path or QUICKSTART_CONFIG).stem
     result = api.train(config_path, out_dir, settings=settings, overrides=list(overrides), resume=resume, force=force,
                        quiet=quiet, messages=_messages())
     if result.main_process and result.best_valid_ppl is not None:
@@ -349,7 +357,9 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     models = parser.models
     refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
     if len(models) == 1:
-        _ignored(["combine", "agreement"] + ["layers"] * (layers == ("auto",)), "with one model")
+        _ignored(["combine", "agreement", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)),
+                 "with one model")
+    _no_votes(weights)
     with progress_bar(None, "parsing", "sent") as bar:
         results, summary = parser.run(lines, workers=workers, all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
                                       stream=stream,
@@ -488,7 +498,8 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
                          batch_size, precision, device)
         refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files)
         if len(parser.models) == 1:
-            _ignored(["combine"] + ["layers"] * (layers == ("auto",)), "with one model")
+            _ignored(["combine", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)), "with one model")
+        _no_votes(weights)
         report = api.evaluate(parser, gold, **settings)
     else:
         refuse_overwriting(outputs, [pred_path, *gold_files])

@@ -296,3 +296,18 @@ def test_output_to_a_stream_redirected_to_a_file_appends_to_it(tiny_run, tmp_pat
     lines = log.read_text().splitlines()
     assert lines[0] == "earlier line"
     assert any(trees.leaves(trees.parse_brackets(line)) == ["the", "dog", "ran"] for line in lines[1:] if line[:1] == "(")
+
+
+def test_options_that_do_nothing_are_noted(tiny_run, tiny_backward_run, tmp_path):
+    one = invoke("parse", "--model", tiny_run / "best.pt", "--right-voter", "0.5", "--weights", "2", "a b c")
+    assert one.exit_code == 0 and "--right-voter, --weights have no effect with one model" in one.stderr
+    both = ["--model", tiny_run / "best.pt", "--model", tiny_backward_run / "best.pt"]
+    zero = invoke("parse", *both, "--weights", "0,0", "a b c")
+    assert zero.exit_code == 0 and "--weights 0,0 gives no model a vote" in zero.stderr
+    pcfg = invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--set", "model.kind=pcfg", "--set",
+                  "model.nonterminals=4", "--set", "model.preterminals=6", "--set", "model.rank=8", "--set",
+                  "model.symbol_dim=16", "--set", "train.lr=0.01", "--direction", "backward", "--max-steps", "1",
+                  "--quiet", "--out", tmp_path / "pcfg")
+    assert pcfg.exit_code == 0, pcfg.output
+    assert "model.direction = 'backward'" in pcfg.stderr and "no effect on a TN-PCFG (it reads model.nonterminals" \
+        in pcfg.stderr

@@ -73,7 +73,7 @@ def test_the_student_parses_evaluates_and_votes_like_any_model(student, tiny_run
     pair = cli("parse", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--format", "jsonl", "a b c")
     assert pair.exit_code == 0 and len(members := json.loads(pair.stdout)["members"]) == 2
     assert members[0]["forget"] and all(len(row) == 3 for row in members[0]["forget"] + members[0]["input"])
-    assert members[1].keys() == {"direction", "layer", "tree"}  # a student has no distances: no empty fields either
+    assert members[1].keys() == {"tree"}  # a student has no distances, no layer, no direction: no empty fields either
     alone = cli("parse", "--model", student / "best.pt", "--format", "jsonl", "a b c")
     assert json.loads(alone.stdout).keys() == {"tokens", "words", "tree"}
     mean = cli("parse", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--combine", "mean", "a b c")

@@ -117,8 +117,13 @@ def test_an_interrupted_training_exits_with_the_shells_code_after_saving(tmp_pat
     assert torch.load(out / "last.pt", weights_only=True)["training_state"]["position"] is not None
 
 
-def test_train_names_its_run_directory_by_its_absolute_path(tmp_path, monkeypatch):
+def test_train_expands_a_tilde_as_distill_does_and_names_the_run_by_its_absolute_path(tmp_path, monkeypatch):
+    """`--out=~/run` (a `~` the shell did not expand) is the home folder's run, as distill's `--out` is: never a
+    folder literally named `~`."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
     result = invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--out=~/run", "--max-steps", "2", "--quiet")
     assert result.exit_code == 0, result.output
-    assert f"model in {tmp_path / '~' / 'run' / 'best.pt'}" in result.stdout
+    assert f"model in {tmp_path / 'home' / 'run' / 'best.pt'}" in result.stdout
+    assert not (tmp_path / "~").exists()

@@ -250,3 +250,22 @@ def test_labelled_predictions_are_recognised(tmp_path):
     assert result.exit_code == 0 and "100.0" in result.output, result.output
     pred.write_text("(S (NP (DT the) (NN cow)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
     sole_line_error(invoke("evaluate", "--pred", pred, "--gold", gold), "(for labelled trees, add --pred-format ptb)")
+
+
+def test_label_recall_shows_no_figure_where_no_gold_constituent_is_and_has_the_random_row(tiny_run, tmp_path):
+    import grammar_induce as gi
+
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (DT the) (JJ old) (NN man)) (VP (VBD saw) (NP (DT a) (NN dog))))\n"
+                    "(S (NP (DT a) (NN dog)) (VP (VBD saw) (PP (IN in) (NP (DT the) (NN house)))))\n")
+    report = gi.evaluate(gi.load(str(tiny_run / "best.pt")), gold=str(gold))
+    assert "random" in report.label_recall and report.label_recall["random"]["ADVP"] == (0.0, 0)
+    np_found, np_total = report.label_recall["random"]["NP"]
+    assert np_total == 4 and 0 <= np_found <= 4
+    table = report.table()
+    header = next(line for line in table.splitlines() if line.strip().startswith("NP"))
+    column = header.split().index("ADVP")
+    for line in table.splitlines()[table.splitlines().index(header) + 2:]:
+        if line.startswith(("right-branching", "random")):
+            assert line.split()[-len(header.split()) + column] == "-"
+    assert report.to_dict()["label_recall"]["random"]["ADVP"] is None

@@ -42,6 +42,7 @@ class ModelKind(nn.Module):
     # (None: the CKY's, structs.EXACT_LIMIT, past which it splits greedily)
     LONGEST: ClassVar[tuple[int, str] | None] = None
     TRAINER: ClassVar[type[Trainer] | None] = None  # the recipe `train` fits it with (None: made otherwise)
+    MODEL_KEYS: ClassVar[frozenset[str] | None] = None  # the [model] keys it reads (None: all); `train` notes the rest
     # parsing on a CPU reads two batches at a time, a thread each (runtime/threads.py): it pays for a small model
     # whose reading is much Python, not for one whose products keep both cores busy
     READS_IN_LANES: ClassVar[bool] = False

@@ -62,8 +62,9 @@ class SentenceResult:
         if len(self.members) == 1:
             member = self.members[0]
             return record | member.values | {"tree": self.tree}
-        return record | {"tree": self.tree, "members": [
-            {"direction": m.direction, "layer": m.layer, **m.values, "tree": m.tree} for m in self.members]}
+        return record | {"tree": self.tree, "members": [  # a member of its own trees has no layer nor direction
+            ({"direction": m.direction, "layer": m.layer} if m.values else {}) | m.values | {"tree": m.tree}
+            for m in self.members]}
 
     def token_row(self, row: list[float]) -> list[float | None]:
         """A per-word row (distances) spread over every token, None at punctuation (needs `is_word`)."""

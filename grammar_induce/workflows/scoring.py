@@ -54,7 +54,8 @@ class Report:
     notes: list[str] = field(default_factory=list)  # warnings about the gold trees
     gold: list[GoldTree] = field(default_factory=list)  # the scored gold trees, aligned with `predicted`
     unknown: dict[str, tuple[int, int]] = field(default_factory=dict)  # model -> gold words it does not know, of all
-    label_recall: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # row -> label -> (found, of)
+    # row -> label -> (found, of); the random row's found is the mean of its draws
+    label_recall: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -95,7 +96,7 @@ class Report:
         return "\n".join(lines)
 
 
-def label_recall_table(recall: dict[str, dict[str, tuple[int, int]]]) -> str:
+def label_recall_table(recall: dict[str, dict[str, tuple[float, int]]]) -> str:
     """Per row, the share of the gold constituents of each category whose span the predicted trees hold."""
     labels = list(next(iter(recall.values())))
     width = max(28, *(len(name) + 2 for name in recall))
@@ -104,7 +105,8 @@ def label_recall_table(recall: dict[str, dict[str, tuple[int, int]]]) -> str:
              f"{'':{width}s} " + " ".join(f"{label:>6s}" for label in labels),
              f"{'(gold constituents)':{width}s} " + " ".join(f"{counts[label][1]:6d}" for label in labels)]
     for name, row in recall.items():
-        lines.append(f"{name:{width}s} " + " ".join(f"{100 * found / max(total, 1):6.1f}" for found, total in row.values()))
+        lines.append(f"{name:{width}s} " + " ".join(f"{100 * found / total:6.1f}" if total else f"{'-':>6s}"
+                                                    for found, total in row.values()))  # -: no gold constituent
     return "\n".join(lines)
 
 
@@ -206,7 +208,8 @@ def _ensemble_rows(members, readings: list[list]) -> tuple[dict[str, list[trees.
     from ..inference.members import Members
 
     layers = members.options.layers
-    names = [f"{k + 1}: {_short_name(m.source)} L{layer}" for k, (m, layer) in enumerate(zip(members.models, layers))]
+    names = [f"{k + 1}: {_short_name(m.source)}" + ("" if m.model.YIELDS == "trees" else f" L{layer}")
+             for k, (m, layer) in enumerate(zip(members.models, layers))]  # a model of its own trees reads no layer
     predicted = dict(zip(names, members.member_trees(readings)))
     for how in combiners_for([list(column) for column in zip(*readings)]):
         combined = Members(members.models, replace(members.options, combine=how))
@@ -419,6 +422,7 @@ def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main
     recall = {}
     if any(g.labels for g in gold):
         recall = {name: label_recall(ts, gold) for name, ts in (*predicted.items(), *baselines.items())}
+        recall["random"] = _random_label_recall(gold, options)
     return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {}, notes or [],
                   gold, label_recall=recall)
 
@@ -434,6 +438,13 @@ def _random_baseline(gold: list[GoldTree], gold_spans: list[set], options: EvalO
     total = sum(draws, SpanMetric())
     n = len(draws)  # the mean draw: as many sentences as the other rows, its counts averaged
     return SpanMetric(total.sentences // n, total.sum_f1 / n, total.matched / n, total.predicted / n, total.gold / n)
+
+
+def _random_label_recall(gold: list[GoldTree], options: EvalOptions) -> dict[str, tuple[float, int]]:
+    """The label recall of the random row's trees (the same seeded draws): each category's found count averaged."""
+    rng = random.Random(options.baseline_seed)
+    draws = [label_recall([trees.random_tree(g.words, rng) for g in gold], gold) for _ in range(options.random_draws)]
+    return {label: (sum(d[label][0] for d in draws) / len(draws), draws[0][label][1]) for label in draws[0]}
 
 
 def _by_length(predicted: list, gold_spans: list[set], lengths: list[int]) -> dict[str, SpanMetric]:

@@ -57,6 +57,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     memory.ask_for_huge_pages()  # before any tensor (faulting a batch in 4 KiB pages costs about 5% of a CPU step)
     recipe = recipe_of(config.model.kind)
     registry.kind_of(config.model.kind).check_config(config.model)  # before the run directory is touched
+    _note_unread_keys(config, messages)
     world = distributed.World.from_env()
     if world.size > 1 and not recipe.PARALLEL:
         raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
@@ -110,6 +111,20 @@ def _check_resumable(payload: dict[str, Any], config: Config, source: Path) -> N
         key, was, now = changes[0]
         raise InputError(f"{source}: --resume cannot change {key} (the run has {was!r}, now {now!r}); "
                          f"only {', '.join(sorted(config_module.RESUMABLE))} may change")
+
+
+def _note_unread_keys(config: Config, messages: Messages) -> None:
+    """Say which [model] settings the kind does not read (set away from their defaults): `direction = "backward"`
+    for a PCFG, which reads each sentence whole, trains nothing backward."""
+    kind = registry.kind_of(config.model.kind)
+    if kind.MODEL_KEYS is None:
+        return
+    defaults = config_module.ModelConfig()
+    unread = [f"model.{f.name} = {getattr(config.model, f.name)!r}" for f in dataclasses.fields(config.model)
+              if f.name not in kind.MODEL_KEYS and getattr(config.model, f.name) != getattr(defaults, f.name)]
+    if unread:
+        messages.note(f"{', '.join(unread)}: {'has' if len(unread) == 1 else 'have'} no effect on {kind.DESCRIPTION} "
+                      f"(it reads model.{', model.'.join(sorted(kind.MODEL_KEYS - {'kind'}))})")
 
 
 def _note_changed_text(payload: dict[str, Any], config: Config, saved: TrainState | None, messages: Messages) -> None:

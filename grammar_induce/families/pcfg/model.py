@@ -105,6 +105,7 @@ class TNPCFG(ModelKind):
     LABELS = True
     LONGEST = PARSE_LIMIT, "gave them right-branching trees (its chart grows with the square of the length)"
     TRAINER = SentenceTrainer
+    MODEL_KEYS = frozenset({"kind", "nonterminals", "preterminals", "rank", "symbol_dim"})
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
