@@ -28,8 +28,10 @@ evaluates. Its induced labels (`NT-17`) are each span's most probable nontermina
 largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
 
 Both passes' sums over split points are bound by memory traffic, not arithmetic: on a CPU they run in C
-(split_points.c, one pass over each span's children per width; native.py), elsewhere as tensor ops, and with
-bfloat16 products the chart keeps the spans' values as children in bfloat16, as the products give them.
+(split_points.c, one pass over each span's children per width; native.py), elsewhere as tensor ops over every
+split point of a width at once (strided views of the chart: a few ops a width, so a GPU is not bound by launching
+an op per split point), and with bfloat16 products the chart keeps the spans' values as children in bfloat16, as
+the products give them. No value is read back to the host inside a pass (`_Whole`).
 """
 
 from __future__ import annotations
@@ -216,9 +218,11 @@ class TNPCFG(ModelKind):
             by_width.setdefault(span[2] - span[1], []).append(span)
         labels: list[dict[tuple[int, int], str]] = [{} for _ in found]
         for w, group in by_width.items():
-            rows, starts = torch.tensor([b for b, _, _ in group]), torch.tensor([i for _, i, _ in group])
+            device = g.head.device  # every index and mask beside the chart (a CPU mask on a GPU chart is an error)
+            rows = torch.tensor([b for b, _, _ in group], device=device)
+            starts = torch.tensor([i for _, i, _ in group], device=device)
             inside = chart.x[w][rows, starts] @ g.head.t()  # (spans, NT)
-            whole = torch.tensor([w == lengths[b] for b, _, _ in group])[:, None]  # outside a whole sentence: the root
+            whole = torch.tensor([w == lengths[b] for b, _, _ in group], device=device)[:, None]  # the root outside
             if whole.all():
                 outside = g.root.expand_as(inside)
             else:
@@ -245,19 +249,27 @@ def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
 
 def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w] (in C with
-    `sums`); and the split points' weights and the norm that x was divided by (constants, for `_outside`)."""
+    `sums`, else as a few tensor ops over every split point at once); and the split points' weights and the norm that
+    x was divided by (constants, for `_outside`)."""
     starts = n - w + 1
-    scales = torch.stack([chart.scale[d][:, :starts] + chart.scale[w - d][:, d : d + starts] for d in range(1, w)], dim=2)
+    scales = _split_points(chart.scale, w, starts, 1) + _split_points(chart.scale, w, starts, 0)
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
     if sums:
         x = sums.combine(weights, w, chart.left[1].shape[2])
-    else:
-        x = weights.new_zeros(*weights.shape[:2], chart.left[1].shape[2])
-        for d in range(1, w):  # a split point at a time, added in place (stacking the w-1 views copied each)
-            x.addcmul_(chart.left[d][:, :starts] * weights[..., d - 1, None], chart.right[w - d][:, d : d + starts])
+    else:  # (left * weight) * right, in float32 as the children's products are promoted
+        x = ((_split_points(chart.left, w, starts, 1) * weights[..., None])
+             * _split_points(chart.right, w, starts, 0)).sum(2)
     norm = x.amax(-1).clamp_min(TINY)
     return x / norm[..., None], top + norm.log(), weights, norm
+
+
+def _split_points(by_width: list, w: int, starts: int, left: int) -> Tensor:
+    """(B, starts, w-1, ...): for every span of width w (by its start i) and split point d = 1 .. w-1, its left
+    child's entry (`left` = 1: by_width[d] at i) or its right child's (by_width[w-d] at i+d), stacked from views of
+    the chart (one copy, not an op per split point)."""
+    return torch.stack([by_width[d][:, :starts] if left else by_width[w - d][:, d : d + starts] for d in range(1, w)],
+                       dim=2)
 
 
 def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Tensor, products: torch.dtype | None,
@@ -266,38 +278,55 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
     width's x and at its values as a left and a right child, side by side (B, n-w+1, 2r) as the chart's `both`
     (None below width 2, and at width 1 unless `words`), from the widest span down: the inside pass's backward
     written out. In C each span's gradients as a child are pulled from its parents once theirs are known (each row
-    written once); as tensor ops each parent's share is added in place into its children's as the parent goes."""
+    written once); as tensor ops every split point of a width at once (`_Shares`)."""
     n, rank = len(chart.x) - 1, root.shape[0]
     low = 1 if words else 2
     from_children = _rounded(to_children.t(), products)  # once, not per width
-    in_c = native.usable(root, chart.left[1])
     grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
-    grad_children = [None] * low + [None if t is None else (root.new_empty if in_c else root.new_zeros)(
-        *t.shape[:2], 2 * rank) for t in chart.left[low:]]  # C writes each row whole; the tensor ops add into it
-    grad_left = [None if t is None else t[..., :rank] for t in grad_children]
-    grad_right = [None if t is None else t[..., rank:] for t in grad_children]
-    sums = native.Outside(chart.left, chart.right, chart.weights, grad_left, grad_right) if in_c else None
-    for b, length, total in _totals(chart, lengths, root):  # log Z = log(x[0, n] . root) + scale
-        grad_x[length][b, 0] += root * (1 / total if seed is None else seed[b] / total)
+    whole = _Whole(chart, lengths, root, seed)
+    for length in sorted(set(lengths) - {0, 1}):  # log Z = log(x[0, n] . root) + scale: its gradient at x[0, n]
+        grad_x[length][:, 0] += whole.seeded(length)
+    if native.usable(root, chart.left[1]):
+        grad_children = [None] * low + [None if t is None else root.new_empty(*t.shape[:2], 2 * rank)
+                                        for t in chart.left[low:]]  # C writes each row whole
+        sums: native.Outside | _Shares = native.Outside(chart.left, chart.right, chart.weights,
+                                                        [None if t is None else t[..., :rank] for t in grad_children],
+                                                        [None if t is None else t[..., rank:] for t in grad_children])
+    else:
+        grad_children = [None] * (n + 1)
+        sums = _Shares(chart, grad_children, len(lengths), n, rank)
     for w in range(n, 1, -1):
-        if w < n:  # x -> its values as a left and a right child
-            if sums:
-                sums.pull(w)
+        if w < n:  # x -> its values as a left and a right child, once every wider span has given its share
+            sums.pull(w)
             grad_x[w] += _product(grad_children[w], from_children, products)
-        spread = grad_x[w] / chart.norm[w][..., None]
-        if sums:
-            sums.keep(w, spread)
-            continue
-        starts = n - w + 1
-        for d in range(1, w):  # x[i, i+w] = sum_d weight_d L[i, i+d] R[i+d, i+w] / norm
-            share = spread * chart.weights[w][..., d - 1, None]
-            if d >= low:
-                grad_left[d][:, :starts].addcmul_(share, chart.right[w - d][:, d : d + starts])
-            if w - d >= low:
-                grad_right[w - d][:, d : d + starts].addcmul_(share, chart.left[d][:, :starts])
-    if sums and low == 1:
+        sums.keep(w, grad_x[w] / chart.norm[w][..., None])
+    if low == 1:
         sums.pull(1)
     return grad_x, grad_children
+
+
+class _Shares:
+    """The outside pass's sums over split points as tensor ops: x[i, i+w] = sum_d weight_d L[i, i+d] R[i+d, i+w] /
+    norm, so a width's gradient `spread` gives each left child d its share times R, each right child w-d its share
+    times L. Every split point of a width at once: the shares are added where the children's gradients lie as
+    strided views, a left child's by [width, start] and a right child's by [width, end] (for a span's split points
+    the left children share its start, the right ones its end), a few ops a width on any device."""
+
+    def __init__(self, chart: Chart, grad_children: list, batch: int, n: int, rank: int):
+        self.chart, self.grad_children, self.n = chart, grad_children, n
+        self.by_start = chart.weights[n].new_zeros(batch, n + 1, n + 1, rank)
+        self.by_end = chart.weights[n].new_zeros(batch, n + 1, n + 1, rank)
+
+    def keep(self, w: int, spread: Tensor) -> None:
+        """Add width w's shares (spread: its gradient divided by each span's norm) into its children's."""
+        starts = self.n - w + 1
+        share = spread[:, :, None] * self.chart.weights[w][..., None]  # (B, starts, w-1, r): by split point d
+        self.by_start[:, 1:w, :starts] += (share * _split_points(self.chart.right, w, starts, 0)).transpose(1, 2)
+        self.by_end[:, 1:w, w:] += (share * _split_points(self.chart.left, w, starts, 1)).transpose(1, 2).flip(1)
+
+    def pull(self, w: int) -> None:
+        """Width w's gradients as a left and a right child, side by side (every wider span has added its share)."""
+        self.grad_children[w] = torch.cat([self.by_start[:, w, : self.n - w + 1], self.by_end[:, w, w:]], dim=-1)
 
 
 class _Inside(torch.autograd.Function):
@@ -332,7 +361,7 @@ class _Inside(torch.autograd.Function):
         # only the cyclic collector would free, chart and all, long after the step)
         ctx.chart, ctx.lengths, ctx.products = replace(chart), lengths, products
         ctx.save_for_backward(to_children, root)
-        return torch.stack([_log_total(chart, b, length, root) for b, length in enumerate(lengths)])
+        return _Whole(chart, lengths, root).log_z
 
     @staticmethod
     def backward(ctx, grad_log_z: Tensor):
@@ -343,20 +372,33 @@ class _Inside(torch.autograd.Function):
         grad_children = torch.zeros_like(to_children)
         for w in range(2, n):
             grad_children += _product(chart.x[w].reshape(-1, rank).t(), grads[w].reshape(-1, 2 * rank), products)
-        grad_root = torch.zeros_like(root)
-        for b, length, total in _totals(chart, lengths, root):
-            grad_root += chart.x[length][b, 0] * (grad_log_z[b] / total)
+        grad_root = _Whole(chart, lengths, root, grad_log_z).grad_root
         return grads[1], grad_children, grad_root, None, None, None
 
 
-def _totals(chart: Chart, lengths: Sequence[int], root: Tensor) -> list[tuple[int, int, Tensor]]:
-    """(b, length, x[0, n] . root) of each sentence whose log Z has a gradient: two or more words, the total above
-    TINY (where `_log_total` clamps it)."""
-    totals = [(b, length, chart.x[length][b, 0] @ root) for b, length in enumerate(lengths) if length >= 2]
-    return [(b, length, total) for b, length, total in totals if float(total) > TINY]
+class _Whole:
+    """Each sentence's whole span: its x (B, r), its total x . root and what log Z does with it, as batched tensor ops
+    (no value read back to the host: a GPU never waits on a sentence). A sentence of fewer than two words has log Z 0
+    and no gradient; a total at or below TINY is clamped there, without a gradient."""
 
+    def __init__(self, chart: Chart, lengths: Sequence[int], root: Tensor, seed: Tensor | None = None):
+        zero = root.new_zeros(root.shape[0])
+        self.lengths = lengths
+        self.x = torch.stack([chart.x[n][b, 0] if n >= 2 else zero for b, n in enumerate(lengths)])
+        scale = torch.stack([chart.scale[n][b, 0] if n >= 2 else zero[0] for b, n in enumerate(lengths)])
+        total = self.x @ root
+        parsed = torch.tensor([n >= 2 for n in lengths]).to(root.device, non_blocking=True)
+        self.log_z = torch.where(parsed, total.clamp_min(TINY).log() + scale, 0.0)
+        live = parsed & (total > TINY)
+        weight = seed if seed is not None else torch.ones_like(total)
+        self.coefficient = torch.where(live, weight / total.clamp_min(TINY), 0.0)  # d(sum of seeded log Z) / d total
+        self.root = root
 
-def _log_total(chart: Chart, b: int, length: int, root: Tensor) -> Tensor:
-    if length < 2:
-        return chart.scale[1].new_zeros(())
-    return (chart.x[length][b, 0] @ root).clamp_min(TINY).log() + chart.scale[length][b, 0]
+    def seeded(self, length: int) -> Tensor:
+        """(B, r): the gradient at x[0, n] of the sentences of `length` words (zero rows for the others)."""
+        rows = torch.tensor([n == length for n in self.lengths]).to(self.root.device, non_blocking=True)
+        return torch.where(rows[:, None], self.coefficient[:, None] * self.root, 0.0)
+
+    @property
+    def grad_root(self) -> Tensor:
+        return (self.coefficient[:, None] * self.x).sum(0)
