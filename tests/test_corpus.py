@@ -11,7 +11,7 @@ from grammar_induce.errors import InputError
 from grammar_induce.text import corpus
 from grammar_induce.text.tokenizer import EOS, Tokenizer
 
-from .conftest import ROOT, invoke
+from .conftest import ROOT, invoke, one_line_error
 from .plain_corpus import build_vocab, encode_stream, read_corpus
 from .test_cli import CHINESE, run
 
@@ -138,3 +138,10 @@ def test_fuzz_corpus_reader_returns_sentences_or_our_error(tmp_path, data):
     except InputError:
         return
     assert sentences and all(sentence for sentence in sentences) and blank >= 0
+
+
+def test_an_empty_stream_is_named_as_the_user_gave_it_not_by_its_copy(tmp_path):
+    result = invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--train", "/dev/null", "--out",
+                    tmp_path / "r", "--quiet")
+    message = one_line_error(result, "/dev/null: no sentences")
+    assert ".stream-" not in message

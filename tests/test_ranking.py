@@ -76,3 +76,15 @@ def test_the_rank_command_prints_each_model_best_first(tiny_run, tiny_backward_r
 def test_weights_by_rule_with_one_model_vote_alone(tiny_run, weights):
     parser = gi.load(str(tiny_run / "best.pt"), weights=weights)
     assert parser.parse("the old man saw a dog").leaves() == "the old man saw a dog".split()
+
+
+def test_distill_with_weights_auto_records_the_weights_it_chose(tiny_run, tiny_backward_run, tmp_path):
+    from grammar_induce.families import checkpoint
+
+    from .conftest import tiny_config
+
+    models = [str(tiny_run / "best.pt"), str(tiny_backward_run / "best.pt")]
+    student = gi.distill(*models, train=tiny_config().data.train, valid=tiny_config().data.valid, out=tmp_path / "s",
+                         weights="auto", epochs=1, log=None)
+    made = checkpoint.load(student.models[0].source).provenance
+    assert len(made["weights"]) == 2 and max(made["weights"]) == 1.0 and min(made["weights"]) >= 0

@@ -100,6 +100,13 @@ def read_once(paths: Iterable[str], root: Path) -> Iterator[dict[str, str]]:
             if path and path not in copies and is_stream(path):
                 copies[path] = _copy_stream(path, root)
         yield {path: copies.get(path, path) for path in paths}
+    except InputError as e:  # a message names the copy: name what the user gave (/dev/null, /dev/fd/63)
+        message = str(e)
+        for path, copy in copies.items():
+            message = message.replace(copy, path)
+        if message == str(e):
+            raise
+        raise InputError(message) from None
     finally:
         for copy in copies.values():
             Path(copy).unlink(missing_ok=True)
