@@ -161,7 +161,10 @@ def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: [{name}] must be a table")
         sections[name] = _build_section(name, values, source)
-    return Config(**sections).validate()
+    try:
+        return Config(**sections).validate()
+    except ConfigError as e:  # a check across keys (model.direction, model.rank ...): name the file it came from
+        raise ConfigError(str(e) if str(e).startswith(f"{source}: ") else f"{source}: {e}") from None
 
 
 def _build_section(name: str, values: dict[str, Any], source: str) -> Any:

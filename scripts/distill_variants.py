@@ -99,6 +99,7 @@ LANGUAGES = {
             "AP/auto+right0.5/emb100": Variant("AP", 0.5, "auto", SMALL),
             "ABPRS/auto+right0.5/emb200": Variant("ABPRS", 0.5, "auto"),
             "APRS/auto+right0.5/emb100": Variant("APRS", 0.5, "auto", SMALL),
+            "ABPRS/family+right0.5/emb200": Variant("ABPRS", 0.5, "family"),
         }),
     "zh": Language(
         teachers={"C": [ROOT / f"runs/ctb/{d}/best.pt" for d in ("forward", "backward")],

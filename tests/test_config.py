@@ -111,3 +111,10 @@ def test_a_kind_checks_the_sizes_it_is_built_with():
         registry.build(10, C.ModelConfig(emb_size=14, hidden_size=1150, chunk_size=7))
     student = registry.build(10, C.ModelConfig(kind="student", emb_size=16, hidden_size=16, chunk_size=7, n_layers=1))
     assert student.NAME == "student"
+
+
+def test_a_check_across_keys_names_the_config_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[model]\ndirection = "sideways"\n')
+    one_line_error(invoke("train", "--config", bad, "--out", tmp_path / "r"),
+                   f"{bad}: model.direction must be forward or backward, got 'sideways'")
