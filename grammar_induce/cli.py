@@ -13,9 +13,10 @@ from pathlib import Path
 import click
 
 from . import config as config_module
-from .families.pretrained import DEFAULT_MODEL
+from .families.pretrained import DEFAULT_MODEL, shown
 from .families.reading import DISTANCES
 from .inference.ensemble import COMBINERS
+from .messages import clipped
 from .output.formats import ALL_LAYERS, FORMATS, LABELLED, PICTURES
 from .runtime import memory
 from .trees import DECODERS
@@ -50,7 +51,7 @@ def user_errors(command):
         except RuntimeError as e:  # torch.OutOfMemoryError on a GPU; its CPU allocator's RuntimeError on a CPU
             torch = sys.modules.get("torch")  # loaded by whatever ran out of memory; never imported here
             if (torch is not None and isinstance(e, torch.OutOfMemoryError)) or "can't allocate memory" in str(e):
-                raise click.ClickException(f"{OUT_OF_MEMORY} ({str(e).strip().splitlines()[0][:160]})") from None
+                raise click.ClickException(f"{OUT_OF_MEMORY} ({clipped(str(e), 160)})") from None
             raise
         except RecursionError:
             raise click.ClickException("the input is nested too deeply to process") from None
@@ -375,17 +376,17 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     if not summary.writes_output:
         return
     if summary.auto_layers:
-        _note("--layer auto chose " + ", ".join(f"layer {layer} of {m.source}" for m, layer in zip(models, summary.layers)
+        _note("--layer auto chose " + ", ".join(f"layer {layer} of {shown(m.source)}" for m, layer in zip(models, summary.layers)
                                                 if m.model.YIELDS != "trees"))
     if summary.auto_weights:
-        _note("--weights auto weighed " + ", ".join(f"{m.source} {w:.2f}" for m, w in zip(models, summary.auto_weights))
+        _note("--weights auto weighed " + ", ".join(f"{shown(m.source)} {w:.2f}" for m, w in zip(models, summary.auto_weights))
               + " (each member's lead in agreement over right-branching trees, the best 1; grammar-induce rank shows it)")
     for text in messages.notes:
         _note(text)
     if summary.agreement and len(models) > 1:
         from .workflows.scoring import agreement_table
 
-        click.echo(agreement_table({f"{k + 1}: {m.source}": score for k, (m, score)
+        click.echo(agreement_table({f"{k + 1}: {shown(m.source)}": score for k, (m, score)
                                     in enumerate(zip(models, summary.agreement))}), err=True)
 
 
@@ -424,7 +425,7 @@ def standings_table(members) -> str:
     order = sorted(range(len(members.models)), key=lambda k: -members.standings[k].lead)
     for place, k in enumerate(order, 1):
         m, s, layer = members.models[k], members.standings[k], members.options.layers[k]
-        rows.append((str(place), m.source, m.config.model.kind, "-" if m.model.YIELDS == "trees" else str(layer),
+        rows.append((str(place), shown(m.source), m.config.model.kind, "-" if m.model.YIELDS == "trees" else str(layer),
                      f"{100 * s.agreement:.1f}", f"{100 * s.baseline:.1f}", f"{100 * s.lead:.1f}", f"{s.weight:.3f}"))
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]

@@ -39,6 +39,16 @@ def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", qui
                 disable=quiet or not sys.stderr.isatty(), **options)
 
 
+def clipped(text: str, limit: int) -> str:
+    """The first line of `text`, at most `limit` characters: cut at the last space before the limit (never inside a
+    word) and marked with an ellipsis."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 3].rstrip()
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "..."
+
+
 def plural(n: int, word: str) -> str:
     """ "1 sentence", "2 sentences", "1,000 tokens"."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

@@ -19,3 +19,13 @@ def test_messages_keep_the_notes_and_pass_each_on_as_it_comes():
     quiet.advance(5)
     quiet.note("kept")
     assert quiet.notes == ["kept"]
+
+
+def test_a_long_message_is_cut_between_words_and_says_so():
+    from grammar_induce.messages import clipped
+
+    text = "size mismatch for layers.1.hh.weight: copying a param with shape torch.Size([4830, 1150]) from checkpoint"
+    cut = clipped(text, 60)
+    assert len(cut) <= 60 and cut.endswith("...") and text.startswith(cut[:-3])
+    assert text[len(cut) - 3] == " "  # the cut falls at a space: no word is cut in two
+    assert clipped("short\nsecond line", 60) == "short" and clipped("", 10) == ""

@@ -147,3 +147,15 @@ def test_a_students_teachers_in_the_table_are_what_its_checkpoint_says():
         assert f"{made['training_sentences']:,} training sentences" in entry.teachers
         assert ("right-branching voter" in entry.teachers) == bool(made["right_voter"])
         assert f"{entry.name}: a student of {entry.teachers}" in printed
+
+
+def test_a_shipped_model_is_named_by_its_file_not_its_install_path(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))))\n")
+    table = run("evaluate", "--model", "ptb", "--gold", gold, "--quiet")
+    assert "gold words unknown to ptb-forward.pt (shipped): 0.0%" in table
+    assert str(pretrained.MODELS_DIR) not in table
+    result = CliRunner().invoke(main, ["parse", "--model", "ptb", "--model", "ptb-backward", "--layer", "auto",
+                                       "the dog saw a cat"])
+    assert "--layer auto chose layer" in result.stderr and "of ptb-forward.pt (shipped)" in result.stderr
+    assert str(pretrained.MODELS_DIR) not in result.stderr

@@ -20,6 +20,7 @@ from .. import config as config_module
 from ..config import Config, ConfigError
 from ..errors import InputError
 from ..files import atomic_write
+from ..messages import clipped
 from ..text.tokenizer import Tokenizer, Vocab
 from . import registry
 from .base import ModelKind
@@ -102,7 +103,7 @@ def _load_failure(error: Exception, path: Path) -> str:
         return "it holds Python objects, not only plain data; they are refused because loading them could run code"
     if not _is_zip(path) or "Weights only load failed" in text or isinstance(error, (KeyError, EOFError)):
         return "not a torch file"
-    return (text.splitlines()[0] if text else type(error).__name__)[:200]
+    return clipped(text, 200) if text else type(error).__name__
 
 
 def _is_zip(path: Path) -> bool:
@@ -117,7 +118,7 @@ def _mismatch(error: Exception) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     detail = next((line for line in lines if line.startswith(("size mismatch", "Missing key", "Unexpected key"))),
                   lines[0] if lines else type(error).__name__)
-    return detail[:300]
+    return clipped(detail, 300)
 
 
 def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:

@@ -65,6 +65,13 @@ def find(spec: str | Path) -> Pretrained | None:
     return catalogue().get(str(spec))
 
 
+def shown(source: str | Path) -> str:
+    """How a message names a model: a shipped file by its name in the package (`ptb-forward.pt (shipped)`: the
+    install path says nothing to a user who loaded it by name), any other by its path as given."""
+    path = Path(source)
+    return f"{path.name} (shipped)" if path.parent == MODELS_DIR else str(source)
+
+
 def unknown(spec: str | Path) -> InputError:
     """The error for a --model that is neither a checkpoint file nor a shipped model's name."""
     names = ", ".join(catalogue()) or "none in this installation"

@@ -15,7 +15,7 @@ from typing import Self
 
 from ..errors import InputError
 from ..files import read_lines
-from ..messages import Messages, plural
+from ..messages import Messages, clipped, plural
 from ..trees import Tree, leaves
 
 # The 36 word tags of the paper's code; every other tag is dropped.
@@ -209,7 +209,7 @@ def parse_bracketed(text: str, source: str):
     try:
         tree = nltk.Tree.fromstring(text, remove_empty_top_bracketing=True)
     except ValueError as e:
-        raise InputError(f"{source}: malformed tree ({str(e).strip().splitlines()[0][:120]})") from None
+        raise InputError(f"{source}: malformed tree ({clipped(str(e), 120)})") from None
     if isinstance(tree, str) or len(tree) == 0:
         raise InputError(f"{source}: empty tree")
     return tree

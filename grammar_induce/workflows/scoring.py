@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import trees
 from ..errors import InputError
+from ..families.pretrained import shown
 from ..families.reading import DISTANCES
 from ..files import read_lines
 from ..messages import Messages, plural, progress_bar
@@ -83,7 +84,7 @@ class Report:
             lines.append("\n" + label_recall_table(self.label_recall))
         if self.agreement:
             lines.append("\n" + agreement_table(self.agreement))
-        lines += [f"\ngold words unknown to {name}: {100 * count / max(total, 1):.1f}% ({count:,} of {total:,})"
+        lines += [f"\ngold words unknown to {shown(name)}: {100 * count / max(total, 1):.1f}% ({count:,} of {total:,})"
                   for name, (count, total) in self.unknown.items()]
         lines += [f"\nnote: {note}" for note in self.notes]
         lines.append(f"\nsentence F1 by length ({plural(self.sentences, 'sentence')}, {self.skipped:,} skipped)")
@@ -157,7 +158,7 @@ def evaluate_models(models: list, options: EvalOptions, parse_options, messages:
     unknown = {m.source: unknown_words(m, sentences) for m in models}
     for source, (count, total) in unknown.items():
         if total and count > UNKNOWN_WARNING * total:
-            noted.note(f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {source}: "
+            noted.note(f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {shown(source)}: "
                        "its tokenizer or vocabulary does not fit these trees (another language, word segmentation or "
                        "casing?)")
     members, readings = (parsed.members, parsed.readings) if parsed else (members.with_layers(), [[]] * len(models))
