@@ -103,3 +103,33 @@ def test_no_output_format_recurses_per_tree_level():
     drawn = render(result, "ascii").splitlines()
     assert drawn[0] == "(a tree of 1199 levels, too deep to draw: its PTB form)" and drawn[1] == render(result, "ptb")
 
+
+
+def test_ascii_drawings_of_wide_characters_line_up_in_a_terminal():
+    """nltk lays a drawing out one column a character; a CJK character takes two in a terminal. Each leaf's bar must
+    stand over the leaf's own columns, counted as a terminal counts them."""
+    import unicodedata
+
+    import grammar_induce as gi
+    from grammar_induce.output.formats import render
+
+    def columns(text: str) -> list[int]:  # the terminal column where each character starts
+        found, at = [], 0
+        for char in text:
+            found.append(at)
+            at += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+        return found
+
+    drawn = render(gi.load("zh").analyse("我们喜欢北京的苹果。"), "ascii").splitlines()
+    leaves, bars = drawn[-1], drawn[-2]
+    leaf_columns, bar_columns = columns(leaves), columns(bars)
+    spans, start = [], None
+    for k, char in enumerate(leaves + " "):
+        if char != " " and start is None:
+            start = k
+        elif char == " " and start is not None:
+            spans.append((leaf_columns[start], leaf_columns[k - 1] + 2))
+            start = None
+    bar_at = [bar_columns[k] for k, char in enumerate(bars) if char == "|"]
+    assert len(spans) == len(bar_at) == 6
+    assert all(a <= bar < b for (a, b), bar in zip(spans, bar_at))

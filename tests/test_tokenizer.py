@@ -151,3 +151,13 @@ def test_every_treebank_pattern_runs_on_re_and_most_scan_only_the_lines_that_nee
 def test_a_chunk_split_in_pieces_stays_whole_only_when_known():
     assert Tokenizer("treebank").split("The S&L x;y now.", known={"x;y"}) == ["The", "S&L", "x;y", "now", "."]
     assert Tokenizer("treebank").split("The S&L x;y now.") == ["The", "S&L", "x", ";", "y", "now", "."]
+
+
+@pytest.mark.parametrize("line, tokens", [
+    ("'Hello,' he said.", ["'", "Hello", ",", "'", "he", "said", "."]),
+    ("He said 'no' twice.", ["He", "said", "'", "no", "'", "twice", "."]),
+    ("the '80s and rock 'n' roll", ["the", "'80s", "and", "rock", "'n", "'", "roll"]),
+    ("the dog's bone, it's 'em", ["the", "dog", "'s", "bone", ",", "it", "'s", "'em"]),
+])
+def test_an_opening_single_quote_comes_apart_from_its_word(line, tokens):
+    assert Tokenizer("treebank", lowercase=True, replace_digits=True).read(line)[0] == tokens

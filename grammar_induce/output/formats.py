@@ -7,6 +7,7 @@ a format would otherwise read them as structure.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -105,9 +106,30 @@ def to_ascii(result: SentenceResult) -> str:
     if levels > DRAWN_DEPTH:
         return f"(a tree of {levels} levels, too deep to draw: its PTB form)\n{to_ptb(result)}"
     drawn = nltk.Tree.fromstring(to_ptb(result))
+    wide: dict[str, str] = {}  # a wide character (CJK) -> two narrow stand-ins while nltk lays the drawing out
     for position in drawn.treepositions("leaves"):  # the words as written, not as -LRB- and the like
-        drawn[position] = trees.unescape(drawn[position])
-    return TreePrettyPrinter(drawn).text().rstrip("\n")
+        drawn[position] = _narrowed(trees.unescape(drawn[position]), wide)
+    text = TreePrettyPrinter(drawn).text().rstrip("\n")
+    for char, stand_in in wide.items():
+        text = text.replace(stand_in, char)
+    return text
+
+
+_STAND_IN = 0xF0000  # a private-use plane: no text the tools read holds it
+
+
+def _narrowed(word: str, wide: dict[str, str]) -> str:
+    """`word` with each character a terminal shows two columns wide replaced by two narrow ones (nltk counts one
+    column a character, so a drawing of Chinese words came out misaligned); `wide` keeps the stand-ins."""
+    out = []
+    for char in word:
+        if unicodedata.east_asian_width(char) in ("W", "F"):
+            if char not in wide:
+                wide[char] = chr(_STAND_IN + len(wide)) + chr(_STAND_IN - 1)
+            out.append(wide[char])
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def _tree_format(render_tree: Callable[[Tree], str]) -> Callable[[SentenceResult], str]:

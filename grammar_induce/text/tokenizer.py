@@ -135,7 +135,7 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
     period in the middle of the line is split off when a capitalised word follows."""
     tokenizer = treebank_tokenizer()
     try:
-        spans = _kept_whole(line, list(tokenizer.span_tokenize(line)))
+        spans = _opening_quotes_apart(line, _kept_whole(line, list(tokenizer.span_tokenize(line))))
     except ValueError:  # nltk could not find a token it rewrote in the text: its tokens as they are
         return tokenizer.tokenize(line)
     tokens = [line[a:b] for a, b in spans]
@@ -145,6 +145,23 @@ def _treebank_split(line: str, keep_whole) -> list[str]:
         return tokens
     return [piece for k, token in enumerate(tokens)
             for piece in (_split_period(token, tokens[k + 1 : k + 3]) if token[-1] == "." else (token,))]
+
+
+_CLITICS = frozenset("'s 'll 're 've 'd 'm 'em 'n 't".split())  # an apostrophe's words the treebank keeps whole
+
+
+def _opening_quotes_apart(line: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Token spans with an opening single quote split from the word it opens (`'Hello` -> `'` `Hello`, as nltk
+    already splits a closing one): a ' at a word's start after a space, a bracket or the line's start, before a
+    letter, unless the token is one the treebank keeps whole (`'s`, `'ll`, `'n'`, ...; `'80s` starts with a digit)."""
+    if "'" not in line:
+        return spans
+    apart = []
+    for a, b in spans:
+        opens = (line[a] == "'" and b - a > 1 and line[a + 1].isalpha() and line[a:b].lower() not in _CLITICS
+                 and (a == 0 or line[a - 1].isspace() or line[a - 1] in "([{"))
+        apart += [(a, a + 1), (a + 1, b)] if opens else [(a, b)]
+    return apart
 
 
 def _chunks_kept_whole(line: str, spans: list[tuple[int, int]], tokens: list[str], keep_whole) -> list[str]:
