@@ -284,9 +284,11 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
                       weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines)
     for text in parser.messages.notes:
         _note(text)
-    if all(m.model.YIELDS == "trees" for m in parser.models):
-        kind = parser.models[0].model
-        _ignored(["layers", "distance", "decoder"], f"with {kind.DESCRIPTION} (its trees come from {kind.SEARCH}, not distances)")
+    if all(m.model.YIELDS == "trees" for m in parser.models):  # each kind named, not the first one's for all
+        kinds = list(dict.fromkeys(type(m.model) for m in parser.models))
+        said = " and ".join(f"{kind.DESCRIPTION} ({kind.SEARCH})" for kind in kinds)
+        _ignored(["layers", "distance", "decoder"], f"with {said}: {'its' if len(kinds) == 1 else 'their'} trees "
+                 "come from their own search, not distances")
     return parser
 
 

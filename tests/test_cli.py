@@ -298,6 +298,12 @@ def test_output_to_a_stream_redirected_to_a_file_appends_to_it(tiny_run, tmp_pat
     assert any(trees.leaves(trees.parse_brackets(line)) == ["the", "dog", "ran"] for line in lines[1:] if line[:1] == "(")
 
 
+def test_models_of_their_own_trees_are_each_named_in_a_note():
+    result = invoke("parse", "--model", "en", "--model", "ptb-pcfg", "--decoder", "gap", "the dog barked")
+    assert result.exit_code == 0
+    assert "with a distilled student (CKY) and a TN-PCFG (MBR CKY over span marginals): their trees" in result.stderr
+
+
 def test_options_that_do_nothing_are_noted(tiny_run, tiny_backward_run, tmp_path):
     one = invoke("parse", "--model", tiny_run / "best.pt", "--right-voter", "0.5", "--weights", "2", "a b c")
     assert one.exit_code == 0 and "--right-voter, --weights have no effect with one model" in one.stderr

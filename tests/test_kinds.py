@@ -66,7 +66,8 @@ def test_the_api_and_the_command_line_parse_with_it(toy):
     result = CliRunner().invoke(main, ["parse", "--model", str(toy), "--layer", "2", SENTENCE])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "(the (dog (saw (a (cat (near (the river)))))))"
-    assert "note: --layer has no effect with a right-branching toy (its trees come from a rule" in result.stderr
+    assert "note: --layer has no effect with a right-branching toy (a rule" in result.stderr
+    assert "its trees come from their own search, not distances" in result.stderr
 
 
 def test_evaluate_scores_it_as_the_right_branching_baseline(toy):
