@@ -432,9 +432,10 @@ def standings_table(members) -> str:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     peers = members.standings[0].peers
-    return "\n".join(lines + [f"agreement: sentence F1 of a model's trees against each of its peers' ({peers}), "
-                              "averaged; right-branching: the same of right-branching trees; lead: the difference; "
-                              "weight: the lead, the best model's 1 (what --weights auto gives)"])
+    legend = (f"agreement: sentence F1 of a model's trees against each of its peers' ({peers}), averaged; "
+              "right-branching: the same of right-branching trees; lead: the difference; weight: the lead, the best "
+              "model's 1 (what --weights auto gives)")
+    return "\n".join([*lines, legend])
 
 
 def _labelled_format(fmt: str) -> str:

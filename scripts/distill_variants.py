@@ -100,6 +100,8 @@ LANGUAGES = {
             "ABPRS/auto+right0.5/emb200": Variant("ABPRS", 0.5, "auto"),
             "APRS/auto+right0.5/emb100": Variant("APRS", 0.5, "auto", SMALL),
             "ABPRS/family+right0.5/emb200": Variant("ABPRS", 0.5, "family"),
+            "ABPRS/family+right1/emb100": Variant("ABPRS", 1.0, "family", SMALL),
+            "ABPRS/family+right0.5/emb100/seed2": Variant("ABPRS", 0.5, "family", {**SMALL, "seed": 2}),
         }),
     "zh": Language(
         teachers={"C": [ROOT / f"runs/ctb/{d}/best.pt" for d in ("forward", "backward")],

@@ -1,6 +1,7 @@
 """Real text in: the treebank tokenizer sets punctuation aside for the model, and parsing puts every
 token back into the tree, in order, in every output format."""
 
+import itertools
 import json
 import random
 import xml.etree.ElementTree as ET
@@ -125,7 +126,7 @@ def test_a_line_is_split_into_sentences_closing_marks_staying_with_theirs(line, 
 
     tokens, _ = Tokenizer("treebank", lowercase=True, replace_digits=True).read(line)
     bounds = [0, *sentence_starts(tokens), len(tokens)]
-    assert [tokens[a:b] for a, b in zip(bounds, bounds[1:])] == sentences
+    assert [tokens[a:b] for a, b in itertools.pairwise(bounds)] == sentences
 
 
 def test_chinese_sentences_end_at_their_marks():

@@ -20,7 +20,15 @@ from ..runtime import precision
 from ..runtime.threads import LANES, map_in_threads
 from ..text.tokenizer import EOS
 from ..trees import Tree
-from .ensemble import ParseOptions, Standing, combine, layers_by_agreement, rank_members, resolve_layers, resolve_weights
+from .ensemble import (
+    ParseOptions,
+    Standing,
+    combine,
+    layers_by_agreement,
+    rank_members,
+    resolve_layers,
+    resolve_weights,
+)
 
 Readings = list[list[Reading | None]]  # per member, per sentence (None: an empty sentence)
 CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk

@@ -26,9 +26,9 @@ from ..inference.members import Members, chunk_lines
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
 from ..output.formats import MemberResult, SentenceResult, render
-from ..text.tokenizer import sentence_starts
 from ..runtime.collector import made_uncollected
 from ..runtime.distributed import World
+from ..text.tokenizer import sentence_starts
 from ..trees import Tree
 
 
@@ -215,7 +215,7 @@ def parse_chunk(members: Members, chunk: list[Line], all_layers: bool) -> list[S
 def _sentences_of(line: Line) -> list[Line]:
     tokens, is_word, starts = line
     bounds = [0, *starts, len(tokens)]
-    return [(tokens[a:b], is_word[a:b], []) for a, b in zip(bounds, bounds[1:])]
+    return [(tokens[a:b], is_word[a:b], []) for a, b in itertools.pairwise(bounds)]
 
 
 def _joined(results: list[SentenceResult]) -> SentenceResult:
@@ -226,15 +226,19 @@ def _joined(results: list[SentenceResult]) -> SentenceResult:
     offsets = list(itertools.accumulate((len(r.words) for r in results[:-1]), initial=0))
     labels = {(i + at, j + at): x for r, at in zip(results, offsets) for (i, j), x in (r.labels or {}).items()}
     members = [MemberResult(parts[0].direction,
-                            {kind: [sum(rows, []) for rows in zip(*(p.values[kind] for p in parts))]
+                            {kind: [_chained(rows) for rows in zip(*(p.values[kind] for p in parts))]
                              for kind in parts[0].values},
                             [p.tree for p in parts], parts[0].source, parts[0].layer,
                             [g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps])
                for parts in zip(*(r.members for r in results))]
-    return SentenceResult(sum((r.words for r in results), []), [r.tree for r in results], members,
-                          sum((r.tokens or r.words for r in results), []),
-                          sum((r.is_word or [True] * len(r.words) for r in results), []),
-                          sum((r.read or r.words for r in results), []), labels if results[0].labels is not None else None)
+    return SentenceResult(_chained(r.words for r in results), [r.tree for r in results], members,
+                          _chained(r.tokens or r.words for r in results),
+                          _chained(r.is_word or [True] * len(r.words) for r in results),
+                          _chained(r.read or r.words for r in results), labels if results[0].labels is not None else None)
+
+
+def _chained(lists: Iterable[list]) -> list:
+    return list(itertools.chain.from_iterable(lists))
 
 
 def _tokens(model: LoadedModel, line: str | Sequence[str], options: ParseOptions) -> Line:
