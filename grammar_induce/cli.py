@@ -284,7 +284,7 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
                       weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines)
     for text in parser.messages.notes:
         _note(text)
-    if all(m.model.YIELDS == "trees" for m in parser.models):  # each kind named, not the first one's for all
+    if all(m.model.OWN_TREES for m in parser.models):  # each kind named, not the first one's for all
         kinds = list(dict.fromkeys(type(m.model) for m in parser.models))
         said = " and ".join(f"{kind.DESCRIPTION} ({kind.SEARCH})" for kind in kinds)
         _ignored(["layers", "distance", "decoder"], f"with {said}: {'its' if len(kinds) == 1 else 'their'} trees "
@@ -379,7 +379,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
         return
     if summary.auto_layers:
         _note("--layer auto chose " + ", ".join(f"layer {layer} of {shown(m.source)}" for m, layer in zip(models, summary.layers)
-                                                if m.model.YIELDS != "trees"))
+                                                if not m.model.OWN_TREES))
     if summary.auto_weights:
         _note("--weights auto weighed " + ", ".join(f"{shown(m.source)} {w:.2f}" for m, w in zip(models, summary.auto_weights))
               + " (each member's lead in agreement over right-branching trees, the best 1; grammar-induce rank shows it)")
@@ -427,7 +427,7 @@ def standings_table(members) -> str:
     order = sorted(range(len(members.models)), key=lambda k: -members.standings[k].lead)
     for place, k in enumerate(order, 1):
         m, s, layer = members.models[k], members.standings[k], members.options.layers[k]
-        rows.append((str(place), shown(m.source), m.config.model.kind, "-" if m.model.YIELDS == "trees" else str(layer),
+        rows.append((str(place), shown(m.source), m.config.model.kind, "-" if m.model.OWN_TREES else str(layer),
                      f"{100 * s.agreement:.1f}", f"{100 * s.baseline:.1f}", f"{100 * s.lead:.1f}", f"{s.weight:.3f}"))
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]

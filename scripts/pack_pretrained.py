@@ -155,7 +155,7 @@ def describe_teachers(made: dict | None) -> str:
     names = {"onlstm": "ON-LSTM", "pcfg": "TN-PCFG", "student": "student"}
     teachers = ", ".join(f"{names.get(kind, kind)} {'/'.join(Path(path).parts[-3:])}"
                          for kind, path in zip(kinds, made["teachers"]))
-    own_trees = [registry.kind_of(kind).YIELDS == "trees" for kind in kinds]
+    own_trees = [registry.kind_of(kind).OWN_TREES for kind in kinds]
     combined = f"layers {layers_named(made['layers'], own_trees)}, {made['decoder']} decoder, span voting"
     if made.get("weights"):
         combined += f" (weights {','.join(f'{w:g}' for w in made['weights'])})"
@@ -221,7 +221,7 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
 
     from grammar_induce.families.registry import kind_of
 
-    own_trees = kind_of(model.kind).YIELDS == "trees"  # a direction is an ON-LSTM's
+    own_trees = kind_of(model.kind).OWN_TREES  # a direction is an ON-LSTM's
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items()
             if k != "name" and v is not None and not (k == "direction" and own_trees) and v != ""}
 

@@ -28,7 +28,7 @@ SENTENCE = "the dog saw a cat near the river"
 class RightBranching(ModelKind):
     """The toy: every sentence's right-branching tree."""
 
-    NAME, YIELDS, DESCRIPTION, SEARCH = "toy-right", "trees", "a right-branching toy", "a rule"
+    NAME, DESCRIPTION, SEARCH, OWN_TREES = "toy-right", "a right-branching toy", "a rule", True
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
@@ -91,7 +91,8 @@ def test_in_an_ensemble_it_votes_beside_a_language_model(toy, tiny_run):
 
 def test_nothing_outside_the_registry_and_the_kinds_asks_which_kind_a_model_is():
     package = ROOT / "grammar_induce"
-    asking = re.compile(r"is_student|has_distances|model\.kind\s*[!=]=|kind\s*[!=]=\s*\"(onlstm|lstm|student)\"|"
+    asking = re.compile(r"is_student|has_distances|YIELDS|\.NAME\s*[!=]=|model\.kind\s*[!=]=|"
+                        r"kind\s*[!=]=\s*\"(onlstm|lstm|student|pcfg)\"|"
                         r"(isinstance|issubclass)\([^)]*(SpanParser|LanguageModel)")
     families = package / "families"
     found = [f"{path.relative_to(package)}:{k}" for path in package.rglob("*.py")
@@ -105,7 +106,7 @@ class WidthCRF(ModelKind):
     learned number per span width; `train` fits its `log_likelihood` by the whole-sentence recipe, `read` gives
     its CKY trees."""
 
-    NAME, YIELDS, DESCRIPTION, SEARCH = "toy-width", "trees", "a width-score toy", "CKY over width scores"
+    NAME, DESCRIPTION, SEARCH, OWN_TREES = "toy-width", "a width-score toy", "CKY over width scores", True
     TRAINER = sentences.SentenceTrainer
 
     def __init__(self, vocab_size: int, config: ModelConfig):

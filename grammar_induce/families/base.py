@@ -2,8 +2,8 @@
 a family that trains itself gives `train` (`Trainer`: its recipe, run by the one loop, families/training.py).
 
 A kind is a torch module built from (vocabulary size, ModelConfig). It reads a batch of sentences as rows
-of token ids and yields, per sentence, a reading (`Reading`): every layer's distances (`YIELDS =
-"distances"`), or a tree of its own (`"trees"`); a plain language model yields neither (`"nothing"`).
+of token ids and yields, per sentence, a reading (`Reading`): every layer's distances of the kinds it has
+(`DISTANCES`), or a tree of its own (`OWN_TREES`); a plain language model yields neither.
 Its name is stored in its checkpoint (config `model.kind`) and looked up in registry.KINDS on load.
 A kind that `train` makes names its recipe (`TRAINER`); one made otherwise (the student: by distill) has none.
 """
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 class ModelKind(nn.Module):
     NAME: ClassVar[str]  # stored in the checkpoint: config model.kind
-    YIELDS: ClassVar[str]  # "distances" | "trees" | "nothing"
+    OWN_TREES: ClassVar[bool] = False  # it makes trees of its own (a PCFG, a student): no layers, no distances
+    DISTANCES: ClassVar[tuple[str, ...]] = ()  # the distances its readings carry per layer (an ON-LSTM's two kinds)
     DESCRIPTION: ClassVar[str]  # how messages name a model of this kind: "an ON-LSTM language model"
     SEARCH: ClassVar[str] = ""  # a kind that yields trees: how it finds them ("CKY"), for its evaluation row and notes
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log
@@ -59,12 +60,12 @@ class ModelKind(nn.Module):
     @property
     def parse_layers(self) -> int:
         """How many layers there are to parse with (a kind that yields its own trees has one)."""
-        return 1 if self.YIELDS == "trees" else 0
+        return 1 if self.OWN_TREES else 0
 
     def parse_layer(self, asked: int | None) -> int:
         """The layer a parse reads: the one asked for (checked), else the middle one (the paper's 2 of 3); a
         kind that yields its own trees has one, whatever is asked (the command line notes that)."""
-        if self.YIELDS == "trees":
+        if self.OWN_TREES:
             return 1
         n_layers = self.parse_layers
         layer = middle_layer(n_layers) if asked is None else asked

@@ -101,7 +101,7 @@ def _own_trees(m: Pretrained) -> bool:
     """Whether the model's kind yields trees of its own (a student, a PCFG), not distances read by layer."""
     from .registry import kind_of  # here: the registry loads torch, and the catalogue is read without it
 
-    return kind_of(m.kind).YIELDS == "trees"
+    return kind_of(m.kind).OWN_TREES
 
 
 def _how(m: Pretrained) -> str:

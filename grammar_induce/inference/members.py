@@ -208,7 +208,7 @@ def check_members(models: list[LoadedModel]) -> None:
     """Every model must yield distances or trees, and all must split text alike (each one normalises its own copy of
     the tokens: lowercase, digits as N, as its tokenizer says)."""
     for loaded in models:
-        if loaded.model.YIELDS == "nothing":
+        if not (loaded.model.OWN_TREES or loaded.model.DISTANCES):
             raise InputError(f"{loaded.source}: {loaded.model.DESCRIPTION} has no distances to parse with "
                              "(train an ON-LSTM: model.kind = \"onlstm\")")
     first = models[0]

@@ -201,7 +201,7 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
                 valid_targets, _ = ensemble_targets(members, valid_words, fixed)
                 _save(work / _targets_file(round_number), {"train": _saved_targets(train_targets),
                                                            "valid": _saved_targets(valid_targets)})
-                own_trees = [m.model.YIELDS == "trees" for m in members]
+                own_trees = [m.model.OWN_TREES for m in members]
                 messages.say(f"round {round_number}: {len(members)} members "
                     f"(layers {layers_named(fixed.layers, own_trees, ', ')}, "
                     f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out "

@@ -166,7 +166,7 @@ def evaluate_models(models: list, options: EvalOptions, parse_options, messages:
     if len(models) > 1:
         predicted, agreement = _ensemble_rows(members, readings)
         main_row = f"{members.options.combine} of {len(models)}"
-    elif (model := models[0].model).YIELDS == "trees":
+    elif (model := models[0].model).OWN_TREES:
         main_row = f"{model.NAME} ({model.SEARCH})"
         predicted = {main_row: members.combine(readings)}
     else:
@@ -209,7 +209,7 @@ def _ensemble_rows(members, readings: list[list]) -> tuple[dict[str, list[trees.
     from ..inference.members import Members
 
     layers = members.options.layers
-    names = [f"{k + 1}: {_short_name(m.source)}" + ("" if m.model.YIELDS == "trees" else f" L{layer}")
+    names = [f"{k + 1}: {_short_name(m.source)}" + ("" if m.model.OWN_TREES else f" L{layer}")
              for k, (m, layer) in enumerate(zip(members.models, layers))]  # a model of its own trees reads no layer
     predicted = dict(zip(names, members.member_trees(readings)))
     for how in combiners_for([list(column) for column in zip(*readings)]):

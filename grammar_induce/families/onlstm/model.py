@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
+from ..reading import DISTANCES as READ_DISTANCES
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
 from .recurrence import State, drop_connect, keep_mask, linear, recurrence, recurrence_with_input_map, scale_steps
@@ -177,8 +178,6 @@ class LanguageModel(ModelKind):
 
     TRAINER = AWDTrainer
 
-    YIELDS = "nothing"
-
     def __init__(self, vocab_size: int, config: ModelConfig, make_layer: Callable[[int, int], nn.Module]):
         super().__init__()
         self.config = config
@@ -216,7 +215,7 @@ class LanguageModel(ModelKind):
             inp.append(dist_i)
             above = self.layers[k + 1] if k < len(self.layers) - 1 else None
             x = hs if above is None else locked_dropout(hs, cfg.dropouth, self.training, above.input_dtype(products))
-        distances = Distances(torch.stack(forget), torch.stack(inp)) if self.YIELDS == "distances" else None
+        distances = Distances(torch.stack(forget), torch.stack(inp)) if self.DISTANCES else None
         return x, new_hidden, distances
 
     def forward(self, tokens: Tensor, hidden: State | None = None, products: torch.dtype | None = None,
@@ -234,7 +233,7 @@ class LanguageModel(ModelKind):
 
 
 class ONLSTMLanguageModel(LanguageModel):
-    NAME, YIELDS, DESCRIPTION = "onlstm", "distances", "an ON-LSTM language model"
+    NAME, DESCRIPTION, DISTANCES = "onlstm", "an ON-LSTM language model", READ_DISTANCES
     BF16_PARTS = "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the input maps' " \
                  "master-gate rows in float32"
 

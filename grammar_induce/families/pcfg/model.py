@@ -101,7 +101,7 @@ class TNPCFG(ModelKind):
     """`nonterminals`, `preterminals`, `rank` and `symbol_dim` of the model config (the paper: 250, 500, 500,
     256)."""
 
-    NAME, YIELDS, DESCRIPTION, SEARCH = "pcfg", "trees", "a TN-PCFG", "MBR CKY over span marginals"
+    NAME, DESCRIPTION, SEARCH, OWN_TREES = "pcfg", "a TN-PCFG", "MBR CKY over span marginals", True
     BF16_PARTS = "the rank-space products (leaves and every span's children) in bfloat16"
     FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
     LABELS = True

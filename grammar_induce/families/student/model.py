@@ -31,7 +31,7 @@ class SpanParser(ModelKind):
     """Span scores from a BiLSTM; `emb_size`, `hidden_size` (per direction and of the MLP), `n_layers`
     (of the BiLSTM) and `dropout` of the model config."""
 
-    NAME, YIELDS, DESCRIPTION, SEARCH = "student", "trees", "a distilled student", "CKY"  # it scores spans: trees by CKY
+    NAME, DESCRIPTION, SEARCH, OWN_TREES = "student", "a distilled student", "CKY", True  # it scores spans: CKY
     BF16_PARTS = "the BiLSTM's products in bfloat16 when parsing"  # it trains in float32
     READS_IN_LANES = True  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
 
