@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 
 import torch
+from benchmark_pcfg import median_seconds  # scripts/, beside this file
 
 from grammar_induce.config import ModelConfig
 from grammar_induce.families.pcfg.model import TNPCFG
@@ -34,14 +33,7 @@ def step_ms(model: TNPCFG, batch: int, length: int, products: torch.dtype | None
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    for _ in range(2):
-        step()
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - began)
-    return 1000 * statistics.median(times)
+    return 1000 * median_seconds(step, repeats, warmup=2)
 
 
 def main() -> None:

@@ -75,7 +75,17 @@ def test_the_grammar_is_a_proper_pcfg(small):
     assert (rules >= 0).all()
 
 
-def test_partition_and_marginals_equal_brute_force_over_every_tree(small):
+@pytest.fixture(params=[False, True], ids=["split-points-one-at-a-time", "split-points-at-once"])
+def tensor_sums(request, monkeypatch):
+    """Both forms of the tensor-op sums over split points run on the CPU: one at a time (the CPU's without C) and all
+    of a width at once (a GPU's)."""
+    from grammar_induce.families.pcfg import model
+
+    monkeypatch.setattr(model, "SPLIT_POINTS_AT_ONCE_ON_CPU", request.param)
+    return request.param
+
+
+def test_partition_and_marginals_equal_brute_force_over_every_tree(small, tensor_sums):
     model, g = small
     sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]
     ids = torch.tensor([s + [0] * (5 - len(s)) for s in sentences])
@@ -96,7 +106,7 @@ def padded_batch():
     return torch.tensor([s + [0] * (7 - len(s)) for s in sentences]), [len(s) for s in sentences]
 
 
-def test_the_outside_pass_is_the_inside_passs_exact_gradient():
+def test_the_outside_pass_is_the_inside_passs_exact_gradient(tensor_sums):
     """_Inside's backward (the outside pass written out) against finite differences, in float64, in a padded batch
     with a sentence of one word: log Z's gradients at the words' values, the map to children and the root."""
     from grammar_induce.families.pcfg.model import Chart, _Inside
@@ -121,7 +131,8 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient():
 
 
 @pytest.mark.parametrize("products", [None, torch.bfloat16])
-def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and_marginals(products, monkeypatch):
+def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and_marginals(products, monkeypatch,
+                                                                                           tensor_sums):
     """float32 runs the inside and outside passes' sums over split points in C (split_points.c) where it can be
     built; GRAMMAR_INDUCE_NATIVE=0 runs the tensor ops (whose gradients gradcheck checks in float64). The same
     log-likelihoods, parameter gradients, span marginals and label gradients, to float32's rounding (the C sums

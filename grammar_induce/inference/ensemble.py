@@ -46,10 +46,15 @@ class ParseOptions:
     member_precisions: tuple[str, ...] = ()  # auto, resolved: fp32 or bf16 per member (each measured on its own)
 
 
-def resolve_weights(options: ParseOptions, kinds: list[str]) -> tuple[float, ...]:
-    """Each member's voting weight: as given (one per member), the family rule's, or () for 1 each."""
+def resolve_weights(options: ParseOptions, kinds: list[str]) -> tuple[float, ...] | str:
+    """Each member's voting weight: as given (one per member), the family rule's, or () for 1 each; "auto" where the
+    readings will choose them (two or more members)."""
     if options.weights == "family":
         return tuple(1 / kinds.count(kind) for kind in kinds)
+    if options.weights == "auto" and len(kinds) > 1:
+        return "auto"  # chosen on the first chunk's readings (inference/members.Members.with_layers)
+    if options.weights == "auto":
+        return ()  # one model votes alone
     if isinstance(options.weights, str):
         raise SettingError("weights", f"takes a number per model, family or auto, not {options.weights!r}")
     if options.weights and len(options.weights) != len(kinds):

@@ -52,9 +52,7 @@ class Members:
         if options.labels and (len(models) > 1 or not models[0].model.LABELS):
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
                                + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
-        auto = options.weights == "auto" and len(models) > 1  # chosen on the first chunk (with_layers)
-        weights = "auto" if auto else resolve_weights(replace(options, weights=() if options.weights == "auto"
-                                                              else options.weights), [m.config.model.kind for m in models])
+        weights = resolve_weights(options, [m.config.model.kind for m in models])  # "auto": on the first chunk
         if options.precision != "auto":
             resolved, _ = resolve_precision(models, options)
             return cls(models, replace(options, precision=resolved, weights=weights))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..messages import plural
+from ..trees import OPENING
 from .nltk_treebank import treebank_tokenizer
 
 if TYPE_CHECKING:
@@ -209,11 +210,9 @@ def _split_period(token: str, after: list[str]) -> list[str]:
 
 _ENDS = frozenset(". ? ! \u3002 \uff01 \uff1f".split())  # a sentence's last mark (English, Chinese)
 _WIDE_ENDS = frozenset("\u3002 \uff01 \uff1f".split())  # Chinese: whatever follows starts a sentence
-# what stays with the sentence it closes, and what opens the next one
+# what stays with the sentence it closes (what opens the next one: trees.OPENING)
 _CLOSING = frozenset("'' ) ] } -RRB- -RSB- -RCB- \u201d \u2019 \u00bb \u300d \u300f \u300b \u3009 \uff09 \uff3d "
                      "\uff5d \u3011".split())
-_OPENING = frozenset("`` ` ( [ { -LRB- -LSB- -LCB- \u201c \u2018 \u00ab \u300c \u300e \u300a \u3008 \uff08 \uff3b "
-                     "\uff5b \u3010".split())
 
 
 def sentence_starts(tokens: list[str]) -> list[int]:
@@ -229,7 +228,7 @@ def sentence_starts(tokens: list[str]) -> list[int]:
         while start < len(tokens) and (tokens[start] in _CLOSING or _closes(tokens, start)):
             start += 1
         opening = start
-        while opening < len(tokens) and (tokens[opening] in _OPENING or tokens[opening] in ("'", '"')):
+        while opening < len(tokens) and (tokens[opening] in OPENING or tokens[opening] in ("'", '"')):
             opening += 1
         word = tokens[opening] if opening < len(tokens) else ""
         if not _has_word_character(word) or start in starts:

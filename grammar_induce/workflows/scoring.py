@@ -416,14 +416,15 @@ def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main
     rows = {name: _score(ts, gold_spans) for name, ts in predicted.items()}
     baselines = {name: [build(g.words) for g in gold] for name, build in BASELINES.items()}
     rows.update({name: _score(ts, gold_spans) for name, ts in baselines.items()})
-    rows["random"] = _random_baseline(gold, gold_spans, options)
+    draws = _random_draws(gold, options)
+    rows["random"] = _random_baseline(draws, gold_spans)
     lengths = [len(g.words) for g in gold]
     by_length = {name: _by_length(ts, gold_spans, lengths)
                  for name, ts in ((main_row, predicted[main_row]), *baselines.items())}
     recall = {}
     if any(g.labels for g in gold):
         recall = {name: label_recall(ts, gold) for name, ts in (*predicted.items(), *baselines.items())}
-        recall["random"] = _random_label_recall(gold, options)
+        recall["random"] = _random_label_recall(draws, gold)
     return Report(rows, main_row, by_length, len(gold), skipped, predicted[main_row], agreement or {}, notes or [],
                   gold, label_recall=recall)
 
@@ -432,20 +433,23 @@ def _score(predicted: list, gold_spans: list[set]) -> SpanMetric:
     return sum((SpanMetric.of(trees.spans(t), g) for t, g in zip(predicted, gold_spans)), SpanMetric())
 
 
-def _random_baseline(gold: list[GoldTree], gold_spans: list[set], options: EvalOptions) -> SpanMetric:
-    """Seeded random trees: the mean of several draws."""
+def _random_draws(gold: list[GoldTree], options: EvalOptions) -> list[list]:
+    """Seeded random trees of every gold sentence, `options.random_draws` times."""
     rng = random.Random(options.baseline_seed)
-    draws = [_score([trees.random_tree(g.words, rng) for g in gold], gold_spans) for _ in range(options.random_draws)]
-    total = sum(draws, SpanMetric())
+    return [[trees.random_tree(g.words, rng) for g in gold] for _ in range(options.random_draws)]
+
+
+def _random_baseline(draws: list[list], gold_spans: list[set]) -> SpanMetric:
+    """The random row: the mean of the draws."""
+    total = sum((_score(drawn, gold_spans) for drawn in draws), SpanMetric())
     n = len(draws)  # the mean draw: as many sentences as the other rows, its counts averaged
     return SpanMetric(total.sentences // n, total.sum_f1 / n, total.matched / n, total.predicted / n, total.gold / n)
 
 
-def _random_label_recall(gold: list[GoldTree], options: EvalOptions) -> dict[str, tuple[float, int]]:
-    """The label recall of the random row's trees (the same seeded draws): each category's found count averaged."""
-    rng = random.Random(options.baseline_seed)
-    draws = [label_recall([trees.random_tree(g.words, rng) for g in gold], gold) for _ in range(options.random_draws)]
-    return {label: (sum(d[label][0] for d in draws) / len(draws), draws[0][label][1]) for label in draws[0]}
+def _random_label_recall(draws: list[list], gold: list[GoldTree]) -> dict[str, tuple[float, int]]:
+    """The label recall of the random row's trees: each category's found count averaged over the draws."""
+    counts = [label_recall(drawn, gold) for drawn in draws]
+    return {label: (sum(c[label][0] for c in counts) / len(counts), counts[0][label][1]) for label in counts[0]}
 
 
 def _by_length(predicted: list, gold_spans: list[set], lengths: list[int]) -> dict[str, SpanMetric]:

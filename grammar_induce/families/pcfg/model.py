@@ -28,9 +28,9 @@ evaluates. Its induced labels (`NT-17`) are each span's most probable nontermina
 largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
 
 Both passes' sums over split points are bound by memory traffic, not arithmetic: on a CPU they run in C
-(split_points.c, one pass over each span's children per width; native.py), elsewhere as tensor ops over every
-split point of a width at once (strided views of the chart: a few ops a width, so a GPU is not bound by launching
-an op per split point), and with bfloat16 products the chart keeps the spans' values as children in bfloat16, as
+(split_points.c, one pass over each span's children per width; native.py), on a GPU as tensor ops over every
+split point of a width at once (strided views of the chart: a few ops a width, so it is not bound by launching an op
+per split point), on a CPU without the C sums one split point at a time (SPLIT_POINTS_AT_ONCE_ON_CPU), and with bfloat16 products the chart keeps the spans' values as children in bfloat16, as
 the products give them. No value is read back to the host inside a pass (`_Whole`).
 """
 
@@ -54,6 +54,15 @@ from . import native
 PARSE_LIMIT = 150  # words: a longer line gets a right-branching tree (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
 TINY = 1e-30  # the smallest scale divided out of a span's values (an impossible span stays 0, not NaN)
+# the tensor-op sums over split points: every split point of a width at once (a few ops a width: what a GPU, bound by
+# launching ops, needs), or one split point at a time added in place (what a CPU without the C sums runs fastest:
+# 2x at 16 x 40 words, the batched form's copies of every split point's children being memory traffic); the tests
+# set it to run the batched form on the CPU too
+SPLIT_POINTS_AT_ONCE_ON_CPU = False
+
+
+def _at_once(tensor: Tensor) -> bool:
+    return tensor.device.type != "cpu" or SPLIT_POINTS_AT_ONCE_ON_CPU
 
 
 class ResLayer(nn.Module):
@@ -257,9 +266,13 @@ def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None) -> tuple[
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
     if sums:
         x = sums.combine(weights, w, chart.left[1].shape[2])
-    else:  # (left * weight) * right, in float32 as the children's products are promoted
+    elif _at_once(weights):  # (left * weight) * right, in float32 as the children's products are promoted
         x = ((_split_points(chart.left, w, starts, 1) * weights[..., None])
              * _split_points(chart.right, w, starts, 0)).sum(2)
+    else:
+        x = weights.new_zeros(*weights.shape[:2], chart.left[1].shape[2])
+        for d in range(1, w):  # a split point at a time, added in place
+            x.addcmul_(chart.left[d][:, :starts] * weights[..., d - 1, None], chart.right[w - d][:, d : d + starts])
     norm = x.amax(-1).clamp_min(TINY)
     return x / norm[..., None], top + norm.log(), weights, norm
 
@@ -273,8 +286,8 @@ def _split_points(by_width: list, w: int, starts: int, left: int) -> Tensor:
 
 
 def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Tensor, products: torch.dtype | None,
-             seed: Tensor | None = None, words: bool = False) -> tuple[list, list]:
-    """The gradients of the sum of log Z over the batch (each sentence's weighted by `seed`, where given) at every
+             whole: _Whole | None = None, words: bool = False) -> tuple[list, list]:
+    """The gradients of the sum of log Z over the batch (each sentence's weighted by `whole`'s seed, where given) at every
     width's x and at its values as a left and a right child, side by side (B, n-w+1, 2r) as the chart's `both`
     (None below width 2, and at width 1 unless `words`), from the widest span down: the inside pass's backward
     written out. In C each span's gradients as a child are pulled from its parents once theirs are known (each row
@@ -283,15 +296,18 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
     low = 1 if words else 2
     from_children = _rounded(to_children.t(), products)  # once, not per width
     grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
-    whole = _Whole(chart, lengths, root, seed)
+    whole = whole or _Whole(chart, lengths, root)
     for length in sorted(set(lengths) - {0, 1}):  # log Z = log(x[0, n] . root) + scale: its gradient at x[0, n]
         grad_x[length][:, 0] += whole.seeded(length)
-    if native.usable(root, chart.left[1]):
-        grad_children = [None] * low + [None if t is None else root.new_empty(*t.shape[:2], 2 * rank)
-                                        for t in chart.left[low:]]  # C writes each row whole
-        sums: native.Outside | _Shares = native.Outside(chart.left, chart.right, chart.weights,
-                                                        [None if t is None else t[..., :rank] for t in grad_children],
-                                                        [None if t is None else t[..., rank:] for t in grad_children])
+    in_c = native.usable(root, chart.left[1])
+    sums: native.Outside | _Shares | _SharesBySplitPoint
+    if in_c or not _at_once(root):
+        grad_children = [None] * low + [None if t is None else (root.new_empty if in_c else root.new_zeros)(
+            *t.shape[:2], 2 * rank) for t in chart.left[low:]]  # C writes each row whole; the tensor ops add into it
+        halves = ([None if t is None else t[..., :rank] for t in grad_children],
+                  [None if t is None else t[..., rank:] for t in grad_children])
+        sums = (native.Outside(chart.left, chart.right, chart.weights, *halves) if in_c
+                else _SharesBySplitPoint(chart, *halves, low))
     else:
         grad_children = [None] * (n + 1)
         sums = _Shares(chart, grad_children, len(lengths), n, rank)
@@ -327,6 +343,26 @@ class _Shares:
     def pull(self, w: int) -> None:
         """Width w's gradients as a left and a right child, side by side (every wider span has added its share)."""
         self.grad_children[w] = torch.cat([self.by_start[:, w, : self.n - w + 1], self.by_end[:, w, w:]], dim=-1)
+
+
+class _SharesBySplitPoint:
+    """`_Shares`' sums one split point at a time, each parent's share added in place into its children's gradients as
+    the parent goes (`grad_left`, `grad_right`: views of each width's gradients as children, from width `low`)."""
+
+    def __init__(self, chart: Chart, grad_left: list, grad_right: list, low: int):
+        self.chart, self.grad_left, self.grad_right, self.low = chart, grad_left, grad_right, low
+
+    def keep(self, w: int, spread: Tensor) -> None:
+        starts, chart = spread.shape[1], self.chart
+        for d in range(1, w):
+            share = spread * chart.weights[w][..., d - 1, None]
+            if d >= self.low:
+                self.grad_left[d][:, :starts].addcmul_(share, chart.right[w - d][:, d : d + starts])
+            if w - d >= self.low:
+                self.grad_right[w - d][:, d : d + starts].addcmul_(share, chart.left[d][:, :starts])
+
+    def pull(self, w: int) -> None:
+        """Nothing to gather: every share went straight into the children's gradients."""
 
 
 class _Inside(torch.autograd.Function):
@@ -367,12 +403,13 @@ class _Inside(torch.autograd.Function):
     def backward(ctx, grad_log_z: Tensor):
         to_children, root = ctx.saved_tensors
         chart, lengths, products = ctx.chart, ctx.lengths, ctx.products
-        _, grads = _outside(chart, lengths, to_children, root, products, grad_log_z, words=True)
+        whole = _Whole(chart, lengths, root, grad_log_z)
+        _, grads = _outside(chart, lengths, to_children, root, products, whole, words=True)
         rank, n = root.shape[0], len(chart.x) - 1
         grad_children = torch.zeros_like(to_children)
         for w in range(2, n):
             grad_children += _product(chart.x[w].reshape(-1, rank).t(), grads[w].reshape(-1, 2 * rank), products)
-        grad_root = _Whole(chart, lengths, root, grad_log_z).grad_root
+        grad_root = whole.grad_root
         return grads[1], grad_children, grad_root, None, None, None
 
 
