@@ -216,7 +216,7 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
             raise SettingError("layer", f"takes a number, one number per model, or auto, not {layer!r}")
     defaults = ParseOptions()
     return ParseOptions(layers=layers, auto_layers=auto, distance=distance,
-                        decoder=decoder or spec.decoder or defaults.decoder,
+                        decoder=decoder or spec.decoder,
                         combine=combine or spec.combine or defaults.combine, batch_size=batch_size, precision=precision,
                         right_voter=spec.right_voter if right_voter is None else right_voter,
                         pretokenized=pretokenized, labels=labels, weights=_weights(weights), whole_lines=whole_lines)
@@ -234,13 +234,15 @@ def _weights(weights: Sequence[float] | str | None) -> tuple[float, ...] | str:
 
 def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: str | Path, *, max_length: int = 0,
              treebank: str = "ptb", punct_tags: str | None = None, skip_bad: bool = False, baseline_seed: int = 0,
-             labeled: bool = False, quiet: bool = True, pred_format: str | None = None) -> Report:
+             labeled: bool = False, quiet: bool = True, pred_format: str | None = None,
+             dependencies: bool = False) -> Report:
     """Score a parser, trees aligned with the gold trees (nltk.Trees or bracket strings), or a file of such
     trees (a Path, one per line; `labeled` for PTB-style trees) against gold trees with the paper's
     protocol: the numbers `grammar-induce evaluate` prints, as a Report (`.rows[name].sentence_f1`,
     `.table()`, `.to_dict()`). `treebank`: ptb or ctb, which leaves count as words (or `punct_tags`).
     `pred_format` (a file): brackets, ptb, json or jsonl, what `parse --format` wrote; default: told by its first
-    character."""
+    character. `dependencies` (a parser with a StructFormer): also its heads' attachment scores against the gold
+    trees by Collins' head rules (`Report.dependencies`)."""
     from .text.treebank import TagFilter
     from .workflows import scoring
 
@@ -252,8 +254,12 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0:
         raise SettingError("max_length", f"must be a whole number of at least 0 (0: every sentence), not {max_length!r}")
     batch_size = predicted.options.batch_size if isinstance(predicted, Parser) else 64
+    if not isinstance(dependencies, bool):
+        raise SettingError("dependencies", f"must be True or False, not {dependencies!r}")
+    if dependencies and not isinstance(predicted, Parser):
+        raise SettingError("dependencies", "scores a model's dependency heads: give a parser (gi.load), not trees")
     options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, punct_tags), max_length, skip_bad,
-                                  batch_size, baseline_seed, quiet=quiet)
+                                  batch_size, baseline_seed, quiet=quiet, dependencies=dependencies)
     if isinstance(predicted, Parser):
         return scoring.evaluate_models(predicted.models, options, predicted.options)
     if isinstance(predicted, Path):

@@ -17,7 +17,7 @@ from .families.pretrained import DEFAULT_MODEL, shown
 from .families.reading import DISTANCES
 from .inference.ensemble import COMBINERS
 from .messages import clipped
-from .output.formats import ALL_LAYERS, FORMATS, LABELLED, PICTURES
+from .output.formats import ALL_LAYERS, DEPENDENCY, FORMATS, LABELLED, PICTURES
 from .runtime import memory
 from .trees import DECODERS
 
@@ -292,6 +292,10 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
     return parser
 
 
+def _kinds_named(models) -> str:
+    return " and ".join(dict.fromkeys(m.model.DESCRIPTION for m in models))
+
+
 def _weights(text: str | None) -> tuple[float, ...] | str | None:
     """--weights as the API's `weights`: None, "family", "auto" or numbers."""
     if text is None or text.strip() in ("family", "auto"):
@@ -325,7 +329,8 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True,
               help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, drawn in text, "
-              "SVG pictures (--output DIR: a file per line) or one HTML page")
+              "CoNLL-U dependency heads (a StructFormer's), SVG pictures (--output DIR: a file per line) or one HTML "
+              "page")
 @click.option("--agreement", is_flag=True, help="print how much each ensemble member agrees with the others")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="processes that parse (on the CPU), each with its own copy of the models")
@@ -358,6 +363,9 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                      batch_size, precision, device, pretokenized, labels, whole_lines)
     models = parser.models
+    if fmt in DEPENDENCY and not any(m.model.DEPENDENCIES for m in models):
+        raise click.UsageError(f"--format {fmt} writes dependency heads, and {_kinds_named(models)} "
+                               "has none: a StructFormer (model.kind = \"structformer\") has them")
     refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
     if len(models) == 1:
         _ignored(["combine", "agreement", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)),
@@ -476,12 +484,14 @@ def _input_files(input_path: str | None) -> list[str]:
 @click.option("--baseline-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="seed of the random baseline's trees")
 @renamed_option("--seed", "--baseline-seed (it seeds only the random baseline's trees)")
+@click.option("--deps", is_flag=True, help="also score the model's dependency heads (a StructFormer's): attachment "
+              "against the gold trees by Collins' head rules, directed and undirected, beside left and right chains")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @model_options
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, report_path, report_sentences, baseline_seed, quiet, layers, distance, decoder, combine, right_voter,
-             weights, batch_size, precision, device) -> None:
+             save_trees, report_path, report_sentences, baseline_seed, deps, quiet, layers, distance, decoder, combine,
+             right_voter, weights, batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api
     from .files import check_output, files_under, refuse_overwriting, write_all
@@ -504,8 +514,10 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
         if len(parser.models) == 1:
             _ignored(["combine", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)), "with one model")
         _no_votes(weights)
-        report = api.evaluate(parser, gold, **settings)
+        report = api.evaluate(parser, gold, dependencies=deps, **settings)
     else:
+        if deps:
+            raise click.UsageError("--deps scores a model's dependency heads: give --model, not --pred")
         refuse_overwriting(outputs, [pred_path, *gold_files])
         _ignored(["layers", "distance", "decoder", "combine", "right_voter", "weights", "batch_size", "precision",
                   "device"],

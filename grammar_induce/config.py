@@ -43,6 +43,12 @@ class ModelConfig:
     preterminals: int = 500
     rank: int = 500  # of the binary rule tensor's decomposition
     symbol_dim: int = 256  # symbol embeddings and the rule MLPs
+    # kind "structformer" (families/structformer/model.py; with hidden_size, n_layers, dropout); the paper's sizes
+    heads: int = 8  # attention heads a layer
+    parser_layers: int = 3  # the parser network's convolutions
+    conv_size: int = 9  # their width in words
+    dropatt: float = 0.0  # dropout on the attention weights
+    position_embedding: bool = True  # learnt positions (the paper's README command: --pos_emb)
 
     def validate(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:
@@ -50,10 +56,10 @@ class ModelConfig:
         if self.direction not in DIRECTIONS:
             raise ConfigError(f"model.direction must be forward or backward, got {self.direction!r}")
         for name in ("emb_size", "hidden_size", "chunk_size", "n_layers", "nonterminals", "preterminals", "rank",
-                     "symbol_dim"):
+                     "symbol_dim", "heads", "parser_layers", "conv_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
-        for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop"):
+        for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "dropatt"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {p}")
@@ -116,6 +122,7 @@ class TrainConfig:
     start_length: int = 0
     length_step: int = 10
     checkpoint_minutes: float = 10.0  # last.pt inside an epoch this often, so a killed run loses little
+    mask_rate: float = 0.3  # a masked language model (kind "structformer"): the share of words masked
 
     def validate(self) -> None:
         if self.precision not in PRECISIONS:
@@ -123,6 +130,8 @@ class TrainConfig:
         for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs", "max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")
+        if not 0.0 < self.mask_rate < 1.0:
+            raise ConfigError(f"train.mask_rate must be in (0, 1), got {self.mask_rate}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
         if not 0 <= self.seed < 2**32:  # what every random generator of a run takes

@@ -18,7 +18,9 @@ BRACKETS = ["(", ")", "[", "]", "{", "}"]
 def result_over(words):
     tree = trees.balanced(words)
     distances = [[0.5] * len(words)]
-    return SentenceResult(words, tree, [MemberResult("forward", {"forget": distances, "input": distances}, tree)])
+    heads = [k for k in range(len(words))]  # each word hangs from the one before it
+    return SentenceResult(words, tree, [MemberResult("forward", {"forget": distances, "input": distances}, tree,
+                                                     heads=heads)])
 
 
 @pytest.mark.parametrize("bracket", BRACKETS)
@@ -33,7 +35,8 @@ def test_every_format_keeps_every_bracket_word(bracket):
     assert json.loads(render(result, "jsonl"))["tree"] == tree
     drawn = render(result, "ascii")
     assert drawn.split().count(bracket) == 2 and "f(x)" in drawn.split()  # a picture: the words as written
-    assert set(RENDERERS) == {"brackets", "ptb", "json", "jsonl", "ascii"}
+    assert [row.split("\t")[1] for row in render(result, "conll").splitlines()] == words
+    assert set(RENDERERS) == {"brackets", "ptb", "json", "jsonl", "ascii", "conll"}
 
 
 def test_bracket_words_get_their_penn_treebank_names():

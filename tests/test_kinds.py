@@ -57,7 +57,7 @@ def test_the_kind_is_looked_up_by_the_name_its_checkpoint_stores(toy, monkeypatc
     assert isinstance(checkpoint.load(toy).model, RightBranching)
     monkeypatch.delitem(registry.KINDS, RightBranching.NAME)
     with pytest.raises(InputError, match=r"toy\.pt: damaged checkpoint \(model\.kind must be one of onlstm, lstm, "
-                                         r"student, pcfg, got 'toy-right'\)"):
+                                         r"student, pcfg, structformer, got 'toy-right'\)"):
         checkpoint.load(toy)
 
 

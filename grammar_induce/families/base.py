@@ -39,6 +39,8 @@ class ModelKind(nn.Module):
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log
     FP32_PARTS: ClassVar[str] = FULL_PARTS  # and what stays float32
     LABELS: ClassVar[bool] = False  # its readings carry induced labels of its tree's spans (Reading.labels)
+    DEPENDENCIES: ClassVar[bool] = False  # its readings carry dependency heads (Reading.heads)
+    DECODER: ClassVar[str] = "paper"  # the decoder its distances are read with unless one is asked for
     # a kind that yields trees: the longest line its own search parses exactly, and what it does with longer ones
     # (None: the CKY's, structs.EXACT_LIMIT, past which it splits greedily)
     LONGEST: ClassVar[tuple[int, str] | None] = None

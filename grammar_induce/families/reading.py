@@ -23,6 +23,8 @@ class Reading:
     direction: str = "forward"
     parsed_tree: Tree | None = None  # the model's own tree: it has no distances
     labels: dict[tuple[int, int], str] | None = None  # the own tree's spans' induced labels (a PCFG's `NT-k`)
+    heads: list[int] | None = None  # dependency heads, per word: 1-based, 0 for the root (a StructFormer's)
+    decoder: str = "paper"  # the decoder its distances are read with unless one is asked for (its kind's DECODER)
 
     @property
     def n_layers(self) -> int:
@@ -34,9 +36,11 @@ class Reading:
         return self.parsed_tree is None
 
     def to_dict(self) -> dict[str, list[list[float]]]:
-        """What an output record shows of the reading beside its tree: every layer's distances of each kind;
-        nothing for a tree of its own (an empty list would read as a sentence of no words)."""
-        return {} if self.parsed_tree is not None else {kind: getattr(self, kind) for kind in DISTANCES}
+        """What an output record shows of the reading beside its tree: every layer's distances of each kind it
+        has; nothing for a tree of its own (an empty list would read as a sentence of no words)."""
+        if self.parsed_tree is not None:
+            return {}
+        return {kind: getattr(self, kind) for kind in DISTANCES if getattr(self, kind)}
 
     def distances(self, layer: int, kind: str = "forget") -> list[float]:
         """One layer's distances; `layer` counts from 1."""
@@ -48,11 +52,11 @@ class Reading:
             return []
         return trees.gap_scores(self.distances(layer, kind), self.direction)
 
-    def tree(self, layer: int, kind: str = "forget", decoder: str = "paper") -> Tree:
-        """The tree of one layer's distances by `decoder`; or the model's own tree."""
+    def tree(self, layer: int, kind: str = "forget", decoder: str | None = None) -> Tree:
+        """The tree of one layer's distances by `decoder` (None: the reading's own); or the model's own tree."""
         if self.parsed_tree is not None:
             return self.parsed_tree
-        return trees.decode(self.distances(layer, kind), self.words, self.direction, decoder)
+        return trees.decode(self.distances(layer, kind), self.words, self.direction, decoder or self.decoder)
 
 
 def model_order(items: list, direction: str) -> list:

@@ -8,10 +8,11 @@ from ..config import ConfigError, ModelConfig
 from .base import ModelKind
 from .onlstm.model import LSTMLanguageModel, ONLSTMLanguageModel
 from .pcfg.model import TNPCFG
+from .structformer.model import StructFormer
 from .student.model import SpanParser
 
 KINDS: dict[str, type[ModelKind]] = {cls.NAME: cls for cls in (ONLSTMLanguageModel, LSTMLanguageModel, SpanParser,
-                                                               TNPCFG)}
+                                                               TNPCFG, StructFormer)}
 
 
 def kind_of(name: str) -> type[ModelKind]:

@@ -29,7 +29,7 @@ class ParseOptions:
     layers: tuple[int, ...] = ()  # (): each model's middle layer; one for all models, or one per model
     auto_layers: bool = False  # several models: each one's layer chosen by agreement (see layers_by_agreement)
     distance: str = "forget"  # forget | input
-    decoder: str = "paper"  # a name in trees.DECODERS
+    decoder: str | None = None  # a name in trees.DECODERS; None: each model's own (its kind's: an ON-LSTM's paper)
     combine: str = "mbr"  # a name in COMBINERS, for two or more models
     batch_size: int = 64
     precision: str = "fp32"  # fp32 | bf16 | auto, of the models' matrix products (runtime/precision.py)

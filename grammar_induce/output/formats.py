@@ -26,6 +26,7 @@ class MemberResult:
     source: str = ""  # the model's checkpoint file
     layer: int = 0  # the layer its tree came from, counted from 1
     gaps: list[float] = field(default_factory=list)  # that layer's scores of the gaps between words
+    heads: list[int] | None = None  # dependency heads per word, 1-based, 0 for a root (a kind that has them)
 
     @property
     def forget(self) -> list[list[float]]:
@@ -52,9 +53,9 @@ class SentenceResult:
         """A line of `--format jsonl`, one schema for every line: `tokens` (every token as written),
         `words` (what the models read, normalised: the distances and members' trees are per word), `tree`
         (over every token; null for a blank line), and what one model's reading shows (every layer's `forget`
-        and `input` distances; nothing for a model that makes trees of its own), or per member of an ensemble its
-        `direction`, `layer`, reading and tree; with induced labels, `labels`: [start, end, label] per span of
-        words (end exclusive)."""
+        and `input` distances, those it has; nothing for a model that makes trees of its own; `heads`, per word,
+        where it has dependencies), or per member of an ensemble its `direction`, `layer`, reading and tree; with
+        induced labels, `labels`: [start, end, label] per span of words (end exclusive)."""
         record: dict = {"tokens": self.tokens or self.words, "words": self.read or self.words}
         if self.tree is None:
             return record | {"tree": None}
@@ -62,15 +63,43 @@ class SentenceResult:
             record["labels"] = [[i, j, label] for (i, j), label in sorted(self.labels.items())]
         if len(self.members) == 1:
             member = self.members[0]
-            return record | member.values | {"tree": self.tree}
+            return record | member.values | _heads(member) | {"tree": self.tree}
         return record | {"tree": self.tree, "members": [  # a member of its own trees has no layer nor direction
-            ({"direction": m.direction, "layer": m.layer} if m.values else {}) | m.values | {"tree": m.tree}
+            ({"direction": m.direction, "layer": m.layer} if m.values else {}) | m.values | _heads(m) | {"tree": m.tree}
             for m in self.members]}
+
+    @property
+    def heads(self) -> list[int] | None:
+        """The dependency heads of the first member that has them."""
+        return next((m.heads for m in self.members if m.heads is not None), None)
 
     def token_row(self, row: list[float]) -> list[float | None]:
         """A per-word row (distances) spread over every token, None at punctuation (needs `is_word`)."""
         values = iter(row)
         return [next(values) if word else None for word in self.is_word]
+
+
+def _heads(member: MemberResult) -> dict[str, list[int]]:
+    return {} if member.heads is None else {"heads": member.heads}
+
+
+def to_conll(result: SentenceResult) -> str:
+    """The dependency tree in CoNLL-U's ten columns, a token a line (ID, FORM, HEAD and DEPREL filled; the rest
+    `_`), then a blank line. A word's head is the one its model gave (`root` at 0); a punctuation token set aside
+    hangs from the word before it (the first token's from the word after), `punct`."""
+    heads, tokens = result.heads, result.tokens or result.words
+    is_word = result.is_word or [True] * len(tokens)
+    at = [k for k, word in enumerate(is_word) if word]  # each word's token
+    rows, words_before = [], 0
+    for k, token in enumerate(tokens):
+        if is_word[k]:
+            head = heads[words_before]
+            words_before += 1
+            head_token, relation = (0, "root") if head == 0 else (at[head - 1] + 1, "dep")
+        else:
+            head_token, relation = (at[max(words_before - 1, 0)] + 1 if at else 0), "punct"
+        rows.append(f"{k + 1}\t{token}\t_\t_\t_\t_\t{head_token}\t{relation}\t_\t_")
+    return "\n".join(rows) + "\n"
 
 
 def to_jsonl(result: SentenceResult) -> str:
@@ -146,10 +175,12 @@ RENDERERS: dict[str, Callable[[SentenceResult], str]] = {
     "json": _tree_format(trees.to_json),
     "jsonl": to_jsonl,
     "ascii": to_ascii,
+    "conll": to_conll,
 }
 LABELLED = ("ptb", "jsonl", "ascii")  # the formats that show induced labels (`parse --labels`)
 PICTURES = ("svg", "html")  # drawn by `draw`, not line by line
 FORMATS = (*RENDERERS, *PICTURES)
+DEPENDENCY = ("conll",)  # the formats that need a model with dependency heads
 ALL_LAYERS = frozenset({"jsonl"})  # formats that print every layer's distances, so every layer must run
 
 

@@ -17,6 +17,7 @@ from ..errors import InputError
 from ..files import read_lines
 from ..messages import Messages, clipped, plural
 from ..trees import Tree, leaves
+from .heads import dependency_heads
 
 # The 36 word tags of the paper's code; every other tag is dropped.
 PTB_WORD_TAGS = frozenset(
@@ -54,6 +55,7 @@ class GoldTree:
     words: list[str]  # kept words, as in the file
     tree: Tree  # unlabeled, over `words`
     labels: tuple[tuple[int, int, str], ...] = ()  # (start, end, category) of every constituent kept, unary chains too
+    heads: tuple[int, ...] = ()  # each word's dependency head by Collins' head rules (text/heads.py), 0 the root
 
 
 def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
@@ -83,7 +85,8 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
         if kept is None:
             skipped.append((position, source, "no words once traces and punctuation are left out"))
             continue
-        gold.append(GoldTree(source, leaves(kept), kept, labelled_spans(tree, tags)))
+        gold.append(GoldTree(source, leaves(kept), kept, labelled_spans(tree, tags),
+                             dependency_heads(tree, tags.keeps, category)))
     warning = _filter_warning(spec, tags, tag_counts)
     if not gold:
         raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))

@@ -47,7 +47,7 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
         own = readings[0][k].labels if o.labels and len(readings) == 1 else None
         results.append(SentenceResult(words, next(combined), labels=own, members=[
             MemberResult(p.direction, p.to_dict(), p.tree(layer, o.distance, o.decoder), m.source, layer,
-                         p.gaps(layer, o.distance))
+                         p.gaps(layer, o.distance), p.heads)
             for p, layer, m in zip([member[k] for member in readings], layers, members.models)]))
     return results
 
@@ -229,7 +229,9 @@ def _joined(results: list[SentenceResult]) -> SentenceResult:
                             {kind: [_chained(rows) for rows in zip(*(p.values[kind] for p in parts))]
                              for kind in parts[0].values},
                             [p.tree for p in parts], parts[0].source, parts[0].layer,
-                            [g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps])
+                            [g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps],
+                            None if parts[0].heads is None else
+                            [h + at if h else 0 for p, at in zip(parts, offsets) for h in p.heads])
                for parts in zip(*(r.members for r in results))]
     return SentenceResult(_chained(r.words for r in results), [r.tree for r in results], members,
                           _chained(r.tokens or r.words for r in results),

@@ -19,6 +19,7 @@ from ..families.reading import DISTANCES
 from ..files import read_lines
 from ..messages import Messages, plural, progress_bar
 from ..metrics import SpanMetric
+from ..text.heads import attachment, chain
 from ..text.tokenizer import Tokenizer
 from ..text.treebank import GoldTree, TagFilter, read_gold
 
@@ -41,6 +42,7 @@ class EvalOptions:
     baseline_seed: int = 0  # the random baseline's draws: the same trees in every evaluation
     random_draws: int = 5
     quiet: bool = False
+    dependencies: bool = False  # also score a model's dependency heads (UAS) against the gold trees' head rules
 
 
 @dataclass
@@ -57,6 +59,8 @@ class Report:
     unknown: dict[str, tuple[int, int]] = field(default_factory=dict)  # model -> gold words it does not know, of all
     # row -> label -> (found, of); the random row's found is the mean of its draws
     label_recall: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
+    # row -> (directed, undirected) attachment score against Collins' head rules (evaluate --deps)
+    dependencies: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -68,6 +72,8 @@ class Report:
                                   in self.unknown.items()}} if self.unknown else {}),
             **({"label_recall": {row: {label: found / total if total else None for label, (found, total) in labels.items()}
                                  for row, labels in self.label_recall.items()}} if self.label_recall else {}),
+            **({"dependencies": {row: {"directed": d, "undirected": u} for row, (d, u) in self.dependencies.items()}}
+               if self.dependencies else {}),
         }
 
     def table(self) -> str:
@@ -82,6 +88,8 @@ class Report:
             lines.append(f"{name + mark:{width}s} {100 * m.sentence_f1:8.1f} {corpus}")
         if self.label_recall:
             lines.append("\n" + label_recall_table(self.label_recall))
+        if self.dependencies:
+            lines.append("\n" + dependency_table(self.dependencies))
         if self.agreement:
             lines.append("\n" + agreement_table(self.agreement))
         lines += [f"\ngold words unknown to {shown(name)}: {100 * count / max(total, 1):.1f}% ({count:,} of {total:,})"
@@ -122,6 +130,21 @@ def label_recall(predicted: list, gold: list[GoldTree]) -> dict[str, tuple[int, 
                 found[label][0] += (start, end) in held
                 found[label][1] += 1
     return {label: (hit, total) for label, (hit, total) in found.items()}
+
+
+def dependency_table(scores: dict[str, tuple[float, float]]) -> str:
+    lines = ["dependencies: attachment scores against Collins' (1999) head rules (text/heads.py)",
+             f"{'':28s} {'directed':>9s} {'undirected':>11s}"]
+    lines += [f"{name:28s} {100 * d:9.1f} {100 * u:11.1f}" for name, (d, u) in scores.items()]
+    return "\n".join(lines)
+
+
+def dependency_scores(name: str, heads: list[list[int]], gold: list[GoldTree]) -> dict[str, tuple[float, float]]:
+    """The model's row and the left- and right-chain baselines', (directed, undirected)."""
+    truth = [g.heads for g in gold]
+    return {name: attachment(heads, truth),
+            "left chain": attachment([chain(len(g.words), leftward=True) for g in gold], truth),
+            "right chain": attachment([chain(len(g.words), leftward=False) for g in gold], truth)}
 
 
 def agreement_table(agreement: dict[str, SpanMetric]) -> str:
@@ -172,7 +195,14 @@ def evaluate_models(models: list, options: EvalOptions, parse_options, messages:
     else:
         predicted = _layer_rows(readings[0], members.options.decoder)
         main_row = f"layer {members.options.layers[0]} {members.options.distance}"
-    return replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown)
+    report = replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown)
+    if options.dependencies:
+        k, model = next(((k, m.model) for k, m in enumerate(models) if m.model.DEPENDENCIES), (0, models[0].model))
+        if not model.DEPENDENCIES:
+            raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({model.DESCRIPTION}) "
+                             "has none: a StructFormer (model.kind = \"structformer\") has them")
+        report.dependencies = dependency_scores(f"{model.NAME} heads", [p.heads for p in readings[k]], gold)
+    return report
 
 
 def _report_messages(messages: Messages | None) -> Messages:
@@ -193,11 +223,12 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
 def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
     n_layers = parsed[0].n_layers
     predicted: dict[str, list[trees.Tree]] = {}
-    for k in DISTANCES:
+    for k in (kind for kind in DISTANCES if getattr(parsed[0], kind)):  # the kinds the model has
         for l in range(1, n_layers + 1):
             predicted[f"layer {l} {k}"] = [p.tree(l, k, decoder) for p in parsed]
         predicted[f"mean of layers {k}"] = [
-            trees.decode([sum(col) / n_layers for col in zip(*getattr(p, k))], p.words, p.direction, decoder)
+            trees.decode([sum(col) / n_layers for col in zip(*getattr(p, k))], p.words, p.direction,
+                         decoder or p.decoder)
             for p in parsed
         ]
     return predicted

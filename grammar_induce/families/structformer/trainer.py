@@ -1,0 +1,157 @@
+"""The StructFormer paper's masked-LM recipe (google-research/structformer, main.py): sentences sorted by length and
+cut into batches of about `batch_size` tokens, the batches in a random order; a random 30% of each batch's words
+(never `<unk>`) replaced by the mask and predicted; Adam (lr 3e-4, eps 1e-9, L2 weight decay), gradient clipping,
+the learning rate halved when validation has not improved for two epochs. families/training.py runs it.
+
+Validation masks with a generator seeded the same way every time (the paper's code draws new masks each epoch),
+so that its perplexity moves only with the model."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from ...config import Config
+from ...messages import plural
+from ...runtime import distributed, precision
+from ...runtime.clipping import clip_and_step
+from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
+from ..sentences import read_as_sentences, split_sentences
+
+if TYPE_CHECKING:
+    from .model import StructFormer
+
+ADAM_EPS = 1e-9
+PLATEAU_PATIENCE, PLATEAU_FACTOR = 2, 0.5  # ReduceLROnPlateau(factor 0.5, patience 2, threshold 0)
+HELD_OUT_SEED = 1111  # the paper's seed: validation's and test's masks
+PROBE_WORDS = 20
+UNK = 0  # Vocab: id 0 is <unk>, never masked
+
+
+def token_batches(sentences: list[Tensor], tokens: int, longest: int, rng: random.Random | None) -> list[list[int]]:
+    """The sentences of 1..`longest` words sorted by length, cut into batches of at least `tokens` tokens (the last
+    may be smaller), the batches in a random order (`rng`; None: in length order)."""
+    order = sorted((k for k, s in enumerate(sentences) if 1 <= len(s) <= longest), key=lambda k: len(sentences[k]))
+    batches, batch, size = [], [], 0
+    for k in order:
+        batch.append(k)
+        size += len(sentences[k])
+        if size >= tokens:
+            batches.append(batch)
+            batch, size = [], 0
+    if batch:
+        batches.append(batch)
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def padded(sentences: list[Tensor], pad: int, device: torch.device) -> Tensor:
+    rows = torch.full((len(sentences), max(len(s) for s in sentences)), pad, dtype=torch.long)
+    for row, s in zip(rows, sentences):
+        row[: len(s)] = s
+    return rows.to(device)
+
+
+def masked(ids: Tensor, model: StructFormer, rate: float, generator: torch.Generator | None = None
+           ) -> tuple[Tensor, Tensor]:
+    """(the ids with a random `rate` of the words, never `<unk>`, replaced by the mask; the targets: each masked
+    word's id, padding elsewhere)."""
+    draw = torch.rand(ids.shape, generator=generator).to(ids.device) < rate
+    chosen = draw & (ids != model.pad) & (ids != UNK)
+    return ids.masked_fill(chosen, model.mask), ids.masked_fill(~chosen, model.pad)
+
+
+@torch.no_grad()
+def held_out(model: StructFormer, sentences: list[Tensor], config: Config, products: torch.dtype | None
+             ) -> float:
+    """The mean cross entropy at the masked words of held-out sentences, every call masking the same words."""
+    model.eval()
+    generator = torch.Generator().manual_seed(HELD_OUT_SEED)
+    total, count = 0.0, 0
+    for batch in token_batches(sentences, config.train.batch_size, config.train.max_length, None):
+        ids, targets = masked(padded([sentences[k] for k in batch], model.pad, model.device), model,
+                              config.train.mask_rate, generator)
+        loss, n = model.masked_loss(ids, targets, products)
+        total, count = total + loss.item(), count + n
+    return total / max(1, count)
+
+
+class MaskedLMTrainer(Trainer):
+    UNIT, PHASE = "batch", "adam"
+
+    def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device,
+                 world: distributed.World, phase: str | None):
+        self.config, self.model, self.text, self.device = config, model, text, device
+        cfg = config.train
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=ADAM_EPS, weight_decay=cfg.weight_decay)
+        self.plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(self.optimizer, "min", PLATEAU_FACTOR,
+                                                                  PLATEAU_PATIENCE, threshold=0)
+        self.batches: list[list[int]] = []
+
+    read_text = staticmethod(read_as_sentences)
+
+    @classmethod
+    def probe(cls, model: ModelKind, config: Config, vocab_size: int) -> Callable[[torch.dtype | None], None]:
+        rows = max(1, config.train.batch_size // PROBE_WORDS)
+        ids = torch.randint(2, vocab_size, (rows, PROBE_WORDS), generator=torch.Generator().manual_seed(0))
+        ids, targets = masked(ids.to(model.device), model, config.train.mask_rate, torch.Generator().manual_seed(0))
+
+        def run(dtype: torch.dtype | None) -> None:
+            model.masked_loss(ids, targets, dtype)[0].backward()
+        return run
+
+    @classmethod
+    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, batch_size: int) -> float:
+        """Per masked word (`batch_size` does not apply: batches are of config.train.batch_size tokens)."""
+        return held_out(model, split_sentences(ids), config, None)
+
+    def describe(self) -> str:
+        return (f"{count_parameters(self.model):,} parameters, vocabulary {len(self.text.vocab):,}, "
+                f"{plural(len(self.text.train), 'training sentence')}, device {self.device}")
+
+    def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
+        cfg = self.config.train
+        self.products = precision.product_dtype(cfg.precision)
+        self.batches = token_batches(self.text.train, cfg.batch_size, cfg.max_length,
+                                     random.Random(cfg.seed * 100003 + epoch))
+        self.model.train()
+        return len(self.batches)
+
+    def steps(self, position: EpochPosition) -> Iterator[Step]:
+        cfg = self.config.train
+        for batch in self.batches[position.start :]:
+            ids, targets = masked(padded([self.text.train[k] for k in batch], self.model.pad, self.device),
+                                  self.model, cfg.mask_rate)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, units = self.model.masked_loss(ids, targets, self.products)
+            (loss / max(1, units)).backward()
+            clip_and_step(self.optimizer, self.model.parameters(), cfg.clip)
+            running = (position.loss_sum + loss.item()) / max(1, position.tokens + units)
+            yield Step(loss.item(), units, 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
+
+    def validation_loss(self, products: torch.dtype | None) -> float:
+        return held_out(self.model, self.text.valid, self.config, products)
+
+    def test_loss(self, model: ModelKind, products: torch.dtype | None) -> float:
+        return held_out(model, self.text.test, self.config, products)
+
+    def after_validation(self, phase: str, history: list[float], val_loss: float) -> tuple[str, str | None]:
+        history.append(val_loss)
+        before = self.lr
+        self.plateau.step(val_loss)
+        return phase, None if self.lr == before else f"no better for {PLATEAU_PATIENCE} epochs: lr {self.lr:g}"
+
+    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "plateau": self.plateau.state_dict(),
+                "rng": {"torch": torch.get_rng_state()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.plateau.load_state_dict(state["plateau"])
+        torch.set_rng_state(state["rng"]["torch"])
