@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -132,6 +133,9 @@ class Trainer:
     UNIT: ClassVar[str]  # what an epoch's progress bar counts
     optimizer: torch.optim.Optimizer
     text: TrainingText
+    # the run's Python generator, for the draws a recipe makes in Python as it goes (the ON-LSTM's BPTT lengths): set by
+    # the loop, which keeps it in last.pt with torch's generators (runtime/randomness.py); a recipe saves none of them
+    rng: random.Random
     PARALLEL: ClassVar[bool] = False  # whether it runs under torchrun (data-parallel processes)
     PHASE: ClassVar[str]  # the optimizer phase of a new run (recorded in each epoch's line)
 
@@ -219,8 +223,8 @@ class Trainer:
         return rundir.format_record(record)
 
     def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        """The optimizer and the random generators, for last.pt (`mid_epoch`: saved inside an epoch, which
-        resuming begins again from its position)."""
+        """The optimizer's state (and a schedule's), for last.pt (`mid_epoch`: saved inside an epoch, which resuming
+        begins again from its position). The random generators are the loop's to keep."""
         raise NotImplementedError
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -163,8 +163,7 @@ class SentenceTrainer(Trainer):
         return {"longest": epoch_longest(self.config.train, epoch)}
 
     def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "rng": {"torch": torch.get_rng_state()}}
+        return {"optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"]["torch"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import signal
 import threading
 import time
@@ -24,7 +25,7 @@ from ..errors import InputError, UserError
 from ..files import write_text
 from ..messages import Messages, progress_bar
 from ..output import draw
-from ..runtime import distributed, memory, precision, rundir
+from ..runtime import distributed, memory, precision, randomness, rundir
 from ..text import corpus
 from . import checkpoint, registry
 from .base import EpochPosition, ModelKind, Trainer, count_parameters, exp_loss
@@ -142,8 +143,10 @@ def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: in
     if payload:
         model.load_state_dict(payload["state_dict"])
     trainer = make_trainer(config, model, saved.phase if saved else None)
+    trainer.rng = random.Random(config.train.seed)
     if payload:
         trainer.load_state_dict(payload["training_state"])
+        randomness.restore(_random_state(payload["training_state"]), trainer.rng, device)
     state = saved or TrainState(phase=trainer.PHASE)
     loop = _Loop(config, trainer, model, device, world, out_dir, quiet, messages)
     if world.is_main:
@@ -156,6 +159,12 @@ def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: in
     best = exp_loss(state.best_loss) if trainer.has("valid") and math.isfinite(state.best_loss) else None
     return Result(out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by,
                   loop.limited_by)
+
+
+def _random_state(training_state: dict[str, Any]) -> dict[str, Any]:
+    """The saved generators: the loop's (`random`), or, in a last.pt of before the loop kept them, the recipe's
+    (`rng`: the same keys, some of them)."""
+    return training_state.get("random") or training_state.get("rng") or {}
 
 
 def resume_state(payload: dict[str, Any], source: Path) -> TrainState:
@@ -181,6 +190,7 @@ def _save_last(loop: _Loop, state: TrainState) -> None:
         return
     text = loop.trainer.text
     training_state = {**state.to_dict(), **loop.trainer.state_dict(mid_epoch=state.position is not None),
+                      "random": randomness.saved(loop.trainer.rng, loop.device),
                       "elapsed": state.elapsed + time.time() - loop.started}
     checkpoint.save(loop.out_dir / "last.pt", loop.model, text.vocab, text.tokenizer, loop.config, training_state)
     loop.saved_at = time.time()

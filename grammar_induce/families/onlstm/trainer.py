@@ -152,7 +152,6 @@ class AWDTrainer(Trainer):
         text.valid = text.valid.to(device) if text.valid is not None else None
         self.optimizer = make_optimizer(model, config, phase or self.PHASE)
         self.trainable = world.wrap(model)  # the model, or its DistributedDataParallel wrapper
-        self.rng = random.Random(config.train.seed)
         self.hidden: State = []
 
     read_text = staticmethod(read_stream)
@@ -223,11 +222,7 @@ class AWDTrainer(Trainer):
         return phase, None
 
     def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        _, internal, gauss_next = self.rng.getstate()
-        rng = {"python": list(internal), "gauss_next": gauss_next, "torch": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        return {"optimizer": self.optimizer.state_dict(), "rng": rng}
+        return {"optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
@@ -235,11 +230,6 @@ class AWDTrainer(Trainer):
             group.update(lr=self.config.train.lr, weight_decay=self.config.train.weight_decay)
             if "fused" in group:  # SGD's: a state saved without the fused kernel resumes with it where torch has it
                 group["fused"] = fused_sgd(self.model)
-        rng = state["rng"]
-        self.rng.setstate((3, tuple(rng["python"]), rng["gauss_next"]))
-        torch.set_rng_state(rng["torch"])
-        if "cuda" in rng and self.device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"], self.device)
 
     def finish(self) -> None:
         self.trainable = self.model  # release the DDP wrapper before the process group goes

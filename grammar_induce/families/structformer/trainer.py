@@ -148,10 +148,8 @@ class MaskedLMTrainer(Trainer):
         return phase, None if self.lr == before else f"no better for {PLATEAU_PATIENCE} epochs: lr {self.lr:g}"
 
     def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "plateau": self.plateau.state_dict(),
-                "rng": {"torch": torch.get_rng_state()}}
+        return {"optimizer": self.optimizer.state_dict(), "plateau": self.plateau.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.plateau.load_state_dict(state["plateau"])
-        torch.set_rng_state(state["rng"]["torch"])

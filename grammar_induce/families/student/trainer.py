@@ -40,22 +40,19 @@ class StudentTrainer(Trainer):
         self.config, self.model, self.text, self.device = config, model, text, device
         self.agreement, self.keep_last, self.name = agreement, keep_last, name
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)
-        self.rng = random.Random(config.train.seed)
-        self.epoch_rng: tuple = self.rng.getstate()
         self.batches: list[list[int]] = []
 
     def describe(self) -> str:
         return f"student: {count_parameters(self.model):,} parameters, {len(self.text.train.usable):,} sentences"
 
     def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
-        """Sentences of similar length together, the batches in a random order (resuming inside an epoch, the
-        generator is as it was at the epoch's start, so the order is the same)."""
-        self.epoch_rng = self.rng.getstate()
+        """Sentences of similar length together, the batches in a random order of the epoch's own (so a run resumed
+        inside an epoch has the same batches)."""
         targets = self.text.train
         ordered = sorted(targets.usable, key=lambda k: len(targets.ids[k]))
         size = self.config.train.batch_size
         self.batches = [ordered[k : k + size] for k in range(0, len(ordered), size)]
-        self.rng.shuffle(self.batches)
+        random.Random(self.config.train.seed * 100003 + epoch).shuffle(self.batches)
         self.model.train()
         return len(self.batches)
 
@@ -96,12 +93,7 @@ class StudentTrainer(Trainer):
                 f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
 
     def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        _, internal, gauss = self.epoch_rng if mid_epoch else self.rng.getstate()
-        return {"optimizer": self.optimizer.state_dict(),
-                "rng": {"python": list(internal), "gauss_next": gauss, "torch": torch.get_rng_state()}}
+        return {"optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
-        rng = state["rng"]
-        self.rng.setstate((3, tuple(rng["python"]), rng["gauss_next"]))
-        torch.set_rng_state(rng["torch"])
