@@ -351,12 +351,13 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
     from .files import check_folder_output, check_output, refuse_overwriting
     from .messages import Messages, progress_bar
+    from .output import pictures
     from .workflows import parse as parse_workflow
 
     if labels:
         fmt = _labelled_format(fmt)
     if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
-        check_folder_output(output_path, parse_workflow.PICTURE_FILE)
+        check_folder_output(output_path, pictures.PICTURE_FILE)
     else:
         check_output(output_path)
     lines, stream = _read_sentences(sentences, input_path)
@@ -376,7 +377,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
                                       stream=stream,
                                       agreement=agreement, messages=(messages := Messages(progress=bar.update)))
         if fmt in PICTURES:
-            for text in parse_workflow.draw_pictures(results, fmt, output_path, summary.distance):
+            for text in pictures.draw_pictures(results, fmt, output_path, summary.distance):
                 click.echo(text)
         elif summary.writes_output:
             _write_lines(parse_workflow.render_lines(results, fmt), output_path)

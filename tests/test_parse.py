@@ -18,12 +18,13 @@ from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.reading import middle_layer
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement
+from grammar_induce.inference.lines import parse_sentences
 from grammar_induce.inference.members import Members, read_sentences, token_ids
 from grammar_induce.messages import Messages
 from grammar_induce.output.formats import render
 from grammar_induce.text import corpus
 from grammar_induce.trees import leaves, tree_from_distances
-from grammar_induce.workflows.parse import parse, parse_sentences, render_lines
+from grammar_induce.workflows.parse import parse, render_lines
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, fifo_with, invoke, tiny_config

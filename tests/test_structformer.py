@@ -16,10 +16,10 @@ from grammar_induce.families import checkpoint
 from grammar_induce.families.structformer import structure
 from grammar_induce.families.structformer.model import StructFormer, before_each_word
 from grammar_induce.families.structformer.trainer import UNK, masked, token_batches
+from grammar_induce.inference.lines import joined
 from grammar_induce.output.formats import MemberResult, SentenceResult, render
 from grammar_induce.text.heads import attachment, chain, dependency_heads, head_child
 from grammar_induce.text.treebank import TagFilter, category, parse_bracketed, read_gold
-from grammar_induce.workflows.parse import _joined
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, SYNTHETIC_GOLD, invoke
@@ -232,9 +232,9 @@ def test_heads_shift_with_the_sentences_of_a_line():
     first = SentenceResult(["a", "b"], ["a", "b"], [MemberResult("forward", {}, ["a", "b"], heads=[2, 0])])
     second = SentenceResult(["c", "d", "e"], ["c", ["d", "e"]],
                             [MemberResult("forward", {}, ["c", ["d", "e"]], heads=[0, 1, 2])])
-    joined = _joined([first, second])
-    assert joined.heads == [2, 0, 0, 3, 4]
-    assert json.loads(render(joined, "jsonl"))["heads"] == [2, 0, 0, 3, 4]
+    joined_line = joined([first, second])
+    assert joined_line.heads == [2, 0, 0, 3, 4]
+    assert json.loads(render(joined_line, "jsonl"))["heads"] == [2, 0, 0, 3, 4]
 
 
 def test_conll_hangs_punctuation_from_the_word_before_it():

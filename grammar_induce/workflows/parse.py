@@ -1,55 +1,27 @@
-"""Sentences in, trees out: lines tokenized, run through one or more trained models and combined (the member
-path: inference/members.py), rendered; in this process, in worker processes or under torchrun.
+"""Sentences in, trees out: lines tokenized and run through one or more trained models, combined (the member path:
+inference/lines.py, inference/members.py), in this process, in worker processes or under torchrun (chosen here:
+inference/executors.py); rendered (output/), or ranked (`standings`).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-import os
-import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
-from pathlib import Path
-from typing import ClassVar
 
-import torch
-
-from .. import trees
 from ..errors import InputError
 from ..families import structs
 from ..families.checkpoint import LoadedModel
-from ..files import read_lines, replace_folder, write_text
+from ..files import read_lines
 from ..inference.ensemble import ParseOptions, member_agreement
-from ..inference.members import Members, chunk_lines
+from ..inference.executors import distributed, fixed_layers, in_processes, worker_count
+from ..inference.lines import PAUSE, chunks_of, parse_chunk, tokens_of, words_of
+from ..inference.members import Members
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
-from ..output.formats import MemberResult, SentenceResult, render
+from ..output.formats import SentenceResult, render
 from ..runtime.collector import made_uncollected
 from ..runtime.distributed import World
-from ..text.tokenizer import sentence_starts
-from ..trees import Tree
-
-
-def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bool = False) -> list[SentenceResult]:
-    """Each sentence's combined tree and every member's distances and tree (the members' layers fixed)."""
-    parsed = next(members.parse(sentences, all_layers, at_once=True), None)
-    if parsed is None:  # no sentences
-        return []
-    readings, combined = parsed.readings, iter(parsed.trees)
-    layers, o = members.options.layers, members.options
-    results = []
-    for k, words in enumerate(sentences):
-        if not words:
-            results.append(SentenceResult(words, None))
-            continue
-        own = readings[0][k].labels if o.labels and len(readings) == 1 else None
-        results.append(SentenceResult(words, next(combined), labels=own, members=[
-            MemberResult(p.direction, p.to_dict(), p.tree(layer, o.distance, o.decoder), m.source, layer,
-                         p.gaps(layer, o.distance), p.heads)
-            for p, layer, m in zip([member[k] for member in readings], layers, members.models)]))
-    return results
 
 
 @dataclass
@@ -76,7 +48,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     copy of the models; else in this process. Layers `auto` chooses are chosen once, on the first chunk,
     for every process. `all_layers` runs every layer (else up to the one read); `messages` advance by the
     sentences each chunk parsed and get the notes (caps, fallbacks); `stream`: the lines arrive over time
-    (see _chunks).
+    (see chunks_of).
     """
     messages = messages or Messages()
     members = Members.of(models, options)  # checked, the precision resolved once
@@ -85,11 +57,11 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
     options, world = members.options, World.from_env()
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
                            writes_output=world.is_main, distance=options.distance, auto_layers=members.chooses_layers)
-    chunks = ([_tokens(models[0], line, options) for line in chunk]
-              for chunk in _chunks(lines, options.batch_size, stream))
+    chunks = ([tokens_of(models[0], line, options) for line in chunk]
+              for chunk in chunks_of(lines, options.batch_size, stream))
     first = next(chunks, [])
     auto_weights = members.chooses_weights
-    members = _fixed_layers(members, first, world)
+    members = fixed_layers(members, first, world)
     summary.layers = members.options.layers
     summary.auto_weights = tuple(members.options.weights) if auto_weights else ()
     chunks = itertools.chain([first], chunks)
@@ -99,9 +71,9 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
         summary.workers = worker_count(workers, ahead, options.batch_size, models, messages)
     # the many trees made do not make the collector rescan torch's objects, nor each other (runtime/collector.py)
     if world.size > 1:
-        parts = made_uncollected(_parts_distributed(members, chunks, all_layers, world))
+        parts = made_uncollected(distributed(members, chunks, all_layers, world))
     elif summary.workers > 1:
-        parts = made_uncollected(_parts_in_processes(members, chunks, all_layers, summary.workers))
+        parts = made_uncollected(in_processes(members, chunks, all_layers, summary.workers))
     else:
         parts = made_uncollected(chunks, lambda chunk: parse_chunk(members, chunk, all_layers))
     return _collect(parts, summary, messages, _long_line_rules(members)), summary
@@ -122,42 +94,6 @@ def _long_line_rules(members: Members) -> list[tuple[int, str]]:
     return rules
 
 
-WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself)
-
-
-def worker_count(requested: int, chunks: list[list], batch_size: int, models: list[LoadedModel],
-                 messages: Messages) -> int:
-    """How many worker processes to parse in: those asked for, but no more than there are chunks of
-    input, cores, or copies of the models that fit in half the memory available; a cap is noted."""
-    model_bytes = sum(sum(t.numel() * t.element_size() for t in m.model.state_dict().values()) for m in models)
-    fits = max(1, available_memory() // 2 // (WORKER_BYTES + model_bytes))
-    lines = sum(len(chunk) for chunk in chunks)
-    shown = f"{plural(lines, 'line')}" if len(chunks) < requested else f"at least {plural(lines, 'line')}"
-    chunked = (f"the input is {shown}, {plural(len(chunks), 'chunk')} of up to {chunk_lines(batch_size):,} lines "
-               "(a process parses a chunk at a time)")
-    caps = [(len(chunks), chunked),
-            (os.cpu_count() or 1, f"this machine has {os.cpu_count()} cores"),
-            (fits, f"{fits} cop{'ies' if fits != 1 else 'y'} of the models fit in half the free memory")]
-    count, why = min(caps, key=lambda cap: cap[0])
-    count = max(1, count)
-    if count < requested:
-        messages.note(f"--workers {requested} capped at {count}: {why}")
-        return count
-    return requested
-
-
-def available_memory() -> int:
-    """Bytes of memory free for new processes (MemAvailable), else the free physical pages."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
 def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messages: Messages,
              rules: list[tuple[int, str]]) -> Iterator[SentenceResult]:
     """The chunks' results in order, adding each chunk's member agreement to the summary, and a note of the lines
@@ -176,157 +112,17 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messa
             messages.note(f"{plural(count, 'line')} of more than {limit} words: {what}")
 
 
-def _fixed_layers(members: Members, first: list[tuple[list[str], list[bool]]], world: World) -> Members:
-    """The members with every layer (and voting weight) fixed: chosen by agreement on the first chunk when asked to
-    (on process 0, for every process), else as given."""
-    sentences = [words for words in _words(first) if words]
-    if members.chooses and world.size > 1:
-        chosen = members.with_layers_on(sentences).options if world.is_main else None
-        return Members(members.models, world.gather_objects(chosen)[0])
-    return members.with_layers_on(sentences)
-
 
 def standings(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions) -> Members:
     """The members with their layers and `--weights auto`'s weights chosen on the first chunk of `lines` (what
     `grammar-induce rank` shows: the standings are in `.standings`), no gold trees needed."""
     members = Members.of(models, replace(options, weights="auto"))
-    first = next(_chunks(lines, options.batch_size, False), [])
-    sentences = [words for words in _words([_tokens(models[0], line, options) for line in first]) if words]
+    first = next(chunks_of(lines, options.batch_size, False), [])
+    sentences = [words for words in words_of([tokens_of(models[0], line, options) for line in first]) if words]
     if not sentences:
         raise InputError("no sentences to rank the models on")
     return members.with_layers_on(sentences)
 
-
-Line = tuple[list[str], list[bool], list[int]]  # a line's tokens, which of them the models read, where sentences start
-
-
-def parse_chunk(members: Members, chunk: list[Line], all_layers: bool) -> list[SentenceResult]:
-    """One chunk of tokenized lines parsed, a sentence at a time, with its punctuation put back; a line of several
-    sentences gets a tree whose top joins theirs."""
-    pieces = [_sentences_of(line) for line in chunk]
-    flat = [piece for line in pieces for piece in line]
-    results = parse_sentences(members, _words(flat), all_layers)
-    normalize = members.models[0].tokenizer.normalize
-    done = iter(replace(_with_punctuation(r, tokens, is_word), read=[normalize(w) for w in r.words])
-                for r, (tokens, is_word, _) in zip(results, flat))
-    return [_joined([next(done) for _ in line]) for line in pieces]
-
-
-def _sentences_of(line: Line) -> list[Line]:
-    tokens, is_word, starts = line
-    bounds = [0, *starts, len(tokens)]
-    return [(tokens[a:b], is_word[a:b], []) for a, b in itertools.pairwise(bounds)]
-
-
-def _joined(results: list[SentenceResult]) -> SentenceResult:
-    """The results of a line's sentences as the line's: the words and tokens one after another, the tree a node over
-    the sentences' trees (each member's too), the distances and labels shifted along."""
-    if len(results) == 1:
-        return results[0]
-    offsets = list(itertools.accumulate((len(r.words) for r in results[:-1]), initial=0))
-    labels = {(i + at, j + at): x for r, at in zip(results, offsets) for (i, j), x in (r.labels or {}).items()}
-    members = [MemberResult(parts[0].direction,
-                            {kind: [_chained(rows) for rows in zip(*(p.values[kind] for p in parts))]
-                             for kind in parts[0].values},
-                            [p.tree for p in parts], parts[0].source, parts[0].layer,
-                            [g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps],
-                            None if parts[0].heads is None else
-                            [h + at if h else 0 for p, at in zip(parts, offsets) for h in p.heads])
-               for parts in zip(*(r.members for r in results))]
-    return SentenceResult(_chained(r.words for r in results), [r.tree for r in results], members,
-                          _chained(r.tokens or r.words for r in results),
-                          _chained(r.is_word or [True] * len(r.words) for r in results),
-                          _chained(r.read or r.words for r in results), labels if results[0].labels is not None else None)
-
-
-def _chained(lists: Iterable[list]) -> list:
-    return list(itertools.chain.from_iterable(lists))
-
-
-def _tokens(model: LoadedModel, line: str | Sequence[str], options: ParseOptions) -> Line:
-    """A line's tokens, which of them the models read, and where its sentences start (a line of text, unless
-    `options.whole_lines`: lines of tokens are taken as one sentence)."""
-    if not isinstance(line, str):
-        return (*model.tokenizer.read_tokens(list(line)), [])
-    tokens, is_word = (model.tokenizer.read_tokens(line.split()) if options.pretokenized
-                       else model.tokenizer.read(line, model.vocab.index))
-    return tokens, is_word, [] if options.whole_lines or options.pretokenized else sentence_starts(tokens)
-
-
-def _words(chunk: list[Line]) -> list[list[str]]:
-    return [[t for t, word in zip(tokens, is_word) if word] for tokens, is_word, _ in chunk]
-
-
-def _parts_in_processes(members: Members, chunks: Iterable, all_layers: bool, workers: int
-                        ) -> Iterator[list[SentenceResult]]:
-    """Chunks parsed in `workers` processes, each with its own copy of the models (loaded from their
-    files) and a share of the cores; in input order."""
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    paths, device = [m.source for m in members.models], str(members.models[0].model.device)
-    with get_context("spawn").Pool(workers, _Worker.start, (paths, device, threads)) as pool:
-        yield from pool.imap(_Worker.parse, ((chunk, members.options, all_layers) for chunk in chunks))
-
-
-class _Worker:
-    """A worker process's models, loaded once when the process starts."""
-
-    models: ClassVar[list[LoadedModel]] = []
-
-    @classmethod
-    def start(cls, paths: list[str], device: str, threads: int) -> None:
-        from ..families.checkpoint import load
-
-        torch.set_num_threads(threads)
-        cls.models = [load(path, device) for path in paths]
-
-    @classmethod
-    def parse(cls, task: tuple[list, ParseOptions, bool]) -> list[SentenceResult]:
-        chunk, options, all_layers = task  # the options with the layers fixed: the members were checked
-        return parse_chunk(Members(cls.models, options), chunk, all_layers)
-
-
-def _parts_distributed(members: Members, chunks: Iterator, all_layers: bool, world: World
-                       ) -> Iterator[list[SentenceResult]]:
-    """Under torchrun: chunk k is parsed by process k mod size; process 0 yields every chunk's results in
-    input order, the others yield nothing. Every process reads the same input."""
-    device = world.device_for(members.models[0].model.device)
-    for loaded in members.models:
-        loaded.model.to(device)
-    while True:
-        mine: list = []
-        for rank in range(world.size):  # one round: a chunk for each process
-            chunk = next(chunks, None)
-            if rank == world.rank and chunk is not None:
-                mine = chunk
-        gathered = world.gather_objects(parse_chunk(members, mine, all_layers) if mine else [])
-        if world.is_main:
-            yield from (part for part in gathered if part)
-        if not any(gathered):
-            world.close()
-            return
-
-
-PAUSE = object()  # in the lines to parse: nothing more has come for a moment (parse what has)
-
-
-def _chunks(lines: Iterable[str], batch_size: int, stream: bool) -> Iterator[list[str]]:
-    """Lines in chunks of 64 batches: sorting by length inside a chunk keeps batches full. A stream (a
-    pipe, a terminal, a generator) goes a batch at a time, and a PAUSE in it parses what has come, so
-    trees appear as the lines do."""
-    size = batch_size if stream else chunk_lines(batch_size)  # as the member path reads them
-    chunk: list[str] = []
-    for line in lines:
-        if line is PAUSE:
-            if chunk:
-                yield chunk
-                chunk = []
-            continue
-        chunk.append(line)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 def _add_agreement(total: list[SpanMetric], part: list[SpanMetric]) -> None:
@@ -338,86 +134,6 @@ def render_lines(results: Iterable[SentenceResult], fmt: str) -> Iterator[str]:
     """Results as lines of an output format (without newlines); an empty line for an empty sentence."""
     return (render(result, fmt) for result in results)
 
-
-def _with_punctuation(result: SentenceResult, tokens: list[str], is_word: list[bool]) -> SentenceResult:
-    """The result with the punctuation the models did not read put back into its tree."""
-    if all(is_word):
-        return result
-    return replace(result, tree=trees.restore_tokens(result.tree, tokens, is_word), tokens=tokens, is_word=is_word)
-
-
-PICTURE_FILE = re.compile(r"\d{6}\.svg")  # the files of a folder of pictures, one per line
-
-
-def draw_pictures(results: Iterable[SentenceResult], fmt: str, output: Path | None,
-                  distance: str = "forget") -> Iterator[str]:
-    """`--format html`: one page of every sentence; `--format svg`: one SVG of one sentence (to stdout
-    or to a FILE.svg), or one per line, numbered, in the folder `output` (written whole, then put in
-    place of the folder's earlier pictures). Each member's bars are its `distance` ones, its own layer
-    marked. Yields what goes to stdout."""
-    from ..output import draw
-
-    if fmt == "html":
-        page = draw.parse_page(_drawn(r, distance) for r in results if r.tree is not None)
-        if output is None:
-            yield page
-        else:
-            write_text(output, page)
-        return
-    if output is None or output.suffix == ".svg":
-        svg = _one_picture(results, distance)
-        if output is None:
-            yield svg
-        else:
-            write_text(output, svg)
-        return
-    replace_folder(output, lambda folder: _write_pictures(results, distance, folder))
-
-
-def _one_picture(results: Iterable[SentenceResult], distance: str) -> str:
-    """The SVG of the only sentence: a second one is refused before anything is written."""
-    results = iter(results)
-    first = next(results, None)
-    if next(results, None) is not None:
-        raise InputError("--format svg draws one sentence to stdout or to FILE.svg; for several give "
-                         "--output DIR (a file per line) or use --format html")
-    return "" if first is None or first.tree is None else _sentence_svg(first, distance)
-
-
-def _write_pictures(results: Iterable[SentenceResult], distance: str, folder: Path) -> None:
-    for number, result in enumerate(results, start=1):
-        if result.tree is not None:
-            (folder / f"{number:06d}.svg").write_text(_sentence_svg(result, distance), encoding="utf-8")
-
-
-def _sentence_svg(result: SentenceResult, distance: str) -> str:
-    from ..output import draw
-
-    tokens, tree, members = _drawn(result, distance)
-    if len(members) == 1:
-        _, _, rows, layer = members[0]
-        return draw.tree_svg(tokens, tree, rows, layer)
-    return draw.tree_svg(tokens, tree)
-
-
-Member = tuple[str, Tree, list[list[float | None]], int]  # name, tree, distances per layer, the layer read
-
-
-def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list[Member]]:
-    """What a picture shows: every token, the tree, and each member as (name, tree, its `distance`
-    distances per layer, its layer), the members' trees and distances spread over every token (no bar
-    under punctuation)."""
-    if result.tokens is None:
-        return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
-                                            for m in result.members]
-    return result.tokens, result.tree, [
-        (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
-         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members]
-
-
-def _member_name(member: MemberResult) -> str:
-    path = Path(member.source)
-    return f"{path.parent.name}/{path.name} ({member.direction}, layer {member.layer})"
 
 
 def live_lines(stream) -> Iterator[object]:

@@ -169,7 +169,8 @@ class StructFormer(ModelKind):
         (padded with `self.pad`, masked words `self.mask`)."""
         words = ids != self.pad
         distance, height = self.distances_and_heights(ids, words, per_sentence=False)
-        parent = structure.parents(distance, height, self.log_scales.exp())
+        with torch.autocast(ids.device.type, enabled=False):  # the structure's sums in float32, not as products
+            parent = structure.parents(distance, height, self.log_scales.exp())
         masks = self.attention_masks(parent)
         x = self.embedding(ids)
         if self.positions is not None:

@@ -1,0 +1,85 @@
+"""Parses drawn: `--format html` (one page of every sentence) and `--format svg` (one sentence, or a file per line in
+a folder), each member's distances as bars under the words (draw.py draws them)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .. import trees
+from ..errors import InputError
+from ..files import replace_folder, write_text
+from ..trees import Tree
+from . import draw
+from .formats import MemberResult, SentenceResult
+
+PICTURE_FILE = re.compile(r"\d{6}\.svg")  # the files of a folder of pictures, one per line
+
+
+def draw_pictures(results: Iterable[SentenceResult], fmt: str, output: Path | None,
+                  distance: str = "forget") -> Iterator[str]:
+    """`--format html`: one page of every sentence; `--format svg`: one SVG of one sentence (to stdout
+    or to a FILE.svg), or one per line, numbered, in the folder `output` (written whole, then put in
+    place of the folder's earlier pictures). Each member's bars are its `distance` ones, its own layer
+    marked. Yields what goes to stdout."""
+    if fmt == "html":
+        page = draw.parse_page(_drawn(r, distance) for r in results if r.tree is not None)
+        if output is None:
+            yield page
+        else:
+            write_text(output, page)
+        return
+    if output is None or output.suffix == ".svg":
+        svg = _one_picture(results, distance)
+        if output is None:
+            yield svg
+        else:
+            write_text(output, svg)
+        return
+    replace_folder(output, lambda folder: _write_pictures(results, distance, folder))
+
+
+def _one_picture(results: Iterable[SentenceResult], distance: str) -> str:
+    """The SVG of the only sentence: a second one is refused before anything is written."""
+    results = iter(results)
+    first = next(results, None)
+    if next(results, None) is not None:
+        raise InputError("--format svg draws one sentence to stdout or to FILE.svg; for several give "
+                         "--output DIR (a file per line) or use --format html")
+    return "" if first is None or first.tree is None else _sentence_svg(first, distance)
+
+
+def _write_pictures(results: Iterable[SentenceResult], distance: str, folder: Path) -> None:
+    for number, result in enumerate(results, start=1):
+        if result.tree is not None:
+            (folder / f"{number:06d}.svg").write_text(_sentence_svg(result, distance), encoding="utf-8")
+
+
+def _sentence_svg(result: SentenceResult, distance: str) -> str:
+    tokens, tree, members = _drawn(result, distance)
+    if len(members) == 1:
+        _, _, rows, layer = members[0]
+        return draw.tree_svg(tokens, tree, rows, layer)
+    return draw.tree_svg(tokens, tree)
+
+
+Member = tuple[str, Tree, list[list[float | None]], int]  # name, tree, distances per layer, the layer read
+
+
+def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list[Member]]:
+    """What a picture shows: every token, the tree, and each member as (name, tree, its `distance`
+    distances per layer, its layer), the members' trees and distances spread over every token (no bar
+    under punctuation)."""
+    if result.tokens is None:
+        return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
+                                            for m in result.members]
+    return result.tokens, result.tree, [
+        (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
+         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members]
+
+
+def _member_name(member: MemberResult) -> str:
+    path = Path(member.source)
+    return f"{path.parent.name}/{path.name} ({member.direction}, layer {member.layer})"
+
