@@ -74,7 +74,7 @@ def tree_of_splits(words: Sequence[str], splits: Mapping[tuple[int, int], int]) 
 
 
 def tree_of_postorder(words: Sequence[str], ops: Sequence[int]) -> Tree:
-    """The tree of a postorder walk (structs.exact_trees's, from C): each entry a word's position, or -1 where the
+    """The tree of a postorder walk (cky.exact_trees's, from C): each entry a word's position, or -1 where the
     last two parts built join."""
     built: list[Tree] = []
     for op in ops:

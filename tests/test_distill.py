@@ -241,13 +241,13 @@ def test_a_students_layer_and_decoder_have_no_effect_and_say_so(tiny_run, tmp_pa
 
 
 def test_a_students_long_line_is_split_greedily_and_says_so(tiny_run, tmp_path, monkeypatch):
-    from grammar_induce.families import structs
+    from grammar_induce.structures import cky
 
     text = small_text(tmp_path)
     gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "s", log=lambda s: None, **SMALL_STUDENT)
     words = " ".join(f"w{k % 7}" for k in range(30))
     exact = invoke("parse", "--model", tmp_path / "s" / "best.pt", words)
-    monkeypatch.setattr(structs, "EXACT_LIMIT", 10)
+    monkeypatch.setattr(cky, "EXACT_LIMIT", 10)
     greedy = invoke("parse", "--model", tmp_path / "s" / "best.pt", words, "a b")
     assert greedy.exit_code == 0 and "1 line of more than 10 words: the student's CKY split them greedily" in greedy.stderr
     assert trees.leaves(trees.parse_brackets(greedy.stdout.splitlines()[0])) == words.split()

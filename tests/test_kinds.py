@@ -119,20 +119,20 @@ class WidthCRF(ModelKind):
         return self.width[(j - i).clamp(0, 63)]
 
     def log_likelihood(self, words, lengths, products=None):
-        from grammar_induce.families import structs
+        from grammar_induce.structures import tree_crf
 
         emitted = self.unigram.log_softmax(0)[words]
         mask = torch.arange(words.shape[1]).view(1, -1) < torch.tensor(lengths).view(-1, 1)
         scores = self.span_scores(words.shape[1]).expand(len(lengths), -1, -1)
-        tree_log_z = structs.TreeCRF(scores, lengths).partition - structs.TreeCRF(scores.detach() * 0, lengths).partition
+        tree_log_z = tree_crf.TreeCRF(scores, lengths).partition - tree_crf.TreeCRF(scores.detach() * 0, lengths).partition
         return (emitted * mask).sum(1) + tree_log_z
 
     @torch.no_grad()
     def read(self, tokens, words, n_layers=None, products=None) -> list[Reading]:
-        from grammar_induce.families import structs
+        from grammar_induce.structures import tree_crf
 
         n = max(len(w) for w in words)
-        found = structs.TreeCRF(self.span_scores(n).expand(len(words), -1, -1), [len(w) for w in words]).argmax(words)
+        found = tree_crf.TreeCRF(self.span_scores(n).expand(len(words), -1, -1), [len(w) for w in words]).argmax(words)
         return [Reading(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
 
 

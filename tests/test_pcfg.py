@@ -12,8 +12,9 @@ import torch
 from grammar_induce import trees
 from grammar_induce.config import ModelConfig
 from grammar_induce.errors import InputError
-from grammar_induce.families import checkpoint, sentences, structs
+from grammar_induce.families import checkpoint, sentences
 from grammar_induce.families.pcfg.model import TNPCFG
+from grammar_induce.structures import cky
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, tiny_config
@@ -207,7 +208,7 @@ def test_the_mbr_tree_has_the_largest_sum_of_span_marginals(small):
     marginals, _, _ = model.span_marginals(torch.tensor([words]), [6])
     best = max(all_trees(0, 6), key=lambda t: sum(float(marginals[0, i, j]) for i, j in spans_of(t, 0, 6)))
     names = [str(w) for w in words]
-    found = structs.best_trees(marginals, [6], [names])[0]
+    found = cky.best_trees(marginals, [6], [names])[0]
     assert trees.spans(found, whole=True) == spans_of(best, 0, 6)
 
 

@@ -9,9 +9,9 @@ import torch
 
 from grammar_induce import trees
 from grammar_induce.config import ModelConfig
-from grammar_induce.families import structs
 from grammar_induce.families.student import native_scores
 from grammar_induce.families.student.model import SpanParser
+from grammar_induce.structures import cky, tree_crf
 
 from .test_trees import all_binary_trees
 
@@ -27,7 +27,7 @@ def test_the_tree_crf_equals_brute_force():
     """Its partition, best score, argmax and marginals against every binary tree of sentences of 1 to 6 words."""
     torch.manual_seed(0)
     lengths = [1, 2, 3, 4, 5, 6]
-    crf = structs.TreeCRF(torch.randn(len(lengths), 7, 7, dtype=torch.float64), lengths)
+    crf = tree_crf.TreeCRF(torch.randn(len(lengths), 7, 7, dtype=torch.float64), lengths)
     scores, log_z, best, marginals = crf.scores, crf.partition, crf.max, crf.marginals
     decoded = crf.argmax([[f"w{k}" for k in range(n)] for n in lengths])
     for b, n in enumerate(lengths):
@@ -42,6 +42,15 @@ def test_the_tree_crf_equals_brute_force():
                 assert math.isclose(marginals[b, i, j].item(), expected, rel_tol=1e-7, abs_tol=1e-12)
 
 
+def test_the_tree_crf_computes_each_of_its_figures_once(monkeypatch):
+    crf = tree_crf.TreeCRF(torch.randn(2, 5, 5, dtype=torch.float64), [4, 3])
+    calls = []
+    counted = tree_crf.inside
+    monkeypatch.setattr(tree_crf, "inside", lambda *args: calls.append(args[2:]) or counted(*args))
+    assert crf.marginals is crf.marginals and crf.partition is crf.partition and crf.max is crf.max
+    assert calls == [(), (), (tree_crf.MAX,)]  # the marginals' inside pass, the partition's, the best score's
+
+
 NO_C_CKY = "no C compiler here: CKY runs by tensor ops"
 
 
@@ -49,18 +58,18 @@ NO_C_CKY = "no C compiler here: CKY runs by tensor ops"
 def test_cky_finds_the_brute_force_best_tree_by_either_engine(engine, monkeypatch):
     if engine == "tensor ops":
         monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
-    elif structs._cky_library() is None:
+    elif cky._cky_library() is None:
         pytest.skip(NO_C_CKY)
     torch.manual_seed(1)
     lengths = [1, 2, 3, 4, 5, 6, 7]
     scores = torch.randn(len(lengths), 8, 8, dtype=torch.float64)
-    found = structs.best_trees(scores, lengths, [[f"w{k}" for k in range(n)] for n in lengths])
+    found = cky.best_trees(scores, lengths, [[f"w{k}" for k in range(n)] for n in lengths])
     for b, n in enumerate(lengths):
         candidates, totals = brute_force(scores[b], n)
         assert found[b] == candidates[totals.index(max(totals))]
 
 
-@pytest.mark.skipif(structs._cky_library() is None, reason=NO_C_CKY)
+@pytest.mark.skipif(cky._cky_library() is None, reason=NO_C_CKY)
 def test_the_c_cky_gives_the_tensor_ops_split_table_ties_and_padding_included():
     """Vote counts (whole numbers, many ties: the leftmost split wins) and scores rounded to tenths, 0 to 30
     words, charts wider than the words (a batch's padding): the same table, entry for entry."""
@@ -71,11 +80,11 @@ def test_the_c_cky_gives_the_tensor_ops_split_table_ties_and_padding_included():
         shape = (batch, n + 1, n + 1 + draw.randint(0, 3))
         own = torch.randint(0, 3, shape) if draw.random() < 0.5 else torch.randn(shape, dtype=torch.float64).round(
             decimals=1)
-        in_c = structs._best_splits_in_c(structs._cky_library(), own)
-        assert list(in_c) == structs._best_splits_by_tensor_ops(own)
+        in_c = cky._best_splits_in_c(cky._cky_library(), own)
+        assert list(in_c) == cky._best_splits_by_tensor_ops(own)
 
 
-@pytest.mark.skipif(structs._cky_library() is None, reason=NO_C_CKY)
+@pytest.mark.skipif(cky._cky_library() is None, reason=NO_C_CKY)
 def test_the_c_cky_reads_its_trees_as_the_split_table_gives_them():
     """exact_trees reads each sentence's tree from the split table in C (a postorder walk, built in Python): the
     trees tree_of_splits builds from the same table, for 1 to 30 words in batches padded to the longest, votes with
@@ -87,8 +96,8 @@ def test_the_c_cky_reads_its_trees_as_the_split_table_gives_them():
         shape = (len(lengths), lengths[-1] + 1, lengths[-1] + 1)
         scores = torch.randint(0, 3, shape).double() if draw.random() < 0.5 else torch.randn(shape, dtype=torch.float64)
         words = [[f"w{k}" for k in range(n)] for n in lengths]
-        expected = [trees.tree_of_splits(w, splits) for w, splits in zip(words, structs.best_splits(scores))]
-        assert structs.exact_trees(scores, words) == expected
+        expected = [trees.tree_of_splits(w, splits) for w, splits in zip(words, cky.best_splits(scores))]
+        assert cky.exact_trees(scores, words) == expected
 
 
 def test_a_postorder_walk_gives_its_tree():
@@ -100,14 +109,14 @@ def test_a_postorder_walk_gives_its_tree():
 def test_without_a_compiler_cky_runs_by_tensor_ops(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build either
-    structs._cky_library.cache_clear()
+    cky._cky_library.cache_clear()
     try:
-        assert structs._cky_library() is None
+        assert cky._cky_library() is None
         scores = torch.zeros(1, 4, 4, dtype=torch.float64)
         scores[0, 0, 2] = 1.0  # (w0 w1) scores: ((w0 w1) w2)
-        assert structs.best_trees(scores, [3], [["w0", "w1", "w2"]]) == [[["w0", "w1"], "w2"]]
+        assert cky.best_trees(scores, [3], [["w0", "w1", "w2"]]) == [[["w0", "w1"], "w2"]]
     finally:
-        structs._cky_library.cache_clear()
+        cky._cky_library.cache_clear()
 
 
 def test_keeping_spans_gives_the_trees_that_hold_them():
@@ -117,11 +126,11 @@ def test_keeping_spans_gives_the_trees_that_hold_them():
     kept = {(0, 2), (2, 5)}
     candidates, totals = brute_force(scores[0], n)
     holding = [t for c, t in zip(candidates, totals) if kept <= trees.spans(c, whole=True)]
-    kept_partition = structs.TreeCRF(scores, [n]).keeping([kept]).partition
+    kept_partition = tree_crf.TreeCRF(scores, [n]).keeping([kept]).partition
     assert math.isclose(kept_partition.item(), math.log(sum(math.exp(t) for t in holding)), rel_tol=1e-9)
     tree = [["a", "b"], [["c", "d"], "e"]]
-    whole = structs.crossing_mask([trees.spans(tree, whole=True)], n)
-    assert math.isclose(structs.inside(scores.masked_fill(whole, -1e9), [n]).item(),
+    whole = tree_crf.crossing_mask([trees.spans(tree, whole=True)], n)
+    assert math.isclose(tree_crf.inside(scores.masked_fill(whole, -1e9), [n]).item(),
                         sum(scores[0, i, j].item() for i, j in trees.spans(tree, whole=True)), rel_tol=1e-9)
 
 
@@ -133,9 +142,9 @@ def test_greedy_past_the_exact_limit_finds_a_clear_best_tree_and_cky_equals_the_
         scores = torch.full((1, n + 1, n + 1), -1.0, dtype=torch.float64)
         for i, j in trees.spans(tree, whole=True):
             scores[0, i, j] = 1.0  # every span of `tree` scores, every other costs: a clear best tree
-        assert structs.best_trees(scores, [n], [words]) == [tree]
-        monkeypatch.setattr(structs, "EXACT_LIMIT", 1)
-        assert structs.best_trees(scores, [n], [words]) == [tree]
+        assert cky.best_trees(scores, [n], [words]) == [tree]
+        monkeypatch.setattr(cky, "EXACT_LIMIT", 1)
+        assert cky.best_trees(scores, [n], [words]) == [tree]
         monkeypatch.undo()
 
 
@@ -156,7 +165,7 @@ def test_the_losss_gradient_is_the_span_marginals_less_the_target_tree():
     scores = torch.randn(1, n + 1, n + 1, dtype=torch.float64, requires_grad=True)
     target = [["a", "b"], ["c", ["d", "e"]]]
     kept = trees.spans(target, whole=True)
-    loss = structs.inside(scores, [n]) - structs.inside(scores.masked_fill(structs.crossing_mask([kept], n), -1e9), [n])
+    loss = tree_crf.inside(scores, [n]) - tree_crf.inside(scores.masked_fill(tree_crf.crossing_mask([kept], n), -1e9), [n])
     (grad,) = torch.autograd.grad(loss.sum(), scores)
     candidates, totals = brute_force(scores[0].detach(), n)
     z = sum(math.exp(t) for t in totals)
@@ -164,7 +173,7 @@ def test_the_losss_gradient_is_the_span_marginals_less_the_target_tree():
         if j - i >= 2:
             marginal = sum(math.exp(t) for c, t in zip(candidates, totals) if (i, j) in trees.spans(c, whole=True)) / z
             assert math.isclose(grad[0, i, j].item(), marginal - ((i, j) in kept), abs_tol=1e-9)
-    assert torch.autograd.gradcheck(lambda x: structs.inside(x, [n, 3]), torch.randn(2, n + 1, n + 1, dtype=torch.float64,
+    assert torch.autograd.gradcheck(lambda x: tree_crf.inside(x, [n, 3]), torch.randn(2, n + 1, n + 1, dtype=torch.float64,
                                                                                   requires_grad=True))
 
 
@@ -210,8 +219,8 @@ def test_the_students_long_line_search_is_the_greedy_split_without_a_chart(monke
     tokens = torch.randint(2, 30, (1, 27))
     with torch.no_grad():
         chart = student.span_scores(tokens, [25])[0]
-    expected = trees.tree_of_splits(words, structs.greedy_splits(lambda i, j: float(chart[i, j]), 25))
-    monkeypatch.setattr(structs, "EXACT_LIMIT", 10)
+    expected = trees.tree_of_splits(words, cky.greedy_splits(lambda i, j: float(chart[i, j]), 25))
+    monkeypatch.setattr(cky, "EXACT_LIMIT", 10)
     assert student.trees(tokens, [25], [words]) == [expected]
 
 

@@ -9,7 +9,7 @@ def test_span_voting_past_its_exact_limit_is_greedy_and_says_so(tiny_run, tiny_b
     words = [f"w{k}" for k in range(30)]
     members = [voting.trees.balanced(words), voting.trees.right_branching(words)]
     exact = voting.most_voted_tree(members)
-    monkeypatch.setattr(voting.structs, "EXACT_LIMIT", 10)
+    monkeypatch.setattr(voting.cky, "EXACT_LIMIT", 10)
     greedy = voting.most_voted_tree(members)
     assert voting.trees.leaves(greedy) == words and sorted(voting.trees.spans(greedy)) != []
     assert sum(s in voting.trees.spans(m) for m in members for s in voting.trees.spans(greedy)) <= \

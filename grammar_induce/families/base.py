@@ -43,7 +43,7 @@ class ModelKind(nn.Module):
     DEPENDENCIES: ClassVar[bool] = False  # its readings carry dependency heads (Reading.heads)
     DECODER: ClassVar[str] = "paper"  # the decoder its distances are read with unless one is asked for
     # a kind that yields trees: the longest line its own search parses exactly, and what it does with longer ones
-    # (None: the CKY's, structs.EXACT_LIMIT, past which it splits greedily)
+    # (None: the CKY's, cky.EXACT_LIMIT, past which it splits greedily)
     LONGEST: ClassVar[tuple[int, str] | None] = None
     TRAINER: ClassVar[type[Trainer] | None] = None  # the recipe `train` fits it with (None: made otherwise)
     MODEL_KEYS: ClassVar[frozenset[str] | None] = None  # the [model] keys it reads (None: all); `train` notes the rest

@@ -15,6 +15,9 @@ KINDS: dict[str, type[ModelKind]] = {cls.NAME: cls for cls in (ONLSTMLanguageMod
                                                                TNPCFG, StructFormer)}
 
 
+STUDENT: type[SpanParser] = SpanParser  # the kind `distill` trains: its recipe is SpanParser.DISTILLED_BY
+
+
 def kind_of(name: str) -> type[ModelKind]:
     """The class of a kind's name; an unknown name is a ConfigError listing the known ones."""
     if name not in KINDS:

@@ -1,9 +1,9 @@
 """Span voting: the binary tree holding the most spans of an ensemble's trees (minimum Bayes risk over
 spans, Shayegh et al., ICLR 2024).
 
-Exact by CKY over a chart of span counts (structs.exact_trees: one C call on a CPU, else one tensor step per
+Exact by CKY over a chart of span counts (cky.exact_trees: one C call on a CPU, else one tensor step per
 span width; cubic work, but 800 words take well under a second). Past
-`structs.EXACT_LIMIT` words a top-down greedy split takes over, quadratic at worst.
+`cky.EXACT_LIMIT` words a top-down greedy split takes over, quadratic at worst.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from .. import trees
-from ..families import structs
+from ..structures import cky
 from ..trees import Tree
 
 CHART_CELLS = 1 << 22  # of a batch's chart: sentences x (words + 1)^2
@@ -21,7 +21,7 @@ CHART_CELLS = 1 << 22  # of a batch's chart: sentences x (words + 1)^2
 
 def most_voted_tree(members: Sequence[Tree], weights: Sequence[float] | None = None) -> Tree:
     """The binary tree with the largest total count (or weight) of the members' spans; ties go to the
-    leftmost split. Greedy (not exact) past structs.EXACT_LIMIT words. The members must be trees over the same words."""
+    leftmost split. Greedy (not exact) past cky.EXACT_LIMIT words. The members must be trees over the same words."""
     return most_voted_trees([members], weights)[0]
 
 
@@ -38,13 +38,13 @@ def most_voted_trees(sentences: Sequence[Sequence[Tree]], weights: Sequence[floa
         n = len(words[batch[-1]]) if batch else 0
         if batch and (k < 0 or (len(batch) + 1) * (len(words[k]) + 1) ** 2 > CHART_CELLS):
             chart = _chart(n, [votes[b] for b in batch])
-            for b, tree in zip(batch, structs.exact_trees(chart, [words[b] for b in batch])):
+            for b, tree in zip(batch, cky.exact_trees(chart, [words[b] for b in batch])):
                 out[b] = tree
             batch = []
         if k < 0:
             break
-        if len(words[k]) > structs.EXACT_LIMIT:
-            out[k] = trees.tree_of_splits(words[k], structs.greedy_splits(
+        if len(words[k]) > cky.EXACT_LIMIT:
+            out[k] = trees.tree_of_splits(words[k], cky.greedy_splits(
                 lambda i, j, counts=votes[k]: counts.get((i, j), 0), len(words[k])))
         else:
             batch.append(k)

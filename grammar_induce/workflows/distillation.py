@@ -22,11 +22,10 @@ from .. import trees
 from ..config import SEED, Config, ConfigError, ModelConfig, TrainConfig
 from ..errors import InputError
 from ..families import checkpoint, registry
-from ..families.base import ModelKind, TrainingText
+from ..families.base import ModelKind, Trainer, TrainingText
 from ..families.checkpoint import LoadedModel
 from ..families.reading import Reading
-from ..families.student.model import SpanParser
-from ..families.student.trainer import SpanTargets, StudentTrainer
+from ..families.registry import STUDENT
 from ..families.training import fit, resume_state
 from ..files import atomic_write, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine, layers_named
@@ -151,7 +150,7 @@ def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -
                          "and no student: distill writes into a new or empty folder (or over a student, with --force)")
     if best.exists():
         kind = _kind_of(best)
-        if kind != SpanParser.NAME:
+        if kind != STUDENT.NAME:
             raise InputError(f"{out_dir}: its best.pt is {kind}, not a distilled student: it is never written "
                              "over; choose another --out")
         if not force:
@@ -167,7 +166,7 @@ def _kind_of(path: Path) -> str:
         kind = checkpoint.read(path)["config"]["model"]["kind"]
     except (InputError, KeyError, TypeError):
         return "not a grammar-induce checkpoint"
-    if kind == SpanParser.NAME:
+    if kind == STUDENT.NAME:
         return "student"
     try:
         return f"{registry.kind_of(kind).DESCRIPTION} ({kind})"
@@ -310,19 +309,19 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     device = teacher.model.device
     ids = [token_ids(teacher, words) for words in train.words]
     spans = train.confident if settings.confident else [trees.spans(t, whole=True) for t in train.trees]
-    targets = SpanTargets(ids, spans, learnable(train.words, settings.max_length), teacher.vocab.index[EOS])
+    targets = STUDENT.TARGETS(ids, spans, learnable(train.words, settings.max_length), teacher.vocab.index[EOS])
     text = TrainingText(teacher.tokenizer, teacher.vocab, targets, valid.words, None, [])
 
-    def recipe(cfg: Config, model: ModelKind, phase: str | None) -> StudentTrainer:
+    def recipe(cfg: Config, model: ModelKind, phase: str | None) -> Trainer:
         live = LoadedModel(model, teacher.vocab, teacher.tokenizer, cfg, str(folder / "best.pt"))
-        return StudentTrainer(cfg, model, text, device, lambda: agreement_with(live, valid), settings.keep == "last",
+        return STUDENT.DISTILLED_BY(cfg, model, text, device, lambda: agreement_with(live, valid), settings.keep == "last",
                               f"round {round_number}")
 
     last = folder / "last.pt"
     payload = checkpoint.read(last) if resume and last.exists() else None
     result = fit(config, folder, recipe, len(teacher.vocab), (payload, resume_state(payload, last)) if payload else None,
                  device=device, world=World(), quiet=True, messages=messages,
-                 precision_line=precision.describe("fp32", "fp32", device, SpanParser.BF16_PARTS, SpanParser.FP32_PARTS))
+                 precision_line=precision.describe("fp32", "fp32", device, STUDENT.BF16_PARTS, STUDENT.FP32_PARTS))
     if result.stopped_by is not None:
         raise KeyboardInterrupt  # distill notes where the run is and how to resume it
     for record in rundir.read_metrics(folder):  # every epoch of the round, the resumed run's and those before
@@ -336,7 +335,7 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
 
 def _student_config(teacher: LoadedModel, settings: DistillSettings, round_number: int) -> Config:
     """The student's model and how it trains (a round's own seed); its text settings are the teacher's."""
-    model = ModelConfig(kind=SpanParser.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
+    model = ModelConfig(kind=STUDENT.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
                         n_layers=settings.n_layers, dropout=settings.dropout)
     train = TrainConfig(batch_size=settings.student_batch_size, lr=settings.lr, clip=5.0, epochs=settings.epochs,
                         seed=settings.seed + round_number, device=str(teacher.model.device))

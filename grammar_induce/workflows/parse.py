@@ -10,7 +10,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from ..errors import InputError
-from ..families import structs
 from ..families.checkpoint import LoadedModel
 from ..files import read_lines
 from ..inference.ensemble import ParseOptions, member_agreement
@@ -22,6 +21,7 @@ from ..metrics import SpanMetric
 from ..output.formats import SentenceResult, render
 from ..runtime.collector import made_uncollected
 from ..runtime.distributed import World
+from ..structures import cky
 
 
 @dataclass
@@ -82,7 +82,7 @@ def parse(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions
 def _long_line_rules(members: Members) -> list[tuple[int, str]]:
     """(the longest line parsed exactly, what is done with a longer one) of every search whose work grows faster
     than the length: span voting's, and each member's own (a model that yields trees)."""
-    greedy = (structs.EXACT_LIMIT, "split them greedily, top down (the exact search is cubic in the length)")
+    greedy = (cky.EXACT_LIMIT, "split them greedily, top down (the exact search is cubic in the length)")
     rules = []
     voting = len(members.models) > 1 and members.options.combine == "mbr"
     if voting:

@@ -23,7 +23,7 @@ A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlog
 homogeneous in each span's weight), so one backward pass gives every span's marginal. That pass is written out
 (`_outside`, the outside pass, each split point's gradient added in place into its children's): a parse runs it
 without autograd, and training's backward through the inside pass is it (`_Inside`); the tree is the
-minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (families/structs.py), as the paper
+minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (structures/), as the paper
 evaluates. Its induced labels (`NT-17`) are each span's most probable nonterminal: the nonterminal A with the
 largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
 
@@ -44,8 +44,8 @@ from torch import Tensor, nn
 
 from ... import trees
 from ...config import ModelConfig
+from ...structures import tree_crf
 from ...trees import Tree
-from .. import structs
 from ..base import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceTrainer
@@ -199,7 +199,7 @@ class TNPCFG(ModelKind):
             lengths = [len(words[k]) for k in part]
             ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
             marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True, grammar=g)
-            best = structs.TreeCRF(marginals, lengths).argmax([words[k] for k in part])  # MBR: the most expected spans
+            best = tree_crf.TreeCRF(marginals, lengths).argmax([words[k] for k in part])  # MBR: the most expected spans
             for k, tree, labels in zip(part, best, self.span_labels(best, g, chart, grads, lengths)):
                 readings[k] = Reading(list(words[k]), [], [], "forward", tree, labels)
         return readings

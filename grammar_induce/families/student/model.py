@@ -2,7 +2,7 @@
 
 Words are read by a BiLSTM over the teachers' vocabulary; the span of words i..j-1 is the difference
 of the forward states at its two fenceposts beside the difference of the backward ones (Stern et al.
-2017), scored by a small MLP. Trees are a CRF over binary trees (structs.inside): training raises
+2017), scored by a small MLP. Trees are a CRF over binary trees (tree_crf.inside): training raises
 the log-probability of the teachers' tree, or of every tree that keeps the spans most teachers agree
 on; parsing is CKY. Its checkpoint is a model like the others (model.kind = "student"); as a model kind it
 yields trees of its own, not distances.
@@ -17,11 +17,12 @@ from torch import Tensor, nn
 
 from ... import trees
 from ...config import ModelConfig
+from ...structures import cky, tree_crf
 from ...trees import Tree
-from .. import structs
 from ..base import ModelKind
 from ..reading import Reading
 from . import native_scores
+from .trainer import SpanTargets, StudentTrainer
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
 SCORE_CELLS = 1 << 24  # floats of span scores at a time when parsing (64 MB): long lines go fewer at a time
@@ -34,6 +35,8 @@ class SpanParser(ModelKind):
     NAME, DESCRIPTION, SEARCH, OWN_TREES = "student", "a distilled student", "CKY", True  # it scores spans: CKY
     BF16_PARTS = "the BiLSTM's products in bfloat16 when parsing"  # it trains in float32
     READS_IN_LANES = True  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
+    # `distill` fits it (not `train`): with this recipe, on these targets (what a teacher's trees give it to learn)
+    DISTILLED_BY, TARGETS = StudentTrainer, SpanTargets
 
     def __init__(self, vocab_size: int, config: ModelConfig):
         super().__init__()
@@ -139,7 +142,7 @@ class SpanParser(ModelKind):
     def loss(self, tokens: Tensor, lengths: Sequence[int], kept: Sequence[set[tuple[int, int]]]) -> Tensor:
         """Mean negative log-probability of the trees that keep each sentence's `kept` spans (a whole
         tree's spans: that tree)."""
-        crf = structs.TreeCRF(self.span_scores(tokens, lengths), lengths)
+        crf = tree_crf.TreeCRF(self.span_scores(tokens, lengths), lengths)
         return (crf.partition - crf.keeping(kept).partition).mean()
 
     @torch.no_grad()
@@ -158,14 +161,14 @@ class SpanParser(ModelKind):
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]],
               products: torch.dtype | None = None) -> list[Tree]:
-        """Each sentence's highest-scoring tree: CKY over every span's score; past structs.EXACT_LIMIT words the
+        """Each sentence's highest-scoring tree: CKY over every span's score; past cky.EXACT_LIMIT words the
         greedy split, which scores only the spans it looks at (memory linear in the length)."""
-        if max(lengths) <= structs.EXACT_LIMIT:
-            return structs.TreeCRF(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths).argmax(words)
+        if max(lengths) <= cky.EXACT_LIMIT:
+            return tree_crf.TreeCRF(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths).argmax(words)
         return [self.greedy_tree(tokens[b : b + 1, : n + 2], words[b], products) for b, n in enumerate(lengths)]
 
     def greedy_tree(self, tokens: Tensor, words: Sequence[str], products: torch.dtype | None = None) -> Tree:
-        """structs.greedy_splits's tree (top down, each span split where its two parts score the most, leftmost
+        """cky.greedy_splits's tree (top down, each span split where its two parts score the most, leftmost
         on ties), each split's candidate parts scored at once from the fenceposts."""
         f, b = self._fenceposts(tokens, [len(words)], products)
         f, b = f[0], b[0]  # (n+1, H)
@@ -180,7 +183,7 @@ class SpanParser(ModelKind):
             right = torch.where(j - k >= 2, scores(k, torch.full_like(k, j)), 0.0)
             return i + 1 + int((left + right).argmax())  # the first maximum: the leftmost split
 
-        return trees.tree_of_splits(words, structs.splits_top_down(best_split, len(words)))
+        return trees.tree_of_splits(words, cky.splits_top_down(best_split, len(words)))
 
 
 def _contiguous(t: Tensor, dtype: torch.dtype) -> Tensor:

@@ -1,18 +1,7 @@
-"""Distributions over unlabeled binary trees: the inside algorithm and CKY over span scores, batched; `TreeCRF`
-holds them as one object (pytorch-struct's shape: `.partition`, `.marginals`, `.argmax`).
-
-A tree over n words is its n - 1 spans of two or more words (the whole sentence among them); its
-score is the sum of their scores. `inside` gives log Z, the log-sum-exp over all trees (or, with
-`semiring="max"`, the best tree's score), vectorised over the starts of each span width and over a
-batch of sentences padded to one length. Its gradient is each span's marginal probability (for
-max, the best tree's spans), so training and decoding need no other code. Spans may be forbidden
-(score -inf), which gives the trees that keep a set of spans (`crossing_mask`).
-
-The best tree of given span scores (CKY, `best_splits`: one C call per batch on a CPU, cky.c; else by
-width, vectorised over the starts of each width) gives its split points, read back by `trees.tree_of_splits`:
-span voting (inference/voting.py) and a student's parsing share it. Past `EXACT_LIMIT` words, cubic in any form, a top-down greedy split
-takes over, quadratic at worst.
-"""
+"""The best tree of given span scores (CKY, `best_splits`: one C call per batch on a CPU, cky.c; else by width,
+vectorised over the starts of each width) gives its split points, read back by `trees.tree_of_splits`: span voting
+(inference/voting.py), a student's parsing and a PCFG's minimum-Bayes-risk trees share it. Past `EXACT_LIMIT` words,
+cubic in any form, a top-down greedy split takes over, quadratic at worst."""
 
 from __future__ import annotations
 
@@ -20,8 +9,7 @@ import array
 import ctypes
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -30,59 +18,6 @@ from torch import Tensor
 from .. import trees
 from ..runtime import native
 from ..trees import Tree
-
-
-def inside(scores: Tensor, lengths: Sequence[int], semiring: str = "sum") -> Tensor:
-    """log Z (or the best score, semiring "max") of each sentence's trees. `scores`: (B, N+1, N+1),
-    scores[b, i, j] of the span of words i..j-1 (fenceposts i < j; only j - i >= 2 is read). (B,)"""
-    reduce = torch.logsumexp if semiring == "sum" else lambda x, dim: x.max(dim).values
-    batch, n = scores.shape[0], scores.shape[1] - 1
-    chart: list[Tensor | None] = [None, scores.new_zeros(batch, n)]  # chart[w][:, i]: the spans i..i+w
-    for w in range(2, n + 1):
-        starts = n - w + 1
-        parts = torch.stack([chart[d][:, :starts] + chart[w - d][:, d : d + starts] for d in range(1, w)], dim=1)
-        width_scores = torch.diagonal(scores, offset=w, dim1=1, dim2=2)  # (B, n + 1 - w): the spans i..i+w
-        chart.append(reduce(parts, dim=1) + width_scores)
-    return torch.stack([chart[length][b, 0] if length >= 2 else scores.new_zeros(())
-                        for b, length in enumerate(lengths)])
-
-
-@dataclass(frozen=True)
-class TreeCRF:
-    """The distribution over each sentence's binary trees whose score is the sum of its spans' scores: a span
-    parser's (the student's) and, over span marginals, a PCFG's minimum-Bayes-risk decoding. `scores`: (B, N+1,
-    N+1), scores[b, i, j] of the span of words i..j-1 (only j - i >= 2 is read); `lengths`: each sentence's words."""
-
-    scores: Tensor
-    lengths: Sequence[int]
-
-    @property
-    def partition(self) -> Tensor:
-        """log Z of each sentence's trees. (B,)"""
-        return inside(self.scores, self.lengths)
-
-    @property
-    def max(self) -> Tensor:
-        """The best tree's score of each sentence. (B,)"""
-        return inside(self.scores, self.lengths, "max")
-
-    @property
-    def marginals(self) -> Tensor:
-        """Each span's probability of being in the tree (the gradient of log Z). (B, N+1, N+1)"""
-        with torch.enable_grad():
-            scores = self.scores.detach().requires_grad_()
-            (grad,) = torch.autograd.grad(inside(scores, self.lengths).sum(), scores)
-        return grad
-
-    def argmax(self, words: Sequence[Sequence[str]]) -> list[Tree]:
-        """Each sentence's highest-scoring tree over its `words` (see best_trees)."""
-        return best_trees(self.scores, self.lengths, words)
-
-    def keeping(self, kept: Sequence[Iterable[tuple[int, int]]]) -> TreeCRF:
-        """The distribution over the trees that cross none of each sentence's `kept` spans."""
-        forbidden = crossing_mask(kept, self.scores.shape[1] - 1).to(self.scores.device)
-        return TreeCRF(self.scores.masked_fill(forbidden, -1e9), self.lengths)
-
 
 EXACT_LIMIT = 1000  # words; a longer sentence's best tree is found greedily, top down
 
@@ -209,15 +144,3 @@ def splits_top_down(best_split: Callable[[int, int], int], n: int) -> dict[tuple
     return splits
 
 
-def crossing_mask(kept: Sequence[Iterable[tuple[int, int]]], n: int) -> Tensor:
-    """(B, N+1, N+1) booleans: True for the spans that cross one of a sentence's kept spans (forbid them
-    to get the trees that keep every kept span; a whole tree's spans leave only that tree)."""
-    i = torch.arange(n + 1).view(-1, 1)
-    j = torch.arange(n + 1).view(1, -1)
-    masks = []
-    for spans in kept:
-        mask = torch.zeros(n + 1, n + 1, dtype=torch.bool)
-        for a, b in spans:
-            mask |= ((i < a) & (a < j) & (j < b)) | ((a < i) & (i < b) & (b < j))
-        masks.append(mask)
-    return torch.stack(masks)

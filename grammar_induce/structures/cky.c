@@ -1,6 +1,6 @@
 /* CKY over a batch of span-score charts: each span's best split, the leftmost of equal bests.
  *
- * The same maths as structs._best_splits_by_tensor_ops (which runs where this cannot be built), in one pass
+ * The same maths as cky._best_splits_by_tensor_ops (which runs where this cannot be built), in one pass
  * per sentence instead of a dozen tensor ops per span width. runtime/native.py compiles it on first use.
  *
  *   scores  (batch, n + 1, columns)  scores[b][i][j]: the score of the span i..j-1 (columns >= n + 1)
