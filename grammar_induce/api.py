@@ -311,13 +311,14 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     if resume and config is not None:
         messages.note(f"{source} is not read: a resumed run goes on with the config it was started with "
                       f"({out / 'config.toml'}); settings and --set change what may change")
-    raw = run.resume_config(out) if resume else config_module.load(source)
+    raw = config_module.migrated(run.resume_config(out)) if resume else config_module.load(source)
     for key, value in (settings or {}).items():
         section, dot, name = str(key).partition(".")
         if not dot or section not in config_module.SECTIONS:
             raise SettingError("settings", f"are keyed section.key (train.epochs), not {key!r}")
         try:
-            raw.setdefault(section, {})[name] = config_module.checked_value(section, name, value)
+            family = config_module.family_of(config_module.kind_in(raw))
+            raw.setdefault(section, {})[name] = config_module.checked_value(section, name, value, family)
         except config_module.ConfigError as e:
             raise SettingError("settings", f"{key}: {e}") from None
     checked = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))

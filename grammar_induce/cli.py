@@ -223,6 +223,8 @@ def prepare(text_file, config_path, tokenizer, direction, workers, overrides) ->
 
 def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
     """The config file's values, then the flags given (section.key -> value), then each --set."""
+    from .families import registry  # noqa: F401 - it gives config.py the families' sections
+
     for key, value in flags.items():
         if value is not None:
             section, name = key.split(".")

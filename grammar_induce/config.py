@@ -1,7 +1,11 @@
 """Run configuration: frozen dataclasses loaded from TOML.
 
-A config file has three sections, `[model]`, `[data]` and `[train]`; every key must be
-a field below (unknown keys are errors), and `--set section.key=value` overrides any key.
+A config file has three sections, `[model]`, `[data]` and `[train]`. `[data]` and the keys of `[model]` and
+`[train]` that every family has are here; each family adds its own keys in its folder (a `ModelConfig` and a
+`TrainConfig` subclass: families/onlstm/settings.py, ...), and the model kind (`model.kind`) says which family's
+sections a file is read with. Every key must be a field of them: a key of another family is an error naming the key
+and the family, and `--set section.key=value` overrides any key. The families are known to this module through
+`use_families` (families/registry.py installs its lookup), so that this core module imports none of them.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,47 +32,18 @@ class ConfigError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    kind: str = "onlstm"  # a name in families/registry.py: onlstm | lstm (the AWD-LSTM baseline) | student (distill)
-    emb_size: int = 400
-    hidden_size: int = 1150
-    chunk_size: int = 10
-    n_layers: int = 3
-    dropout: float = 0.45  # locked dropout on the last layer's output
-    dropouth: float = 0.3  # locked dropout between layers
-    dropouti: float = 0.5  # locked dropout on the embedding output
-    dropoute: float = 0.1  # word-type dropout on the embedding matrix
-    wdrop: float = 0.45  # DropConnect on hidden-to-hidden weights
-    direction: str = "forward"  # forward | backward: read each sentence left to right or right to left
-    # kind "pcfg" (TN-PCFG, families/pcfg/model.py); the paper's sizes
-    nonterminals: int = 250
-    preterminals: int = 500
-    rank: int = 500  # of the binary rule tensor's decomposition
-    symbol_dim: int = 256  # symbol embeddings and the rule MLPs
-    # kind "structformer" (families/structformer/model.py; with hidden_size, n_layers, dropout); the paper's sizes
-    heads: int = 8  # attention heads a layer
-    parser_layers: int = 3  # the parser network's convolutions
-    conv_size: int = 9  # their width in words
-    dropatt: float = 0.0  # dropout on the attention weights
-    position_embedding: bool = True  # learnt positions (the paper's README command: --pos_emb)
+    """[model]: the kind (a name in families/registry.py); a family's subclass adds its sizes."""
+
+    kind: str = "onlstm"
 
     def validate(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:
             raise ConfigError(f"model.kind must name a model kind (families/registry.py), got {self.kind!r}")
-        if self.direction not in DIRECTIONS:
-            raise ConfigError(f"model.direction must be forward or backward, got {self.direction!r}")
-        for name in ("emb_size", "hidden_size", "chunk_size", "n_layers", "nonterminals", "preterminals", "rank",
-                     "symbol_dim", "heads", "parser_layers", "conv_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
-        for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "dropatt"):
-            p = getattr(self, name)
-            if not 0.0 <= p < 1.0:
-                raise ConfigError(f"model.{name} must be in [0, 1), got {p}")
 
     @property
-    def layer_sizes(self) -> list[int]:
-        """Input size of the first layer, then each layer's hidden size (emb -> H ... H -> emb)."""
-        return [self.emb_size] + [self.hidden_size] * (self.n_layers - 1) + [self.emb_size]
+    def reading_order(self) -> str:
+        """forward or backward: how the model reads a sentence (a family without a direction reads it forward)."""
+        return "forward"
 
 
 @dataclass(frozen=True)
@@ -97,49 +73,82 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """[train]: what every family's training has (the loop's limits, device, precision, seed; a recipe's batch size,
+    learning rate and clipping); a family's subclass adds its recipe's keys."""
+
     batch_size: int = 20
-    eval_batch_size: int = 10
-    test_batch_size: int = 1
-    bptt: int = 70
     lr: float = 30.0
     clip: float = 0.25
-    weight_decay: float = 1.2e-6
-    alpha: float = 2.0  # activation regularisation
-    beta: float = 1.0  # temporal activation regularisation
     epochs: int = 1000
     max_steps: int = 0  # 0: no limit; otherwise stop after this many batches in all (inside an epoch too)
     max_minutes: float = 0.0  # 0: no limit; otherwise stop once this run (a resume: again) has trained this long
-    nonmono: int = 5
     seed: int = SEED
     keep_epochs: int = 0  # also keep the last N epochs' models as epoch-K.pt (a snapshot ensemble)
     device: str = "auto"
     # fp32 (the paper's numbers), bf16 (matrix products in bfloat16, on hardware that has it) or
     # auto (bf16 where the hardware has it); see precision.py
     precision: str = "fp32"
-    # a model trained on whole sentences (kind "pcfg"): Adam (betas 0.75, 0.999, as TN-PCFG), the longest
-    # training sentence, a length curriculum (start_length > 0: the first epoch's longest, + length_step an epoch)
-    max_length: int = 40
-    start_length: int = 0
-    length_step: int = 10
     checkpoint_minutes: float = 10.0  # last.pt inside an epoch this often, so a killed run loses little
-    mask_rate: float = 0.3  # a masked language model (kind "structformer"): the share of words masked
 
     def validate(self) -> None:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        for name in ("batch_size", "eval_batch_size", "test_batch_size", "bptt", "epochs", "max_length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"train.{name} must be positive, got {getattr(self, name)}")
-        if not 0.0 < self.mask_rate < 1.0:
-            raise ConfigError(f"train.mask_rate must be in (0, 1), got {self.mask_rate}")
+        at_least(1, "train", self, "batch_size", "epochs")
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
         if not 0 <= self.seed < 2**32:  # what every random generator of a run takes
             raise ConfigError(f"train.seed must be from 0 to {2**32 - 1}, got {self.seed}")
-        for name in ("clip", "weight_decay", "alpha", "beta", "max_steps", "max_minutes", "nonmono",
-                     "keep_epochs", "start_length", "length_step", "checkpoint_minutes"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"train.{name} must not be negative, got {getattr(self, name)}")
+        at_least(0, "train", self, "clip", "max_steps", "max_minutes", "keep_epochs", "checkpoint_minutes")
+
+
+def at_least(least: int, section: str, values: object, *names: str) -> None:
+    """Refuse, as a ConfigError naming the key, any of the fields `names` below `least` (1: positive, 0: not
+    negative)."""
+    for name in names:
+        if getattr(values, name) < least:
+            rule = "be positive" if least == 1 else f"be at least {least}" if least else "not be negative"
+            raise ConfigError(f"{section}.{name} must {rule}, got {getattr(values, name)}")
+
+
+def probabilities(section: str, values: object, *names: str) -> None:
+    """Refuse a dropout rate outside [0, 1)."""
+    for name in names:
+        if not 0.0 <= getattr(values, name) < 1.0:
+            raise ConfigError(f"{section}.{name} must be in [0, 1), got {getattr(values, name)}")
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a model kind's config is read with: its [model] and [train] dataclasses, and how messages name it."""
+
+    model: type[ModelConfig]
+    train: type[TrainConfig]
+    description: str  # "a TN-PCFG"
+
+
+_families: Callable[[str], Family | None] = lambda kind: None
+
+
+def use_families(lookup: Callable[[str], Family | None], known: Callable[[], list[str]]) -> None:
+    """Install the lookup of a kind's sections (families/registry.py does, when it is imported), and the list of
+    the kinds' names for messages."""
+    global _families, _known
+    _families, _known = lookup, known
+
+
+_known: Callable[[], list[str]] = list
+
+
+def family_of(kind: object) -> Family:
+    """The sections of a kind's name; an unknown name is a ConfigError listing the known ones."""
+    family = _families(kind) if isinstance(kind, str) else None
+    if family is None:
+        raise ConfigError(f"model.kind must be one of {', '.join(_known())}, got {kind!r}")
+    return family
+
+
+def sections_of(family: Family) -> dict[str, type]:
+    return {"model": family.model, "data": DataConfig, "train": family.train}
 
 
 @dataclass(frozen=True)
@@ -158,39 +167,63 @@ class Config:
         return dataclasses.asdict(self)
 
 
-SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
+SECTIONS = ("model", "data", "train")
 
 
-def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
-    """Build a validated Config; unknown sections or keys are errors naming them."""
+def kind_in(raw: dict[str, Any]) -> object:
+    model = raw.get("model")
+    return model.get("kind", ModelConfig.kind) if isinstance(model, dict) else ModelConfig.kind
+
+
+def from_dict(raw: dict[str, Any], source: str = "config", saved: bool = False) -> Config:
+    """Build a validated Config of the kind's family; unknown sections or keys are errors naming them. `saved`: a
+    config a run or a checkpoint was saved with, by an older version too, whose keys of other families (every
+    family's keys were once in one [model] and [train]) are dropped, not refused."""
+    try:
+        family = family_of(kind_in(raw))
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    classes = sections_of(family)
     sections = {}
-    for name, values in raw.items():
-        if name not in SECTIONS:
+    for name, values in (migrated(raw) if saved else raw).items():
+        if name not in classes:
             raise ConfigError(f"{source}: unknown section [{name}] (expected one of {', '.join(SECTIONS)})")
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: [{name}] must be a table")
-        sections[name] = _build_section(name, values, source)
+        sections[name] = _build_section(name, values, source, family)
+    sections = {name: sections.get(name) or classes[name]() for name in SECTIONS}
     try:
         return Config(**sections).validate()
     except ConfigError as e:  # a check across keys (model.direction, model.rank ...): name the file it came from
         raise ConfigError(str(e) if str(e).startswith(f"{source}: ") else f"{source}: {e}") from None
 
 
-def _build_section(name: str, values: dict[str, Any], source: str) -> Any:
+def migrated(raw: dict[str, Any]) -> dict[str, Any]:
+    """A saved config (a run's, a checkpoint's; raw) without the keys its family does not read: until the families
+    had sections of their own, every config held every family's keys."""
+    classes = sections_of(family_of(kind_in(raw)))
+    return {name: {key: value for key, value in values.items()
+                   if key in {f.name for f in dataclasses.fields(classes[name])}}
+            if name in classes and isinstance(values, dict) else values for name, values in raw.items()}
+
+
+def _build_section(name: str, values: dict[str, Any], source: str, family: Family) -> Any:
     for key, value in values.items():
         try:
-            values[key] = checked_value(name, key, value)
+            values[key] = checked_value(name, key, value, family)
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from None
-    return SECTIONS[name](**values)
+    return sections_of(family)[name](**values)
 
 
-def checked_value(section: str, key: str, value: Any) -> Any:
-    """The value of a known key with the field's type (an int where a float is expected becomes one);
-    errors name the key but not where it came from."""
-    fields = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
+def checked_value(section: str, key: str, value: Any, family: Family) -> Any:
+    """The value of a key of the family's section with the field's type (an int where a float is expected becomes
+    one); errors name the key (and the family, for a key it does not read) but not where it came from."""
+    fields = {f.name: f for f in dataclasses.fields(sections_of(family)[section])}
     if key not in fields:
-        raise ConfigError(f"unknown key {section}.{key}")
+        raise ConfigError(f"{section}.{key} is not read by {family.description} (model.kind "
+                          f"{_kind_named(family)}; its {section} keys: {', '.join(fields)})"
+                          if _some_family_reads(section, key) else f"unknown key {section}.{key}")
     expected = type(fields[key].default)
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -199,6 +232,16 @@ def checked_value(section: str, key: str, value: Any) -> Any:
     if expected is float and not math.isfinite(value):
         raise ConfigError(f"{section}.{key} must be a finite number, got {value}")
     return value
+
+
+def _some_family_reads(section: str, key: str) -> bool:
+    return any(key in {f.name for f in dataclasses.fields(sections_of(family)[section])}
+               for family in filter(None, map(_families, _known())))
+
+
+def _kind_named(family: Family) -> str:
+    names = [name for name in _known() if _families(name) == family]
+    return " or ".join(repr(name) for name in names) or "?"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -224,8 +267,10 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string.
-    A bad key or value is an error naming the --set it came from."""
+    """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string. A bad key or
+    value is an error naming the --set it came from; keys are checked against the family of the kind the config
+    has once every --set model.kind is applied."""
+    parsed = []
     for item in overrides:
         dotted, sep, text = item.partition("=")
         section, dot, key = dotted.strip().partition(".")
@@ -233,8 +278,16 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             raise ConfigError(f"--set {item!r}: expected section.key=value")
         if section not in SECTIONS:
             raise ConfigError(f"--set {item}: unknown section [{section}] (expected one of {', '.join(SECTIONS)})")
+        parsed.append((item, section, key, parse_value(text.strip())))
+        if (section, key) == ("model", "kind"):
+            raw.setdefault("model", {})["kind"] = parsed[-1][3]
+    try:
+        family = family_of(kind_in(raw))
+    except ConfigError as e:
+        raise ConfigError(f"--set model.kind: {e}") from None
+    for item, section, key, value in parsed:
         try:
-            raw.setdefault(section, {})[key] = checked_value(section, key, parse_value(text.strip()))
+            raw.setdefault(section, {})[key] = checked_value(section, key, value, family)
         except ConfigError as e:
             raise ConfigError(f"--set {item}: {e}") from None
     return raw
@@ -279,6 +332,6 @@ RESUMABLE = frozenset({"train.epochs", "train.max_steps", "train.max_minutes", "
 def resume_changes(saved: Config, now: Config) -> list[tuple[str, Any, Any]]:
     """The keys a resumed run would change that --resume may not: (section.key, the run's value, the new one)."""
     old, new = saved.to_dict(), now.to_dict()
-    return [(f"{section}.{key}", value, new[section][key]) for section, values in old.items()
+    return [(f"{section}.{key}", value, new[section].get(key)) for section, values in old.items()
             for key, value in values.items()
-            if f"{section}.{key}" not in RESUMABLE and new[section][key] != value]
+            if f"{section}.{key}" not in RESUMABLE and new[section].get(key) != value]

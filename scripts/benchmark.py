@@ -63,6 +63,7 @@ ENSEMBLE_LINE = 800  # words in the one line span voting combines (exact CKY; un
 
 def model_config(name: str):
     from grammar_induce import config
+    from grammar_induce.families import registry  # noqa: F401 - it gives config.py the families' sections
 
     return config.from_dict(config.load(ROOT / "configs" / f"{name}.toml"))
 
@@ -361,11 +362,12 @@ def random_student(forward, emb_size: int, hidden_size: int, n_layers: int):
 
     import torch
 
-    from grammar_induce.config import Config, ModelConfig
+    from grammar_induce.config import Config
     from grammar_induce.families.checkpoint import LoadedModel
     from grammar_induce.families.student.model import SpanParser
+    from grammar_induce.families.student.settings import StudentConfig
 
-    config = ModelConfig(kind="student", emb_size=emb_size, hidden_size=hidden_size, chunk_size=1, n_layers=n_layers)
+    config = StudentConfig(kind="student", emb_size=emb_size, hidden_size=hidden_size, n_layers=n_layers)
     torch.manual_seed(0)
     return LoadedModel(SpanParser(VOCAB, config).to(forward.model.device).eval(), forward.vocab, forward.tokenizer,
                        dataclasses.replace(Config(), model=config))

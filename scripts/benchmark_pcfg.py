@@ -26,10 +26,10 @@ SIZES = {"pcfg": (250, 500, 500, 256), "pcfg-tiny": (10, 20, 16, 32)}  # nonterm
 
 
 def pcfg_config(name: str):
-    from grammar_induce.config import ModelConfig
+    from grammar_induce.families.pcfg.settings import PCFGConfig
 
     nt, t, r, s = SIZES[name]
-    return ModelConfig(kind="pcfg", nonterminals=nt, preterminals=t, rank=r, symbol_dim=s)
+    return PCFGConfig(kind="pcfg", nonterminals=nt, preterminals=t, rank=r, symbol_dim=s)
 
 
 def median_seconds(fn, repeats: int, warmup: int) -> float:

@@ -16,8 +16,8 @@ import os
 import torch
 from benchmark_pcfg import median_seconds  # scripts/, beside this file
 
-from grammar_induce.config import ModelConfig
 from grammar_induce.families.pcfg.model import TNPCFG
+from grammar_induce.families.pcfg.settings import PCFGConfig
 
 VOCAB = 10000
 
@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args()
     torch.manual_seed(0)
-    model = TNPCFG(VOCAB, ModelConfig(kind="pcfg", nonterminals=250, preterminals=500, rank=500, symbol_dim=256))
+    model = TNPCFG(VOCAB, PCFGConfig(kind="pcfg", nonterminals=250, preterminals=500, rank=500, symbol_dim=256))
     model.to(args.device)
     products = torch.bfloat16 if args.precision == "bf16" else None
     rows = []

@@ -72,9 +72,12 @@ def token_cache(tmp_path_factory) -> Path:
 
 
 def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
-    """configs/tiny.toml with section overrides, e.g. train={"epochs": 1}."""
+    """configs/tiny.toml with section overrides, e.g. train={"epochs": 1}; for another kind (model={"kind": "pcfg"}),
+    the tiny config's keys that its family reads."""
     raw = config_module.load(ROOT / "configs" / "tiny.toml")
     raw["train"]["device"] = "cpu"
+    raw["model"]["kind"] = sections.get("model", {}).get("kind", "onlstm")
+    raw = config_module.migrated(raw)  # another family: the tiny config's keys it reads (its data, its training)
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     return config_module.from_dict(raw)

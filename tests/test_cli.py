@@ -310,10 +310,8 @@ def test_options_that_do_nothing_are_noted(tiny_run, tiny_backward_run, tmp_path
     both = ["--model", tiny_run / "best.pt", "--model", tiny_backward_run / "best.pt"]
     zero = invoke("parse", *both, "--weights", "0,0", "a b c")
     assert zero.exit_code == 0 and "--weights 0,0 gives no model a vote" in zero.stderr
-    pcfg = invoke("train", "--config", ROOT / "configs" / "tiny.toml", "--set", "model.kind=pcfg", "--set",
-                  "model.nonterminals=4", "--set", "model.preterminals=6", "--set", "model.rank=8", "--set",
-                  "model.symbol_dim=16", "--set", "train.lr=0.01", "--direction", "backward", "--max-steps", "1",
+    pcfg = invoke("train", "--config", ROOT / "configs" / "pcfg-ptb.toml", "--direction", "backward", "--max-steps", "1",
                   "--quiet", "--out", tmp_path / "pcfg")
-    assert pcfg.exit_code == 0, pcfg.output
-    assert "model.direction = 'backward'" in pcfg.stderr and "no effect on a TN-PCFG (it reads model.nonterminals" \
-        in pcfg.stderr
+    assert pcfg.exit_code == 1 and "model.direction is not read by a TN-PCFG (model.kind 'pcfg'; its model keys: " \
+        "kind, nonterminals, preterminals, rank, symbol_dim)" in pcfg.output, pcfg.output
+    assert not (tmp_path / "pcfg").exists()

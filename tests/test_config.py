@@ -57,16 +57,17 @@ def test_every_preset_loads_and_states_only_what_differs_from_the_defaults(prese
     import tomllib
 
     C.from_dict(C.load(preset), str(preset))  # validates
-    defaults = C.Config().to_dict()
     stated = tomllib.loads(preset.read_text())
+    defaults = C.from_dict({"model": {"kind": C.kind_in(stated)}}).to_dict()  # its family's
     for section in ("model", "train"):
-        same = [key for key, value in stated.get(section, {}).items() if defaults[section][key] == value]
+        same = [key for key, value in stated.get(section, {}).items()
+                if defaults[section][key] == value and key != "kind"]  # the kind says which defaults
         assert not same, f"{preset.name} repeats defaults: {section}.{', '.join(same)}"
 
 
 def test_the_paper_preset_is_the_defaults_with_its_data():
-    loaded = C.from_dict(C.load(ROOT / "configs" / "ptb.toml"))
-    assert loaded.model == C.Config().model and loaded.train == C.Config().train
+    loaded, defaults = C.from_dict(C.load(ROOT / "configs" / "ptb.toml")), C.from_dict({})
+    assert loaded.model == defaults.model and loaded.train == defaults.train
 
 
 def test_a_binary_config_is_one_line(tmp_path):
@@ -104,13 +105,30 @@ def test_non_finite_settings_are_refused_naming_set(tmp_path):
 
 
 def test_a_kind_checks_the_sizes_it_is_built_with():
-    """The ON-LSTM's chunks must divide its layers; a kind without chunks (the student, a PCFG) ignores chunk_size."""
+    """The ON-LSTM's chunks must divide its layers; a kind without chunks (the student, a PCFG) has no chunk_size."""
     from grammar_induce.families import registry
+    from grammar_induce.families.onlstm.settings import ONLSTMConfig
 
     with pytest.raises(ConfigError, match="model.chunk_size 7 does not divide model.hidden_size 1150"):
-        registry.build(10, C.ModelConfig(emb_size=14, hidden_size=1150, chunk_size=7))
-    student = registry.build(10, C.ModelConfig(kind="student", emb_size=16, hidden_size=16, chunk_size=7, n_layers=1))
-    assert student.NAME == "student"
+        registry.build(10, ONLSTMConfig(emb_size=14, hidden_size=1150, chunk_size=7))
+    with pytest.raises(ConfigError, match=r"x.toml: model.chunk_size is not read by a distilled student \(model.kind "
+                                          r"'student'; its model keys: kind, emb_size, hidden_size, n_layers, dropout\)"):
+        C.from_dict({"model": {"kind": "student", "chunk_size": 7}}, "x.toml")
+
+
+def test_each_family_reads_its_own_keys_and_a_saved_config_drops_the_others():
+    """A PCFG's config with an ON-LSTM's key is refused, naming the key and the family; a config saved when every
+    family's keys were in one section (a run folder's, a shipped checkpoint's) loads with the others dropped."""
+    with pytest.raises(ConfigError, match=r"p.toml: train.bptt is not read by a TN-PCFG \(model.kind 'pcfg'"):
+        C.from_dict({"model": {"kind": "pcfg"}, "train": {"bptt": 70}}, "p.toml")
+    with pytest.raises(ConfigError, match=r"--set train.mask_rate=0.2: train.mask_rate is not read by an ON-LSTM"):
+        C.apply_overrides({}, ["train.mask_rate=0.2"])
+    assert C.apply_overrides({}, ["model.kind=structformer", "train.mask_rate=0.2"])["train"]["mask_rate"] == 0.2
+    old = {"model": {"kind": "pcfg", "emb_size": 400, "rank": 8, "direction": "forward"},
+           "train": {"bptt": 70, "lr": 0.001, "max_length": 30}, "data": {"train": "t.txt"}}
+    loaded = C.from_dict(old, "old.pt", saved=True)
+    assert loaded.model.rank == 8 and loaded.train.max_length == 30 and not hasattr(loaded.train, "bptt")
+    assert "emb_size" not in C.to_toml(loaded) and loaded.model.reading_order == "forward"
 
 
 def test_a_check_across_keys_names_the_config_file(tmp_path):

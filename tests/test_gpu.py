@@ -31,7 +31,7 @@ GOLD = ROOT / "data" / "synthetic" / "test.trees"
 
 
 def trained(tmp_path, family: str, device: str, name: str = "", **train_settings):
-    settings = {"epochs": 1, "max_steps": 12, "device": device, **({"lr": 0.01, "weight_decay": 0.0} if family == "pcfg"
+    settings = {"epochs": 1, "max_steps": 12, "device": device, **({"lr": 0.01} if family == "pcfg"
                                                                    else {}), **train_settings}
     out = tmp_path / f"{family}-{name or device}"
     result = train(tiny_config(model=FAMILIES[family], train=settings), out, **QUIET)
@@ -97,10 +97,10 @@ def test_distill_and_resume_on_cuda(tmp_path):
     assert student.models[0].model.device.type == "cuda" and student.parse("a dog saw the man").leaves()
     straight, _ = trained(tmp_path, "pcfg", "cuda", max_steps=0, epochs=2)
     limited = tmp_path / "limited"
-    config = tiny_config(model=PCFG, train={"epochs": 2, "lr": 0.01, "weight_decay": 0.0, "device": "cuda",
+    config = tiny_config(model=PCFG, train={"epochs": 2, "lr": 0.01, "device": "cuda",
                                             "max_steps": 7})
     train(config, limited, **QUIET)  # stopped inside epoch 1
-    train(tiny_config(model=PCFG, train={"epochs": 2, "lr": 0.01, "weight_decay": 0.0, "device": "cuda"}), limited,
+    train(tiny_config(model=PCFG, train={"epochs": 2, "lr": 0.01, "device": "cuda"}), limited,
           resume=True, **QUIET)
     a, b = (torch.load(run / "last.pt", weights_only=True)["state_dict"] for run in (straight, limited))
     for key in a:

@@ -4,6 +4,7 @@ itself (a `log_likelihood`) goes through train and resume too; nothing outside t
 which kind a model is."""
 
 import re
+from dataclasses import dataclass
 
 import nltk
 import pytest
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import QUICKSTART_GOLD, main
-from grammar_induce.config import Config, ModelConfig
+from grammar_induce.config import Config, ConfigError, ModelConfig
 from grammar_induce.errors import InputError, SettingError
 from grammar_induce.families import checkpoint, registry, sentences
 from grammar_induce.families.base import ModelKind
@@ -30,7 +31,7 @@ class RightBranching(ModelKind):
 
     NAME, DESCRIPTION, SEARCH, OWN_TREES = "toy-right", "a right-branching toy", "a rule", True
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, vocab_size: int, config: ModelConfig):  # it reads no key of its own: the base sections
         super().__init__()
         self.embedding = torch.nn.Embedding(vocab_size, 2)  # a weight: the checkpoint has a state and a device
 
@@ -101,22 +102,47 @@ def test_nothing_outside_the_registry_and_the_kinds_asks_which_kind_a_model_is()
     assert found == []
 
 
+@dataclass(frozen=True)
+class WidthConfig(ModelConfig):
+    """The toy family's own [model] key: how many span widths get a score of their own."""
+
+    widths: int = 64
+
+
+TOY_CONFIG = """
+[model]
+kind = "toy-width"
+widths = 32
+
+[data]
+train = "{root}/data/synthetic/valid.txt"
+valid = "{root}/data/synthetic/test.txt"
+
+[train]
+lr = 0.05
+epochs = 2
+device = "cpu"
+max_length = 12
+"""
+
+
 class WidthCRF(ModelKind):
     """A toy family that trains itself: a unigram model of the words times a tree CRF whose span scores are one
     learned number per span width; `train` fits its `log_likelihood` by the whole-sentence recipe, `read` gives
-    its CKY trees."""
+    its CKY trees. Its config: its own [model] section, the whole-sentence recipe's [train]."""
 
     NAME, DESCRIPTION, SEARCH, OWN_TREES = "toy-width", "a width-score toy", "CKY over width scores", True
     TRAINER = sentences.SentenceTrainer
+    CONFIG = WidthConfig, sentences.SentenceTrainConfig
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, vocab_size: int, config: WidthConfig):
         super().__init__()
         self.unigram = torch.nn.Parameter(torch.zeros(vocab_size))
-        self.width = torch.nn.Parameter(torch.zeros(64))
+        self.width = torch.nn.Parameter(torch.zeros(config.widths))
 
     def span_scores(self, n: int) -> torch.Tensor:
         i, j = torch.arange(n + 1).view(-1, 1), torch.arange(n + 1).view(1, -1)
-        return self.width[(j - i).clamp(0, 63)]
+        return self.width[(j - i).clamp(0, len(self.width) - 1)]
 
     def log_likelihood(self, words, lengths, products=None):
         from grammar_induce.structures import tree_crf
@@ -145,10 +171,13 @@ def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluat
 
 
     monkeypatch.setitem(registry.KINDS, WidthCRF.NAME, WidthCRF)
-    tiny = ROOT / "configs" / "tiny.toml"
-    settings = {"model.kind": WidthCRF.NAME, "train.lr": 0.05, "train.epochs": 2, "train.weight_decay": 0.0,
-                "train.device": "cpu", "train.max_length": 12}
+    tiny = tmp_path / "toy.toml"  # its own config file: its own [model] key, its recipe's [train]
+    tiny.write_text(TOY_CONFIG.format(root=ROOT))
+    with pytest.raises(ConfigError, match=r"model.emb_size is not read by a width-score toy \(model.kind 'toy-width'"):
+        gi.train(tiny, tmp_path / "refused", overrides=["model.emb_size=8"], log=None)
+    settings = {}
     straight = gi.train(tiny, tmp_path / "straight", settings=settings, log=None)
+    assert len(checkpoint.load(tmp_path / "straight" / "best.pt").model.width) == 32
     first, second = (e["valid_ppl"] for e in straight.epochs)
     assert second < first  # it learns
     original, calls = sentences.sentence_step, {"n": 0}

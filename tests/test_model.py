@@ -3,12 +3,12 @@ import math
 import pytest
 import torch
 
-from grammar_induce.config import ModelConfig
 from grammar_induce.families.base import count_parameters
 from grammar_induce.families.onlstm import native
 from grammar_induce.families.onlstm.decoder import cross_entropy
 from grammar_induce.families.onlstm.model import ONLSTMLanguageModel, cumax, embedding_dropout, keep_mask, paper_layer
 from grammar_induce.families.onlstm.recurrence import _Recurrence, recurrence
+from grammar_induce.families.onlstm.settings import ONLSTMConfig
 from grammar_induce.runtime.products import RepeatedProduct
 
 from . import paper_onlstm
@@ -123,7 +123,7 @@ def test_no_product_for_a_gradient_at_h0_that_is_not_asked_for(backward_loop, mo
 
 def tiny_model(wdrop=0.3, seed=0):
     torch.manual_seed(seed)
-    cfg = ModelConfig(emb_size=8, hidden_size=12, chunk_size=4, n_layers=3, wdrop=wdrop)
+    cfg = ONLSTMConfig(emb_size=8, hidden_size=12, chunk_size=4, n_layers=3, wdrop=wdrop)
     return ONLSTMLanguageModel(20, cfg)
 
 
@@ -210,7 +210,7 @@ def test_decoder_is_tied_and_last_layer_has_embedding_size():
 
 
 def test_parameter_count_of_the_paper_model():
-    cfg = ModelConfig()  # emb 400, hidden 1150, chunk 10
+    cfg = ONLSTMConfig()  # emb 400, hidden 1150, chunk 10
     with torch.device("meta"):
         model = ONLSTMLanguageModel(10000, cfg)
     layer = lambda i, h: (i + h + 2) * (4 * h + 2 * (h // 10))  # two maps with biases

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from grammar_induce import trees
-from grammar_induce.config import ModelConfig
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences
 from grammar_induce.families.pcfg.model import TNPCFG
+from grammar_induce.families.pcfg.settings import PCFGConfig
 from grammar_induce.structures import cky
 from grammar_induce.workflows.train import train
 
@@ -25,7 +25,7 @@ NT, T, V = 3, 4, 7
 @pytest.fixture(scope="module")
 def small():
     torch.manual_seed(0)
-    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8)).double()
+    model = TNPCFG(V, PCFGConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8)).double()
     with torch.no_grad():
         return model, model.grammar()
 
@@ -113,7 +113,7 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient(tensor_sums):
     from grammar_induce.families.pcfg.model import Chart, _Inside
 
     torch.manual_seed(1)
-    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8)).double()
+    model = TNPCFG(V, PCFGConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8)).double()
     ids, lengths = padded_batch()
     with torch.no_grad():
         g = model.grammar()
@@ -143,7 +143,7 @@ def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and
     if native.library(torch.float32) is None:
         pytest.skip("no C compiler here: the tensor ops are all there is")
     torch.manual_seed(2)
-    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=6, symbol_dim=8))
+    model = TNPCFG(V, PCFGConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=6, symbol_dim=8))
     ids, lengths = padded_batch()
     calls = []
     monkeypatch.setattr(native.Inside, "combine", lambda *args, run=native.Inside.combine: calls.append("combine")
@@ -171,7 +171,7 @@ def test_a_training_steps_chart_is_freed_with_the_step_without_the_cyclic_collec
     import weakref
 
     torch.manual_seed(0)
-    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8))
+    model = TNPCFG(V, PCFGConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8))
     ids, lengths = padded_batch()
     was = gc.isenabled()
     gc.disable()
@@ -190,7 +190,7 @@ def test_bfloat16_products_give_the_float32_gradients_to_their_rounding():
     """Every parameter's gradient within 0.5% of the largest (bfloat16's 8-bit mantissa; a few parameters' own
     gradients are far smaller, and two are zero but for rounding: softmax biases along the normalised axis)."""
     torch.manual_seed(1)
-    model = TNPCFG(V, ModelConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8))
+    model = TNPCFG(V, PCFGConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8))
     ids, lengths = padded_batch()
     grads = []
     for products in (None, torch.bfloat16):
@@ -269,7 +269,7 @@ def test_long_sentences_neither_underflow_nor_differ_from_log_space(small):
 
 def test_bf16_products_stay_close_to_float32():
     torch.manual_seed(0)
-    model = TNPCFG(50, ModelConfig(kind="pcfg", nonterminals=8, preterminals=16, rank=32, symbol_dim=16))
+    model = TNPCFG(50, PCFGConfig(kind="pcfg", nonterminals=8, preterminals=16, rank=32, symbol_dim=16))
     words = torch.randint(0, 50, (4, 12))
     full = model.log_likelihood(words, [12, 12, 9, 2])
     reduced = model.log_likelihood(words, [12, 12, 9, 2], torch.bfloat16)
@@ -279,7 +279,7 @@ def test_bf16_products_stay_close_to_float32():
 
 def pcfg_config(**train):
     return tiny_config(model={"kind": "pcfg", "nonterminals": 4, "preterminals": 6, "rank": 8, "symbol_dim": 16},
-                       train={"lr": 0.01, "clip": 3.0, "epochs": 2, "batch_size": 16, "weight_decay": 0.0,
+                       train={"lr": 0.01, "clip": 3.0, "epochs": 2, "batch_size": 16,
                               "max_length": 20, **train})
 
 
@@ -498,9 +498,9 @@ def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_not
 def test_the_length_curriculum_grows_by_its_step_up_to_the_longest():
     from grammar_induce.families.sentences import epoch_longest
 
-    curriculum = tiny_config(train={"max_length": 40, "start_length": 20, "length_step": 10}).train
+    curriculum = tiny_config(model={"kind": "pcfg"}, train={"max_length": 40, "start_length": 20, "length_step": 10}).train
     assert [epoch_longest(curriculum, e) for e in (1, 2, 3, 4)] == [20, 30, 40, 40]
-    assert epoch_longest(tiny_config(train={"max_length": 40}).train, 1) == 40  # no curriculum: the longest
+    assert epoch_longest(tiny_config(model={"kind": "pcfg"}, train={"max_length": 40}).train, 1) == 40  # no curriculum: the longest
 
 
 def test_auto_precision_is_measured_per_member_in_an_ensemble_of_two_families(tiny_pcfg, tiny_model, monkeypatch):

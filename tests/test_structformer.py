@@ -11,10 +11,10 @@ import torch
 
 import grammar_induce as gi
 from grammar_induce import config as config_module
-from grammar_induce.config import ModelConfig
 from grammar_induce.families import checkpoint
 from grammar_induce.families.structformer import structure
 from grammar_induce.families.structformer.model import StructFormer, before_each_word
+from grammar_induce.families.structformer.settings import StructFormerConfig
 from grammar_induce.families.structformer.trainer import UNK, masked, token_batches
 from grammar_induce.inference.lines import joined
 from grammar_induce.output.formats import MemberResult, SentenceResult, render
@@ -96,7 +96,7 @@ def test_the_first_word_is_never_split_off_by_either_decoder():
 
 def small_model(**settings) -> StructFormer:
     torch.manual_seed(0)
-    config = ModelConfig(kind="structformer", hidden_size=16, n_layers=2, heads=2, parser_layers=1, conv_size=3,
+    config = StructFormerConfig(kind="structformer", hidden_size=16, n_layers=2, heads=2, parser_layers=1, conv_size=3,
                          dropout=0.0, **settings)
     return StructFormer(30, config)
 

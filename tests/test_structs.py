@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from grammar_induce import trees
-from grammar_induce.config import ModelConfig
 from grammar_induce.families.student import native_scores
 from grammar_induce.families.student.model import SpanParser
+from grammar_induce.families.student.settings import StudentConfig
 from grammar_induce.structures import cky, tree_crf
 
 from .test_trees import all_binary_trees
@@ -150,8 +150,7 @@ def test_greedy_past_the_exact_limit_finds_a_clear_best_tree_and_cky_equals_the_
 
 def student(vocab_size=12):
     torch.manual_seed(0)
-    return SpanParser(vocab_size, ModelConfig(kind="student", emb_size=16, hidden_size=16, n_layers=1, dropout=0.0,
-                                              chunk_size=1))
+    return SpanParser(vocab_size, StudentConfig(kind="student", emb_size=16, hidden_size=16, n_layers=1, dropout=0.0))
 
 
 def batch(sentences):
@@ -214,7 +213,7 @@ def test_the_students_long_line_search_is_the_greedy_split_without_a_chart(monke
     """Past EXACT_LIMIT the student scores only the spans the greedy split looks at: the same tree as the greedy
     split over the full chart of span scores."""
     torch.manual_seed(3)
-    student = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=1)).eval()
+    student = SpanParser(30, StudentConfig(kind="student", emb_size=8, hidden_size=8, n_layers=1)).eval()
     words = [f"w{k}" for k in range(25)]
     tokens = torch.randint(2, 30, (1, 27))
     with torch.no_grad():
@@ -227,7 +226,7 @@ def test_the_students_long_line_search_is_the_greedy_split_without_a_chart(monke
 def test_the_students_span_scores_are_the_projected_fencepost_differences():
     """f_j - f_i + b_i - b_j, computed as (f_j - b_j) - (f_i - b_i): equal to float rounding."""
     torch.manual_seed(5)
-    student = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=1)).eval()
+    student = SpanParser(30, StudentConfig(kind="student", emb_size=8, hidden_size=8, n_layers=1)).eval()
     tokens = torch.randint(2, 30, (3, 14))
     with torch.no_grad():
         f, b = student._fenceposts(tokens, [12, 12, 12])
@@ -242,7 +241,7 @@ def test_parsing_reads_each_direction_unpacked_and_gets_the_packed_states():
     """Parsing runs each layer and direction as one unpacked call (the backward one over each row reversed in
     place); training packs the rows. Same states to float rounding, whatever the padding; bf16 products close."""
     torch.manual_seed(4)
-    model = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=2,
+    model = SpanParser(30, StudentConfig(kind="student", emb_size=8, hidden_size=8, n_layers=2,
                                        dropout=0.0))
     tokens, lengths = batch([[2, 3], [4, 5, 6, 7, 8, 9, 10], [11, 12, 13, 14], [15, 16, 17, 18, 19, 20, 21, 22, 23]])
     with torch.no_grad():
@@ -258,7 +257,7 @@ def test_bf16_parsing_converts_the_weights_once_and_sees_a_change_to_them():
     """bfloat16 copies of the BiLSTM's weights are kept between batches, and made again when a weight changes (a
     training step, a loaded state): a parse after the change equals a fresh model's."""
     torch.manual_seed(4)
-    config = ModelConfig(kind="student", emb_size=8, hidden_size=8, chunk_size=1, n_layers=1, dropout=0.0)
+    config = StudentConfig(kind="student", emb_size=8, hidden_size=8, n_layers=1, dropout=0.0)
     model = SpanParser(30, config).eval()
     tokens, lengths = batch([[2, 3, 4], [5, 6, 7, 8, 9]])
     with torch.no_grad():
@@ -282,7 +281,7 @@ def test_parse_scores_in_c_equal_the_tensor_ops_on_every_span_read(hidden, monke
     if not native_scores.usable(torch.zeros(1)):
         pytest.skip("no C compiler here")
     torch.manual_seed(7)
-    model = SpanParser(30, ModelConfig(kind="student", emb_size=8, hidden_size=hidden, chunk_size=1, n_layers=1,
+    model = SpanParser(30, StudentConfig(kind="student", emb_size=8, hidden_size=hidden, n_layers=1,
                                        dropout=0.0)).eval()
     tokens, lengths = batch([[2, 3], [4, 5, 6, 7, 8, 9, 10], [11, 12, 13, 14], list(range(2, 26))])
     with torch.no_grad():

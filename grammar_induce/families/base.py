@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from ..config import ModelConfig, TrainConfig
 from ..errors import SettingError
 from ..runtime import rundir
 from ..runtime.precision import FULL_PARTS
 from .reading import Reading, middle_layer
 
 if TYPE_CHECKING:
-    from ..config import Config, ModelConfig
+    from ..config import Config
     from ..runtime.distributed import World
     from ..text.tokenizer import Tokenizer, Vocab
 
@@ -46,7 +47,9 @@ class ModelKind(nn.Module):
     # (None: the CKY's, cky.EXACT_LIMIT, past which it splits greedily)
     LONGEST: ClassVar[tuple[int, str] | None] = None
     TRAINER: ClassVar[type[Trainer] | None] = None  # the recipe `train` fits it with (None: made otherwise)
-    MODEL_KEYS: ClassVar[frozenset[str] | None] = None  # the [model] keys it reads (None: all); `train` notes the rest
+    # the [model] and [train] sections its config is read with (its family's ModelConfig and TrainConfig subclasses,
+    # in its folder's settings.py); a key of neither is an error naming the key and the family
+    CONFIG: ClassVar[tuple[type[ModelConfig], type[TrainConfig]]] = ModelConfig, TrainConfig
     # parsing on a CPU reads two batches at a time, a thread each (runtime/threads.py): it pays for a small model
     # whose reading is much Python, not for one whose products keep both cores busy
     READS_IN_LANES: ClassVar[bool] = False

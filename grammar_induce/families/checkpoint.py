@@ -124,12 +124,12 @@ def _mismatch(error: Exception) -> str:
 def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
     payload = read(path)
     try:
-        config = config_module.from_dict(payload["config"], source=str(path))
+        config = config_module.from_dict(payload["config"], source=str(path), saved=True)
         vocab = Vocab(payload["vocab"])
         tokenizer = Tokenizer(**payload["tokenizer"])
         model = registry.build(len(vocab), config.model)
         model.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError, ConfigError) as e:
-        raise InputError(f"{path}: damaged checkpoint ({_mismatch(e)})") from None
+        raise InputError(f"{path}: damaged checkpoint ({_mismatch(e).removeprefix(f'{path}: ')})") from None
     model.to(device).eval()
     return LoadedModel(model, vocab, tokenizer, config, str(path), payload.get("provenance"))

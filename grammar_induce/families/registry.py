@@ -4,6 +4,7 @@ that `train` makes names its recipe (`ModelKind.TRAINER`)."""
 
 from __future__ import annotations
 
+from .. import config as config_module
 from ..config import ConfigError, ModelConfig
 from .base import ModelKind
 from .onlstm.model import LSTMLanguageModel, ONLSTMLanguageModel
@@ -16,6 +17,15 @@ KINDS: dict[str, type[ModelKind]] = {cls.NAME: cls for cls in (ONLSTMLanguageMod
 
 
 STUDENT: type[SpanParser] = SpanParser  # the kind `distill` trains: its recipe is SpanParser.DISTILLED_BY
+
+
+def family(name: str) -> config_module.Family | None:
+    """The config sections of a kind's name (None: no such kind), as config.py reads them."""
+    kind = KINDS.get(name)
+    return None if kind is None else config_module.Family(*kind.CONFIG, kind.DESCRIPTION)
+
+
+config_module.use_families(family, lambda: list(KINDS))
 
 
 def kind_of(name: str) -> type[ModelKind]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..config import Config, TrainConfig
+from ..config import Config, TrainConfig, at_least
 from ..errors import InputError
 from ..messages import plural
 from ..runtime import distributed, precision
@@ -26,6 +27,21 @@ ADAM_BETAS = (0.75, 0.999)  # TN-PCFG's (and compound PCFG's) optimiser
 PROBE_WORDS = 20  # `auto` precision's probe: a training batch of sentences this long
 
 
+@dataclass(frozen=True)
+class SentenceTrainConfig(TrainConfig):
+    """[train] of a kind fitted to whole sentences: the longest training sentence, and a length curriculum
+    (start_length > 0: the first epoch's longest, + length_step an epoch)."""
+
+    max_length: int = 40
+    start_length: int = 0
+    length_step: int = 10
+
+    def validate(self) -> None:
+        super().validate()
+        at_least(1, "train", self, "max_length")
+        at_least(0, "train", self, "start_length", "length_step")
+
+
 def split_sentences(ids: Tensor) -> list[Tensor]:
     """An `<eos>`-separated id stream as one tensor of ids per sentence."""
     ids = ids.long()
@@ -34,13 +50,15 @@ def split_sentences(ids: Tensor) -> list[Tensor]:
     return [ids[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
-def read_as_sentences(config: Config, world: distributed.World, vocab: Vocab | None = None) -> TrainingText:
-    """The config's files through the token cache (as the stream recipe reads them), each as sentences of ids."""
+def read_as_sentences(config: Config, world: distributed.World, vocab: Vocab | None = None,
+                      longest: int | None = None) -> TrainingText:
+    """The config's files through the token cache (as the stream recipe reads them), each as sentences of ids; a
+    training file with no sentence of 2 to `longest` words (default: the curriculum's first epoch's) is refused."""
     vocab, entries = corpus.training_files(config, vocab)
     data = config.data
     held_out = {path: split_sentences(entries[path].ids) for path in (data.valid, data.test) if path}
     train = split_sentences(entries[data.train].ids)
-    longest = epoch_longest(config.train, 1)  # the curriculum's first epoch: the later ones take longer sentences
+    longest = longest or epoch_longest(config.train, 1)  # the curriculum's first epoch: the later ones take longer
     if not any(2 <= len(s) <= longest for s in train):
         limit = "train.start_length" if longest < config.train.max_length else "train.max_length"
         raise InputError(f"{data.train}: none of its {plural(len(train), 'sentence')} has 2 to {longest} words "
@@ -67,7 +85,7 @@ def padded(sentences: list[Tensor], device: torch.device) -> tuple[Tensor, list[
     return rows.to(device), lengths
 
 
-def epoch_longest(cfg: TrainConfig, epoch: int) -> int:
+def epoch_longest(cfg: SentenceTrainConfig, epoch: int) -> int:
     """The longest training sentence of an epoch: max_length, or the curriculum's (start_length, growing by
     length_step an epoch up to max_length)."""
     if not cfg.start_length:

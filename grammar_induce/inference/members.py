@@ -227,7 +227,7 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     changes what it makes of earlier positions. `n_layers`: only the lowest layers are needed; `products`:
     the dtype of the matrix products (None: float32; see runtime/precision.py).
     """
-    direction = loaded.config.model.direction
+    direction = loaded.config.model.reading_order
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Reading | None] = [None] * len(sentences)
 

@@ -80,7 +80,7 @@ def prepare(config: Config, path: str) -> str:
     root = cache_root(data.cache_dir)
     with read_once([path], root) as readable:
         entry = training_entry(readable[path], training_reader(data), Limits(data.max_vocab, data.min_freq), root,
-                               data.workers or os.cpu_count() or 1, config.model.direction == "backward")
+                               data.workers or os.cpu_count() or 1, config.model.reading_order == "backward")
     words = sum(entry.counts.values())
     covered = sum(entry.counts.get(word, 0) for word in entry.vocab.words)
     return (f"{path}: {plural(entry.ids.numel() - entry.sentences, 'token')} in {plural(entry.sentences, 'sentence')} "
@@ -175,7 +175,7 @@ def training_files(config: Config, vocab: Vocab | None = None) -> tuple[Vocab, d
     require_training_file(data)
     reader = training_reader(data)
     root, workers = cache_root(data.cache_dir), data.workers or os.cpu_count() or 1
-    backward = config.model.direction == "backward"
+    backward = config.model.reading_order == "backward"
     with read_once([data.train, data.valid, data.test], root) as readable:
         train = training_entry(readable[data.train], reader, Limits(data.max_vocab, data.min_freq), root, workers,
                                backward)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from .. import trees
-from ..config import SEED, Config, ConfigError, ModelConfig, TrainConfig
+from ..config import SEED, Config, ConfigError
 from ..errors import InputError
 from ..families import checkpoint, registry
 from ..families.base import ModelKind, Trainer, TrainingText
@@ -335,10 +335,11 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
 
 def _student_config(teacher: LoadedModel, settings: DistillSettings, round_number: int) -> Config:
     """The student's model and how it trains (a round's own seed); its text settings are the teacher's."""
-    model = ModelConfig(kind=STUDENT.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
-                        n_layers=settings.n_layers, dropout=settings.dropout)
-    train = TrainConfig(batch_size=settings.student_batch_size, lr=settings.lr, clip=5.0, epochs=settings.epochs,
-                        seed=settings.seed + round_number, device=str(teacher.model.device))
+    model_section, train_section = STUDENT.CONFIG
+    model = model_section(kind=STUDENT.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
+                          n_layers=settings.n_layers, dropout=settings.dropout)
+    train = train_section(batch_size=settings.student_batch_size, lr=settings.lr, clip=5.0, epochs=settings.epochs,
+                          seed=settings.seed + round_number, device=str(teacher.model.device))
     return Config(model=model, data=teacher.config.data, train=train)
 
 

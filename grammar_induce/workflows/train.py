@@ -42,7 +42,7 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, batch_size: int) -> fl
     the state carried; a model of whole sentences: per word and sentence end)."""
     data = loaded.config.data
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
-                                 loaded.config.model.direction == "backward")
+                                 loaded.config.model.reading_order == "backward")
     return exp_loss(recipe_of(loaded.config.model.kind).held_out_loss(loaded.model, entry.ids, loaded.config, batch_size))
 
 
@@ -57,7 +57,6 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     memory.ask_for_huge_pages()  # before any tensor (faulting a batch in 4 KiB pages costs about 5% of a CPU step)
     recipe = recipe_of(config.model.kind)
     registry.kind_of(config.model.kind).check_config(config.model)  # before the run directory is touched
-    _note_unread_keys(config, messages)
     world = distributed.World.from_env()
     if world.size > 1 and not recipe.PARALLEL:
         raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
@@ -97,7 +96,8 @@ def measured_precision(config: Config, requested: str, vocab_size: int, device: 
         return config, None
     model = registry.build(vocab_size, config.model).to(device)
     cfg = config.train
-    key = (config.model.kind, tuple(config.to_dict()["model"].values()), vocab_size, cfg.batch_size, cfg.bptt)
+    shapes = {k: v for k, v in config.to_dict()["train"].items() if k != "precision"}  # a batch's shape among them
+    key = (config.model.kind, tuple(config.to_dict()["model"].values()), vocab_size, tuple(shapes.values()))
     probe = precision.Probe(key, recipe_of(config.model.kind).probe(model, config, vocab_size))
     chosen = precision.resolve(requested, device, probe)
     return dataclasses.replace(config, train=dataclasses.replace(cfg, precision=chosen)), probe
@@ -105,26 +105,12 @@ def measured_precision(config: Config, requested: str, vocab_size: int, device: 
 
 def _check_resumable(payload: dict[str, Any], config: Config, source: Path) -> None:
     """Refuse a resume that would change the model, its text or its vocabulary (see config.RESUMABLE)."""
-    saved = config_module.from_dict(payload["config"], str(source))
+    saved = config_module.from_dict(payload["config"], str(source), saved=True)
     changes = config_module.resume_changes(saved, config)
     if changes:
         key, was, now = changes[0]
         raise InputError(f"{source}: --resume cannot change {key} (the run has {was!r}, now {now!r}); "
                          f"only {', '.join(sorted(config_module.RESUMABLE))} may change")
-
-
-def _note_unread_keys(config: Config, messages: Messages) -> None:
-    """Say which [model] settings the kind does not read (set away from their defaults): `direction = "backward"`
-    for a PCFG, which reads each sentence whole, trains nothing backward."""
-    kind = registry.kind_of(config.model.kind)
-    if kind.MODEL_KEYS is None:
-        return
-    defaults = config_module.ModelConfig()
-    unread = [f"model.{f.name} = {getattr(config.model, f.name)!r}" for f in dataclasses.fields(config.model)
-              if f.name not in kind.MODEL_KEYS and getattr(config.model, f.name) != getattr(defaults, f.name)]
-    if unread:
-        messages.note(f"{', '.join(unread)}: {'has' if len(unread) == 1 else 'have'} no effect on {kind.DESCRIPTION} "
-                      f"(it reads model.{', model.'.join(sorted(kind.MODEL_KEYS - {'kind'}))})")
 
 
 def _note_changed_text(payload: dict[str, Any], config: Config, saved: TrainState | None, messages: Messages) -> None:

@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import ConfigError, ModelConfig
+from ...config import ConfigError
 from ..base import ModelKind
 from ..reading import DISTANCES as READ_DISTANCES
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
 from .recurrence import State, drop_connect, keep_mask, linear, recurrence, recurrence_with_input_map, scale_steps
+from .settings import AWDTrainConfig, ONLSTMConfig
 from .trainer import AWDTrainer
 
 
@@ -177,8 +178,9 @@ class LanguageModel(ModelKind):
     input distances (T, B) or None)."""
 
     TRAINER = AWDTrainer
+    CONFIG = ONLSTMConfig, AWDTrainConfig
 
-    def __init__(self, vocab_size: int, config: ModelConfig, make_layer: Callable[[int, int], nn.Module]):
+    def __init__(self, vocab_size: int, config: ONLSTMConfig, make_layer: Callable[[int, int], nn.Module]):
         super().__init__()
         self.config = config
         sizes = config.layer_sizes
@@ -237,12 +239,12 @@ class ONLSTMLanguageModel(LanguageModel):
     BF16_PARTS = "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the input maps' " \
                  "master-gate rows in float32"
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, vocab_size: int, config: ONLSTMConfig):
         super().__init__(vocab_size, config,
                          lambda input_size, size: ONLSTMLayer(input_size, size, config.chunk_size, config.wdrop))
 
     @classmethod
-    def check_config(cls, config: ModelConfig) -> None:
+    def check_config(cls, config: ONLSTMConfig) -> None:
         """Master gates work on chunks of neurons: chunk_size divides every layer's size."""
         for name in ("emb_size", "hidden_size"):
             if getattr(config, name) % config.chunk_size:
@@ -277,5 +279,5 @@ class LSTMLanguageModel(LanguageModel):
     NAME, DESCRIPTION = "lstm", "an lstm language model"
     BF16_PARTS = "the decoder's products in bfloat16, torch's LSTM layers in float32"
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, vocab_size: int, config: ONLSTMConfig):
         super().__init__(vocab_size, config, lambda input_size, size: LSTMLayer(input_size, size, config.wdrop))

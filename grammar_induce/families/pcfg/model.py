@@ -43,13 +43,13 @@ import torch
 from torch import Tensor, nn
 
 from ... import trees
-from ...config import ModelConfig
 from ...structures import tree_crf
 from ...trees import Tree
 from ..base import ModelKind
 from ..reading import Reading
-from ..sentences import SentenceTrainer
+from ..sentences import SentenceTrainConfig, SentenceTrainer
 from . import native
+from .settings import PCFGConfig
 
 PARSE_LIMIT = 150  # words: a longer line gets a right-branching tree (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
@@ -116,9 +116,9 @@ class TNPCFG(ModelKind):
     LABELS = True
     LONGEST = PARSE_LIMIT, "gave them right-branching trees (its chart grows with the square of the length)"
     TRAINER = SentenceTrainer
-    MODEL_KEYS = frozenset({"kind", "nonterminals", "preterminals", "rank", "symbol_dim"})
+    CONFIG = PCFGConfig, SentenceTrainConfig
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, vocab_size: int, config: PCFGConfig):
         super().__init__()
         nt, t, r, s = config.nonterminals, config.preterminals, config.rank, config.symbol_dim
         self.nt, self.t = nt, t

@@ -26,10 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import ConfigError, ModelConfig
 from ..base import ModelKind
 from ..reading import Reading
 from . import structure
+from .settings import MaskedLMTrainConfig, StructFormerConfig
 from .trainer import MaskedLMTrainer
 
 POSITIONS = 500  # the paper's position embedding table; a longer sentence trains no position past it
@@ -104,13 +104,12 @@ class StructFormer(ModelKind):
     DEPENDENCIES = True
     DECODER = "gap"
     TRAINER = MaskedLMTrainer
+    CONFIG = StructFormerConfig, MaskedLMTrainConfig
     BF16_PARTS = "the linear layers, convolutions and attention products in bfloat16 (autocast)"
     FP32_PARTS = "LayerNorms, the structure (distances, heights, parents), softmaxes, the loss and the weights in " \
                  "float32"
-    MODEL_KEYS = frozenset({"kind", "hidden_size", "n_layers", "heads", "parser_layers", "conv_size", "dropout",
-                            "dropatt", "position_embedding"})
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, vocab_size: int, config: StructFormerConfig):
         super().__init__()
         self.config = config
         size = config.hidden_size
@@ -136,13 +135,6 @@ class StructFormer(ModelKind):
         if self.positions is not None:
             nn.init.uniform_(self.positions.weight, -0.1, 0.1)
         nn.init.zeros_(self.output.bias)
-
-    @classmethod
-    def check_config(cls, config: ModelConfig) -> None:
-        if config.hidden_size % config.heads:
-            raise ConfigError(f"model.heads {config.heads} does not divide model.hidden_size {config.hidden_size}")
-        if config.conv_size < 1:
-            raise ConfigError(f"model.conv_size must be positive, got {config.conv_size}")
 
     @property
     def parse_layers(self) -> int:

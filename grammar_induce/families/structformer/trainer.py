@@ -20,6 +20,7 @@ from ...config import Config
 from ...messages import plural
 from ...runtime import distributed, precision
 from ...runtime.clipping import clip_and_step
+from ...text.tokenizer import Vocab
 from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
 from ..sentences import read_as_sentences, split_sentences
 
@@ -94,7 +95,9 @@ class MaskedLMTrainer(Trainer):
                                                                   PLATEAU_PATIENCE, threshold=0)
         self.batches: list[list[int]] = []
 
-    read_text = staticmethod(read_as_sentences)
+    @classmethod
+    def read_text(cls, config: Config, world: distributed.World, vocab: Vocab | None) -> TrainingText:
+        return read_as_sentences(config, world, vocab, config.train.max_length)
 
     @classmethod
     def probe(cls, model: ModelKind, config: Config, vocab_size: int) -> Callable[[torch.dtype | None], None]:

@@ -16,12 +16,13 @@ import torch
 from torch import Tensor, nn
 
 from ... import trees
-from ...config import ModelConfig
+from ...config import TrainConfig
 from ...structures import cky, tree_crf
 from ...trees import Tree
 from ..base import ModelKind
 from ..reading import Reading
 from . import native_scores
+from .settings import StudentConfig
 from .trainer import SpanTargets, StudentTrainer
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
@@ -37,8 +38,9 @@ class SpanParser(ModelKind):
     READS_IN_LANES = True  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
     # `distill` fits it (not `train`): with this recipe, on these targets (what a teacher's trees give it to learn)
     DISTILLED_BY, TARGETS = StudentTrainer, SpanTargets
+    CONFIG = StudentConfig, TrainConfig
 
-    def __init__(self, vocab_size: int, config: ModelConfig):
+    def __init__(self, vocab_size: int, config: StudentConfig):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, config.emb_size)
         self.encoder = nn.LSTM(config.emb_size, config.hidden_size, num_layers=config.n_layers, bidirectional=True,
