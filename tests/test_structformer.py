@@ -247,3 +247,17 @@ def test_conll_hangs_punctuation_from_the_word_before_it():
     opening = SentenceResult(["a"], ['"', "a"], [MemberResult("forward", {}, "a", heads=[0])], tokens=['"', "a"],
                              is_word=[False, True])
     assert [r.split("\t")[6] for r in render(opening, "conll").splitlines()] == ["2", "0"]
+
+
+def test_dropout_zeroes_its_share_and_scales_the_rest_as_torch_s():
+    from grammar_induce.families.structformer.model import Dropout
+
+    torch.manual_seed(0)
+    x = torch.randn(400, 500, requires_grad=True)
+    y = Dropout(0.3).train()(x)
+    dropped = y == 0
+    assert 0.29 < dropped.float().mean().item() < 0.31  # 200,000 draws
+    assert torch.allclose(y[~dropped], x[~dropped] / 0.7)
+    y.sum().backward()
+    assert torch.allclose(x.grad, (~dropped).float() / 0.7)
+    assert Dropout(0.3).eval()(x) is x

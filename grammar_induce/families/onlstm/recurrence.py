@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...runtime import draws
+from ...runtime.draws import keep_mask, keep_threshold, random_bits
 from ...runtime.products import RepeatedProduct, left_operand, linear_operand, linear_product
 from . import native
 
@@ -392,27 +392,6 @@ def recurrence_with_input_map(x: Tensor, input_weight: Tensor, h0: Tensor, c0: T
         return _Recurrence.apply(x, input_weight, bias, h0, c0, weight, n)
     xproj = linear_product(x.reshape(-1, x.shape[-1]), input_weight).view(*x.shape[:2], -1)
     return recurrence(xproj, h0, c0, weight, n, bias)
-
-
-def keep_mask(weight: Tensor, p: float) -> Tensor:
-    """A Bernoulli(1 - p) mask of 0s and 1s shaped and typed like `weight`: random_bits >= keep_threshold.
-    The mask is converted to the weight's dtype once: multiplying by a bool mask converts it again in the forward
-    and in the backward product."""
-    return (random_bits(weight) >= keep_threshold(p)).to(weight.dtype)
-
-
-def random_bits(weight: Tensor) -> Tensor:
-    """16 random bits per weight, as int16 shaped like it. Drawing the random numbers is most of DropConnect's cost,
-    so four weights share one 64-bit draw (p is then resolved to 1/65536, against 2^-24 for a float draw), made in C
-    on a CPU (runtime/draws.py: torch's draws, faster)."""
-    count = weight.numel()
-    bits = draws.full_range_int64((count + 3) // 4, weight.device)
-    return bits.view(torch.int16)[:count].view(weight.shape)
-
-
-def keep_threshold(p: float) -> int:
-    """The int16 value from which random_bits keep their weight: kept with probability 1 - p."""
-    return round(p * 65536) - 32768
 
 
 class _DropConnect(torch.autograd.Function):

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...runtime.draws import keep_threshold, random_bits
 from ..base import ModelKind
 from ..reading import Reading
 from . import structure
@@ -34,6 +35,18 @@ from .trainer import MaskedLMTrainer
 
 POSITIONS = 500  # the paper's position embedding table; a longer sentence trains no position past it
 LONG_PARENTS = 64  # words: a longer batch reads its parent distribution in O(L^2) memory (structure.parents_long)
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout's maths (each value zeroed with probability p, the rest scaled by 1 / (1 - p)), its mask from 16
+    random bits a value drawn in C (runtime/draws.py; p resolved to 1/65536): torch's bernoulli_ was 30% of a training
+    step on a CPU."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0:
+            return x
+        keep = random_bits(x) >= keep_threshold(self.p)
+        return torch.where(keep, x * (1.0 / (1.0 - self.p)), x.new_zeros(()))
 
 
 class Conv1d(nn.Module):
@@ -58,7 +71,7 @@ class MaskedAttention(nn.Module):
         super().__init__()
         self.heads = heads
         self.q, self.k, self.v, self.out = (nn.Linear(size, size) for _ in range(4))
-        self.drop = nn.Dropout(dropatt)
+        self.drop = Dropout(dropatt)
         for linear in (self.q, self.k, self.v, self.out):
             nn.init.xavier_uniform_(linear.weight)
             nn.init.zeros_(linear.bias)
@@ -79,9 +92,9 @@ class Layer(nn.Module):
         super().__init__()
         self.attention = MaskedAttention(size, heads, dropatt)
         self.feed_forward = nn.Sequential(nn.LayerNorm(size), nn.Linear(size, 4 * size), nn.LeakyReLU(),
-                                          nn.Dropout(dropout), nn.Linear(4 * size, size))
+                                          Dropout(dropout), nn.Linear(4 * size, size))
         self.norm = nn.LayerNorm(size)
-        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        self.drop1, self.drop2 = Dropout(dropout), Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor, visible: Tensor) -> Tensor:
         x = x + self.drop1(self.attention(self.norm(x), mask, visible))
@@ -119,7 +132,7 @@ class StructFormer(ModelKind):
         self.layers = nn.ModuleList(Layer(size, config.heads, config.dropout, config.dropatt)
                                     for _ in range(config.n_layers))
         self.norm = nn.LayerNorm(size)
-        self.drop = nn.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
         self.output = nn.Linear(size, vocab_size + 2)
         self.output.weight = self.embedding.weight
         self.parser = nn.ModuleList(nn.Sequential(Conv1d(size, config.conv_size),
