@@ -69,11 +69,29 @@ rm -rf "$out/student"
 rm -rf "$out/runs"
 tiny=(--config configs/tiny.toml --seed 3 --quiet --set train.device=cpu)
 gi train "${tiny[@]}" --epochs 4 --set train.nonmono=0 --out "$out/runs/onlstm" > /dev/null
-pcfg=(--set model.kind=pcfg --set model.nonterminals=6 --set model.preterminals=8 --set model.rank=8
-      --set model.symbol_dim=16 --set train.lr=0.01 --set train.max_length=12 --epochs 2)
-gi train "${tiny[@]}" "${pcfg[@]}" --out "$out/runs/pcfg" > /dev/null
-gi train "${tiny[@]}" "${pcfg[@]}" --max-steps 7 --out "$out/runs/pcfg-resumed" > /dev/null
-gi train "${tiny[@]}" "${pcfg[@]}" --resume --out "$out/runs/pcfg-resumed" > /dev/null
+# a PCFG's own config (a family reads only its own keys): the tiny config's text and training
+cat > "$out/pcfg-tiny.toml" <<TOML
+[model]
+kind = "pcfg"
+nonterminals = 6
+preterminals = 8
+rank = 8
+symbol_dim = 16
+[data]
+train = "$PWD/data/synthetic/valid.txt"
+valid = "$PWD/data/synthetic/test.txt"
+[train]
+batch_size = 8
+lr = 0.01
+max_length = 12
+epochs = 2
+seed = 3
+device = "cpu"
+TOML
+pcfg=(--config "$out/pcfg-tiny.toml" --quiet)
+gi train "${pcfg[@]}" --out "$out/runs/pcfg" > /dev/null
+gi train "${pcfg[@]}" --max-steps 7 --out "$out/runs/pcfg-resumed" > /dev/null
+gi train "${pcfg[@]}" --resume --out "$out/runs/pcfg-resumed" > /dev/null
 python - "$out" <<'EOF'
 import json, sys, torch
 from pathlib import Path
