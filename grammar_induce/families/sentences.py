@@ -66,6 +66,17 @@ def read_as_sentences(config: Config, world: distributed.World, vocab: Vocab | N
     return TrainingText(tokenizer_of(data), vocab, train, held_out.get(data.valid), held_out.get(data.test), [])
 
 
+def epoch_order(cfg: TrainConfig, epoch: int) -> random.Random:
+    """The generator of an epoch's batch order: its own, so that a run resumed inside the epoch has its batches."""
+    return random.Random(cfg.seed * 100003 + epoch)
+
+
+def described(model: ModelKind, text: TrainingText, device: torch.device) -> str:
+    """The log's line on a model trained on sentences and its text."""
+    return (f"{count_parameters(model):,} parameters, vocabulary {len(text.vocab):,}, "
+            f"{plural(len(text.train), 'training sentence')}, device {device}")
+
+
 def length_batches(sentences: list[Tensor], batch_size: int, longest: int, rng: random.Random) -> list[list[int]]:
     """Batches of sentences of 2..`longest` words, each of neighbouring lengths (sorted by length, ties in a
     random order), the batches in a random order."""
@@ -150,14 +161,12 @@ class SentenceTrainer(Trainer):
         return nll / max(1, count)
 
     def describe(self) -> str:
-        return (f"{count_parameters(self.model):,} parameters, vocabulary {len(self.text.vocab):,}, "
-                f"{plural(len(self.text.train), 'training sentence')}, device {self.device}")
+        return described(self.model, self.text, self.device)
 
     def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
         cfg = self.config.train
         self.products = precision.product_dtype(cfg.precision)
-        self.batches = length_batches(self.text.train, cfg.batch_size, epoch_longest(cfg, epoch),
-                                      random.Random(cfg.seed * 100003 + epoch))
+        self.batches = length_batches(self.text.train, cfg.batch_size, epoch_longest(cfg, epoch), epoch_order(cfg, epoch))
         self.model.train()
         return len(self.batches)
 

@@ -17,12 +17,11 @@ import torch
 from torch import Tensor
 
 from ...config import Config
-from ...messages import plural
 from ...runtime import distributed, precision
 from ...runtime.clipping import clip_and_step
 from ...text.tokenizer import Vocab
-from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
-from ..sentences import read_as_sentences, split_sentences
+from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText
+from ..sentences import described, epoch_order, read_as_sentences, split_sentences
 
 if TYPE_CHECKING:
     from .model import StructFormer
@@ -115,14 +114,12 @@ class MaskedLMTrainer(Trainer):
         return held_out(model, split_sentences(ids), config, None)
 
     def describe(self) -> str:
-        return (f"{count_parameters(self.model):,} parameters, vocabulary {len(self.text.vocab):,}, "
-                f"{plural(len(self.text.train), 'training sentence')}, device {self.device}")
+        return described(self.model, self.text, self.device)
 
     def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
         cfg = self.config.train
         self.products = precision.product_dtype(cfg.precision)
-        self.batches = token_batches(self.text.train, cfg.batch_size, cfg.max_length,
-                                     random.Random(cfg.seed * 100003 + epoch))
+        self.batches = token_batches(self.text.train, cfg.batch_size, cfg.max_length, epoch_order(cfg, epoch))
         self.model.train()
         return len(self.batches)
 

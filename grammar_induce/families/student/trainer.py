@@ -6,7 +6,6 @@ order, Adam, the gradient norm clipped at config.train.clip; what validates it i
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ import torch
 from ...config import Config
 from ...runtime.clipping import clip_and_step
 from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
+from ..sentences import epoch_order
 
 
 @dataclass
@@ -52,7 +52,7 @@ class StudentTrainer(Trainer):
         ordered = sorted(targets.usable, key=lambda k: len(targets.ids[k]))
         size = self.config.train.batch_size
         self.batches = [ordered[k : k + size] for k in range(0, len(ordered), size)]
-        random.Random(self.config.train.seed * 100003 + epoch).shuffle(self.batches)
+        epoch_order(self.config.train, epoch).shuffle(self.batches)
         self.model.train()
         return len(self.batches)
 
