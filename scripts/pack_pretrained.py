@@ -127,10 +127,9 @@ def pack_pair(language: Language, run_dir: Path, gold: str, perplexity_files: tu
                                     "+".join(list(files)[k] for k in members), models, options,
                                     [full[k] for k in members])
         if len(members) == 1:
-            for key, path, batch in (("valid_ppl", perplexity_files[0], models[0].config.train.eval_batch_size),
-                                     ("test_ppl", perplexity_files[1], models[0].config.train.test_batch_size)):
+            for key, path, part in (("valid_ppl", perplexity_files[0], "valid"), ("test_ppl", perplexity_files[1], "test")):
                 if path:
-                    entry[key] = log[name][key] = round(perplexity(models[0], path, batch), 2)
+                    entry[key] = log[name][key] = round(perplexity(models[0], path, part), 2)
         entries[name] = entry
     return entries
 
@@ -176,7 +175,7 @@ def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tup
     entry, log[name] = entry_of(language, gold, [f"{name}.pt"], None, [shipped], ParseOptions(), [full])
     for key, path in (("valid_ppl", perplexity_files[0]), ("test_ppl", perplexity_files[1])):
         if path:
-            entry[key] = log[name][key] = round(perplexity(shipped, path, 1), 2)
+            entry[key] = log[name][key] = round(perplexity(shipped, path, key.removesuffix("_ppl")), 2)
     log[name]["run"] = _run_summary(source.parent, source.with_suffix(".metrics.jsonl"))
     return {name: entry}
 

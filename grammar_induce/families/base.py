@@ -159,9 +159,9 @@ class Trainer:
         raise NotImplementedError
 
     @classmethod
-    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, batch_size: int) -> float:
-        """Mean loss per unit of a file's ids (the `<eos>`-separated stream) under a trained model, as validation
-        measures it (`batch_size`: rows of a stream, where the recipe reads one)."""
+    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, part: str) -> float:
+        """Mean loss per unit of a file's ids (the `<eos>`-separated stream) under a trained model, as the recipe
+        measures its held-out `part` ("valid" or "test": a recipe may batch them differently)."""
         raise NotImplementedError
 
     def describe(self) -> str:

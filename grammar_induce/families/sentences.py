@@ -155,8 +155,8 @@ class SentenceTrainer(Trainer):
         return run
 
     @classmethod
-    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, batch_size: int) -> float:
-        """Per word and sentence end (`batch_size` does not apply: sentences are batched by length)."""
+    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, part: str) -> float:
+        """Per word and sentence end (sentences batched by length, either part)."""
         nll, count = held_out(model, split_sentences(ids), model.device)
         return nll / max(1, count)
 

@@ -36,14 +36,14 @@ def recipe_of(kind: str) -> type[Trainer]:
     return trainer
 
 
-def perplexity(loaded: checkpoint.LoadedModel, path: str, batch_size: int) -> float:
-    """A trained model's perplexity on a text file read as its training read text, measured as its recipe
-    validates (the paper's for a language model: the file as one stream in `batch_size` rows, bptt-long windows,
-    the state carried; a model of whole sentences: per word and sentence end)."""
+def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -> float:
+    """A trained model's perplexity on a text file read as its training read text, measured as its recipe measures
+    its held-out `part`, valid or test (the paper's for a language model: the file as one stream in rows, bptt-long
+    windows, the state carried; a model of whole sentences: per word and sentence end)."""
     data = loaded.config.data
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.reading_order == "backward")
-    return exp_loss(recipe_of(loaded.config.model.kind).held_out_loss(loaded.model, entry.ids, loaded.config, batch_size))
+    return exp_loss(recipe_of(loaded.config.model.kind).held_out_loss(loaded.model, entry.ids, loaded.config, part))
 
 
 def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = False, quiet: bool = False,

@@ -167,9 +167,11 @@ class AWDTrainer(Trainer):
         return run
 
     @classmethod
-    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, batch_size: int) -> float:
-        """The paper's measure: the file as one stream in `batch_size` rows, bptt-long windows, the state carried."""
-        return evaluate_loss(model, batchify(ids, batch_size, "the text").to(model.device), config.train.bptt)
+    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, part: str) -> float:
+        """The paper's measure: the file as one stream in rows (train.eval_batch_size for valid, test_batch_size for
+        test), bptt-long windows, the state carried."""
+        rows = config.train.eval_batch_size if part == "valid" else config.train.test_batch_size
+        return evaluate_loss(model, batchify(ids, rows, "the text").to(model.device), config.train.bptt)
 
     def describe(self) -> str:
         processes = f", {self.world.size} processes" if self.world.size > 1 else ""

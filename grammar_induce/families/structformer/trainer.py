@@ -109,8 +109,8 @@ class MaskedLMTrainer(Trainer):
         return run
 
     @classmethod
-    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, batch_size: int) -> float:
-        """Per masked word (`batch_size` does not apply: batches are of config.train.batch_size tokens)."""
+    def held_out_loss(cls, model: ModelKind, ids: Tensor, config: Config, part: str) -> float:
+        """Per masked word (batches of config.train.batch_size tokens, either part)."""
         return held_out(model, split_sentences(ids), config, None)
 
     def describe(self) -> str:
