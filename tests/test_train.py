@@ -17,6 +17,7 @@ from grammar_induce.families.onlstm.trainer import averaged_weights, sample_seq_
 from grammar_induce.families.training import TrainingStopped
 from grammar_induce.messages import Messages
 from grammar_induce.output import draw
+from grammar_induce.runtime import precision
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.workflows.train import train
 
@@ -494,3 +495,20 @@ def test_a_device_this_tool_cannot_use_is_one_line_in_every_command(tmp_path, de
     with pytest.raises(InputError, match=message):
         gi.load("ptb", device=device)
     assert not (tmp_path / "r").exists()
+
+
+def test_resume_under_auto_keeps_the_precision_the_run_chose(tmp_path, monkeypatch):
+    """`auto` times fp32 against bf16; measured again on resume it can choose the other where the two are near (the
+    tiny model: as often as not on a busy machine), and the resumed run would not go on as the straight run."""
+    choices = iter(["fp32", "bf16"])
+    monkeypatch.setattr(precision, "bf16_hardware", lambda device: "bf16 units")
+    monkeypatch.setattr(precision, "measure", lambda probe, device: next(choices))
+    out = tmp_path / "run"
+    train(tiny_config(train={"epochs": 1, "precision": "auto"}), out, **QUIET)
+    assert 'precision = "fp32"' in (out / "config.toml").read_text()
+    lines: list[str] = []
+    train(tiny_config(train={"epochs": 2, "precision": "auto"}), out, resume=True, quiet=True,
+          messages=Messages(say=lines.append))
+    assert 'precision = "fp32"' in (out / "config.toml").read_text()
+    assert "precision auto -> fp32 (auto: kept from the run resumed): everything in float32" in lines
+    assert next(choices) == "bf16"  # measured once: by the run that started

@@ -125,10 +125,13 @@ def measured_note(probe: Probe | None, device: torch.device) -> str:
 
 
 def describe(requested: str, resolved: str, device: torch.device, reduced_parts: str = "matrix products in bfloat16",
-             full_parts: str = FULL_PARTS, probe: Probe | None = None) -> str:
+             full_parts: str = FULL_PARTS, probe: Probe | None = None, kept: bool = False) -> str:
     """One line for the log: which precision each part runs in (`reduced_parts`: what runs in bfloat16, the
-    model kind's BF16_PARTS; `full_parts`: what stays float32, its FP32_PARTS), and why."""
+    model kind's BF16_PARTS; `full_parts`: what stays float32, its FP32_PARTS), and why (`kept`: `auto` kept what
+    the resumed run was trained in)."""
     measured = measured_note(probe, device) if requested == "auto" else ""
+    if kept:
+        measured = " (auto: kept from the run resumed)"
     if resolved == "bf16":
         return f"precision bf16 ({bf16_hardware(device)}){measured}: {reduced_parts}; {full_parts}"
     if measured:

@@ -74,9 +74,14 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         _check_resumable(payload, config, out_dir / "last.pt")
         _note_changed_text(payload, config, saved, messages)
     text = recipe.read_text(config, world, Vocab(payload["vocab"]) if payload else None)
-    config, probe = measured_precision(config, requested, len(text.vocab), device, world)
+    kept = run_precision(payload, requested, device) if payload else None
+    if kept:
+        config, probe = dataclasses.replace(config, train=dataclasses.replace(config.train, precision=kept)), None
+    else:
+        config, probe = measured_precision(config, requested, len(text.vocab), device, world)
     kind = registry.kind_of(config.model.kind)
-    said = precision.describe(requested, config.train.precision, device, kind.BF16_PARTS, kind.FP32_PARTS, probe)
+    said = precision.describe(requested, config.train.precision, device, kind.BF16_PARTS, kind.FP32_PARTS, probe,
+                              kept=bool(kept))
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
         result = fit(config, out_dir, lambda cfg, model, phase: recipe(cfg, model, text, device, world, phase),
@@ -85,6 +90,16 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         gc.collect()  # now: a DDP wrapper can sit in reference cycles, and freed at exit it can abort the process
         world.close()
     return result
+
+
+def run_precision(payload: dict[str, Any], requested: str, device: torch.device) -> str | None:
+    """The precision a resumed run keeps under `auto`: the one its last.pt was trained in, where this device can
+    run it (None: measure again). Measured anew it could come out otherwise where the two are near in speed, and
+    the run would not go on as it would have without the stop."""
+    saved = payload["config"].get("train", {}).get("precision")
+    if requested != "auto" or saved not in ("fp32", "bf16"):
+        return None
+    return saved if saved == "fp32" or precision.bf16_hardware(device) is not None else None
 
 
 def measured_precision(config: Config, requested: str, vocab_size: int, device: torch.device,
