@@ -14,11 +14,14 @@ import torch
 
 import grammar_induce as gi
 from grammar_induce import trees
+from grammar_induce.families.onlstm import recurrence as engine
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.output.formats import DEPENDENCY, FORMATS
+from grammar_induce.runtime import graphs
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, invoke, tiny_config
+from .test_graphs import layer_run
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")]
 
@@ -116,3 +119,28 @@ def test_torchrun_on_one_gpu(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     records = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert records and records[-1]["epoch"] == 1
+
+
+@pytest.mark.parametrize("weight_dtype", [None, torch.bfloat16])
+def test_the_onlstm_steps_replayed_from_cuda_graphs_equal_the_launched_ones(weight_dtype, monkeypatch):
+    """The recorded graphs (from a shape's first use here) against the same steps launched one kernel at a time,
+    over step counts that come back with new values."""
+    replayed = graphs.Replayed(from_use=1)
+    monkeypatch.setattr(engine, "REPLAYED", replayed)
+    cases = [(5, 0), (7, 1), (5, 2), (7, 3)]
+    got = [layer_run(steps, seed, weight_dtype, "cuda") for steps, seed in cases]
+    assert len(replayed.graphs) == 4
+    monkeypatch.setenv("GRAMMAR_INDUCE_CUDA_GRAPHS", "0")
+    for (steps, seed), values in zip(cases, got):
+        for a, b in zip(values, layer_run(steps, seed, weight_dtype, "cuda")):
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_an_onlstm_trains_on_cuda_through_graphs_as_without(tmp_path, precision, monkeypatch):
+    a_run, _ = trained(tmp_path, "onlstm", "cuda", f"graphs-{precision}", precision=precision, max_steps=20)
+    monkeypatch.setenv("GRAMMAR_INDUCE_CUDA_GRAPHS", "0")
+    b_run, _ = trained(tmp_path, "onlstm", "cuda", f"launched-{precision}", precision=precision, max_steps=20)
+    a, b = (torch.load(run / "last.pt", weights_only=True)["state_dict"] for run in (a_run, b_run))
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=2e-3, atol=2e-4, msg=key)

@@ -6,7 +6,6 @@ import torch
 from grammar_induce.families.onlstm import native
 from grammar_induce.families.onlstm.recurrence import (
     _native_backward_loop,
-    _run_forward,
     _time_steps,
     drop_connect,
     recurrence,
@@ -156,7 +155,7 @@ def test_the_c_steps_bfloat16_copies_are_torchs_rounding():
     xproj = torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen, requires_grad=True)
     h0, c0 = torch.randn(batch, hidden, generator=gen), torch.randn(batch, hidden, generator=gen)
     weight = (torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2).to(torch.bfloat16)
-    run = _run_forward(xproj.detach(), None, h0, c0, weight, n, _time_steps(h0).forward_loop, save=True)
+    run = _time_steps(h0).forward(xproj.detach(), None, h0, c0, weight, n, save=True)
     assert run.hs_in.dtype == torch.bfloat16 and torch.equal(run.hs_in, run.hs.to(torch.bfloat16))
     grad_hs = torch.randn(steps, batch, hidden, generator=gen)
     grad_hs[1, 0, :3] = torch.tensor([float("nan"), 3.0e38, -1.0e-40])
@@ -177,7 +176,7 @@ def test_the_c_steps_sum_the_bias_gradient_and_keep_float_gate_gradients_only_wh
     xproj = torch.randn(steps, batch, 4 * hidden + 2 * n, generator=gen)
     h0, c0 = torch.randn(batch, hidden, generator=gen), torch.randn(batch, hidden, generator=gen)
     weight = (torch.randn(4 * hidden + 2 * n, hidden, generator=gen) * 0.2).to(torch.bfloat16)
-    run = _run_forward(xproj, None, h0, c0, weight, n, _time_steps(h0).forward_loop, save=True)
+    run = _time_steps(h0).forward(xproj, None, h0, c0, weight, n, save=True)
     grad_hs, grad_dist = torch.randn(steps, batch, hidden, generator=gen), torch.randn(2, steps, batch, generator=gen)
 
     def backward(full: bool):

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ...runtime import graphs
 from ...runtime.draws import keep_mask, keep_threshold, random_bits
 from ...runtime.products import RepeatedProduct, left_operand, linear_operand, linear_product
 from . import native
@@ -37,7 +38,11 @@ State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
 # Master gates are kept stacked as (..., 2, n) = [input, forget] so that one fused op serves
 # both: master = cumsum(softmax) * sign + offset gives [1 - cumax(l_i), cumax(l_f)].
 def _sign_offset(x: Tensor) -> tuple[Tensor, Tensor]:
-    return x.new_tensor([[-1.0], [1.0]]), x.new_tensor([[1.0], [0.0]])
+    """sign [[-1], [1]] and offset [[1], [0]] on x's device, made by fill kernels (no copy from host memory: a CUDA
+    graph records them)."""
+    sign, offset = x.new_ones(2, 1), x.new_zeros(2, 1)
+    sign[0], offset[0] = -1.0, 1.0
+    return sign, offset
 
 
 class _Gradients(NamedTuple):
@@ -51,18 +56,44 @@ class _Gradients(NamedTuple):
 
 
 class _TimeSteps(NamedTuple):
-    forward_loop: Callable[..., None]  # (xproj, bias, hidden_map, c0, hs, hs_in, cs, probs, acts) -> None: see _forward_loop
+    forward: Callable[..., _Forward]  # (xproj, bias, h0, c0, weight, n, save) -> _Forward: _run_forward with a loop
     backward_loop: Callable[..., _Gradients]  # see _backward_loop
 
 
 def _time_steps(state: Tensor) -> _TimeSteps:
-    """The C steps where they can run on the state's device and dtype (see native.py), else the tensor-op steps;
-    chosen here only. Fixed arguments are bound once, not per step (the tensor-op constants are host-to-device
-    copies on a GPU)."""
+    """The C steps where they can run on the state's device and dtype (see native.py); on a GPU the tensor-op steps
+    replayed from CUDA graphs (runtime/graphs.py, unless turned off); else the tensor-op steps. Chosen here only.
+    Fixed arguments are bound once, not per step."""
     if native.usable(state):
-        return _TimeSteps(functools.partial(_native_forward_loop, native.library(state.dtype).forward_step),
-                          _native_backward_loop)
-    return _TimeSteps(functools.partial(_forward_loop, *_sign_offset(state)), _backward_loop)
+        loop = functools.partial(_native_forward_loop, native.library(state.dtype).forward_step)
+        return _TimeSteps(functools.partial(_run_forward, loop=loop), _native_backward_loop)
+    if graphs.enabled(state.device):
+        return _GRAPHED
+    return _TimeSteps(_tensor_forward, _backward_loop)
+
+
+def _tensor_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
+                    save: bool) -> _Forward:
+    """_run_forward with the tensor-op steps (their constants made inside: a graph records them)."""
+    return _run_forward(xproj, bias, h0, c0, weight, n, functools.partial(_forward_loop, *_sign_offset(h0)), save)
+
+
+REPLAYED = graphs.Replayed()  # the graphs of this process's layers, by shape
+
+
+def _graphed_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
+                     save: bool) -> _Forward:
+    return REPLAYED(("forward", n, save), lambda *inputs: _tensor_forward(*inputs, n, save),
+                    (xproj, bias, h0, c0, weight))
+
+
+def _graphed_backward(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n,
+                      full: bool = True, h0: bool = True) -> _Gradients:
+    return REPLAYED(("backward", n, full, h0), lambda *inputs: _backward_loop(*inputs, n, full, h0),
+                    (c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i))
+
+
+_GRAPHED = _TimeSteps(_graphed_forward, _graphed_backward)
 
 
 class _Forward(NamedTuple):
@@ -76,7 +107,8 @@ class _Forward(NamedTuple):
 
 def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, weight: Tensor, n: int,
                  loop: Callable[..., None], save: bool) -> _Forward:
-    """The time loop of one layer (`loop`: a _TimeSteps' forward_loop).
+    """The time loop of one layer (`loop`: _forward_loop's or _native_forward_loop's steps, with their constants
+    bound: (xproj, bias, hidden_map, c0, hs, hs_in, cs, probs, acts) -> None).
 
     xproj: (T, B, G) input projection, G = 2n + 4H with columns [master input | master forget | o | candidate | i |
     f], in the state's dtype or the products' (bfloat16 under bf16 training); `bias` (G), where given, is added to it
@@ -243,7 +275,7 @@ class _Recurrence(torch.autograd.Function):
             input_operand = linear_operand(x_by_tokens, input_weight)  # (I, G) in x's dtype
             xproj = (x_by_tokens @ input_operand).view(*x.shape[:2], -1)
             ctx.input_weight_dtype = input_weight.dtype
-        run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, steps.forward_loop, save=True)
+        run = steps.forward(xproj.contiguous(), bias, h0, c0, weight, n, save=True)
         ctx.save_for_backward(x if input_weight is not None else None, input_operand, h0, c0, weight, run.hs_in, run.cs,
                               run.probs, run.acts)
         ctx.n, ctx.backward_loop, ctx.xproj_dtype, ctx.has_bias = n, steps.backward_loop, xproj.dtype, bias is not None
@@ -379,7 +411,7 @@ def recurrence(xproj: Tensor, h0: Tensor, c0: Tensor, weight: Tensor, n: int, bi
     input map, in the state's dtype or the products' (see _run_forward), plus `bias` (G) where given."""
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (xproj, bias, h0, c0, weight)):
         return _Recurrence.apply(xproj, None, bias, h0, c0, weight, n)
-    run = _run_forward(xproj.contiguous(), bias, h0, c0, weight, n, _time_steps(h0).forward_loop, save=False)
+    run = _time_steps(h0).forward(xproj.contiguous(), bias, h0, c0, weight, n, save=False)
     return (run.hs[1:], run.cs[-1].reshape(c0.shape)) + _distances(run.probs)
 
 

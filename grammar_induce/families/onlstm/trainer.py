@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ...config import Config
-from ...runtime import distributed, precision
+from ...runtime import distributed, graphs, precision
 from ...runtime.asgd import ASGD
 from ...runtime.clipping import clip_and_step
 from ...text import corpus
@@ -135,8 +135,12 @@ def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
 
 
 def time_step_note(model: torch.nn.Module) -> str:
-    """On a CPU, whether the layers' time steps run in C or (slower) as tensor ops; see families/onlstm/native.py."""
+    """How the layers' time steps run: on a CPU in C or (slower) as tensor ops (families/onlstm/native.py); on a GPU
+    replayed from CUDA graphs or launched kernel by kernel (runtime/graphs.py)."""
     weight = next(model.parameters())
+    if weight.device.type == "cuda":
+        return (", time steps replayed from CUDA graphs" if graphs.enabled(weight.device)
+                else ", time steps launched kernel by kernel (GRAMMAR_INDUCE_CUDA_GRAPHS=0)")
     if weight.device.type != "cpu":
         return ""
     return ", time steps in C" if native.usable(weight) else ", time steps as tensor ops (the C steps are turned off or could not be built)"

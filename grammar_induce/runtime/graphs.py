@@ -1,0 +1,128 @@
+"""Work replayed from CUDA graphs: a function of tensors run once into a graph, then relaunched as one call.
+
+On a GPU a recurrence's time steps are many small kernels each (the ON-LSTM's: about fifteen a step forward and
+twenty backward), and the host's launches, not the card, set the pace. A CUDA graph records a function's kernels
+once for given input shapes and relaunches all of them at once. `Replayed` keeps a graph per shape (the inputs'
+shapes, dtypes and strides, and the caller's own key), made on a shape's second use (a shape seen once, such as a
+parsing batch's, runs as it is: recording costs about two runs), the oldest dropped past `capacity`.
+
+What a graph needs, and how it is met here:
+- fixed addresses: the inputs are copied into the graph's own tensors before each replay, and its outputs, which the
+  next replay overwrites, are copied out after it (a `Replayed` call returns tensors of its own, as the function);
+- no host synchronisation and no copy from host memory inside the function (constants made by fill kernels);
+- one stream, one call at a time (a backward's graphs are recorded on autograd's thread, with errors for unsafe calls
+  from that thread only: a DDP run's NCCL threads go on meanwhile): the graphs share one memory pool, which is safe because every replay's outputs
+  are copied out before the next one (a graph's scratch memory may be another's outputs, read by then).
+
+The CPU stand-in (`EAGER`) runs the function at each replay and writes its results over the recorded outputs: the
+same copies in and out, so that the machinery is tested where there is no GPU. GRAMMAR_INDUCE_CUDA_GRAPHS=0 turns
+graphs off (the per-kernel launches, for comparisons).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+Record = Callable[[Callable[[], Any], torch.device], tuple[Callable[[], None], Any]]  # -> (replay, fn's outputs)
+
+
+def enabled(device: torch.device) -> bool:
+    """Whether work on `device` is replayed from CUDA graphs (on CUDA, unless GRAMMAR_INDUCE_CUDA_GRAPHS=0)."""
+    return device.type == "cuda" and os.environ.get("GRAMMAR_INDUCE_CUDA_GRAPHS", "1") != "0"
+
+
+_POOLS: dict[torch.device, Any] = {}
+
+
+def record_cuda(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[[], None], Any]:
+    """`fn` run once on a side stream (cuBLAS sets up its workspace on a first call, which a graph cannot hold), then
+    recorded into a graph in `device`'s shared pool; replayed on that device's current stream."""
+    with torch.cuda.device(device):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        if device not in _POOLS:
+            _POOLS[device] = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=_POOLS[device], capture_error_mode="thread_local"):
+            outputs = fn()
+
+    def replay() -> None:
+        with torch.cuda.device(device):
+            graph.replay()
+    return replay, outputs
+
+
+def record_eager(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[[], None], Any]:
+    """The CPU stand-in for `record_cuda`: a replay runs `fn` and writes its results over the recorded outputs."""
+    recorded = fn()
+
+    def replay() -> None:
+        for kept, new in zip(_tensors(recorded), _tensors(fn())):
+            kept.copy_(new)
+    return replay, recorded
+
+
+class Replayed:
+    """`fn(*inputs)` (a tuple of tensors or Nones in, a tuple or NamedTuple of tensors or Nones out) run from a graph
+    kept per (key, the inputs' shapes, dtypes and strides). `fn` must give the same results for the same input
+    values: no random draws, nothing read from elsewhere that changes between calls."""
+
+    def __init__(self, record: Record = record_cuda, capacity: int = 128, from_use: int = 2):
+        self.record, self.capacity, self.from_use = record, capacity, from_use
+        self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
+        self.uses: dict[tuple, int] = {}
+
+    def __call__(self, key: tuple, fn: Callable[..., Any], inputs: Sequence[Tensor | None]) -> Any:
+        key = (key, *(_signature(x) for x in inputs))
+        graph = self.graphs.get(key)
+        if graph is None:
+            self.uses[key] = self.uses.get(key, 0) + 1
+            if self.uses[key] < self.from_use:
+                return fn(*inputs)
+            graph = self.graphs[key] = _Graph(fn, inputs, self.record)
+            del self.uses[key]
+            if len(self.graphs) > self.capacity:
+                self.graphs.popitem(last=False)
+        self.graphs.move_to_end(key)
+        return graph(inputs)
+
+
+class _Graph:
+    """One recorded call: its input tensors (copied into before each replay), its outputs (copied out after)."""
+
+    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Tensor | None], record: Record):
+        self.inputs = [None if x is None else x.detach().clone(memory_format=torch.preserve_format) for x in inputs]
+        self.fn = fn  # kept: whatever it holds, the graph may read
+        device = next(x.device for x in self.inputs if x is not None)
+        self.replay, self.outputs = record(lambda: fn(*self.inputs), device)
+
+    def __call__(self, inputs: Sequence[Tensor | None]) -> Any:
+        for kept, x in zip(self.inputs, inputs):
+            if kept is not None:
+                kept.copy_(x)
+        self.replay()
+        return _copied(self.outputs)
+
+
+def _signature(x: Tensor | None) -> tuple | None:
+    return None if x is None else (tuple(x.shape), x.stride(), x.dtype, x.device)
+
+
+def _tensors(outputs: Any) -> list[Tensor]:
+    return [x for x in outputs if isinstance(x, Tensor)]
+
+
+def _copied(outputs: Any) -> Any:
+    """outputs (a tuple or NamedTuple) with each tensor copied, a tensor given twice copied once (and given twice)."""
+    copies: dict[int, Tensor] = {}
+    values = [copies.setdefault(id(x), x.clone()) if isinstance(x, Tensor) else x for x in outputs]
+    return type(outputs)(*values) if hasattr(outputs, "_fields") else type(outputs)(values)

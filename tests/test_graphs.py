@@ -1,0 +1,123 @@
+"""Replaying work from CUDA graphs (runtime/graphs.py), tested on the CPU with its stand-in recorder: a graph per
+shape from the second use, inputs copied in, outputs copied out, the oldest dropped; and the ON-LSTM's recurrence
+through it equal to the tensor-op steps, values and gradients, over changing step counts (the CUDA recording itself is
+checked by tests/test_gpu.py on a GPU)."""
+
+from typing import NamedTuple
+
+import pytest
+import torch
+
+from grammar_induce.families.onlstm import recurrence as engine
+from grammar_induce.runtime import graphs
+from grammar_induce.workflows.train import train
+
+from .conftest import QUIET, tiny_config
+
+
+class Pair(NamedTuple):
+    total: torch.Tensor
+    same: torch.Tensor
+    nothing: None
+
+
+def pair(x: torch.Tensor, y: torch.Tensor) -> Pair:
+    total = x + 2 * y
+    return Pair(total, total, None)
+
+
+def test_a_graph_is_made_on_a_shapes_second_use_and_gives_each_calls_own_values():
+    replayed = graphs.Replayed(graphs.record_eager)
+    gen = torch.Generator().manual_seed(0)
+    calls = [(torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)) for _ in range(4)]
+    first = replayed(("pair",), pair, calls[0])
+    assert not replayed.graphs  # a shape seen once runs as it is
+    results = [replayed(("pair",), pair, inputs) for inputs in calls[1:]]
+    assert len(replayed.graphs) == 1
+    for (x, y), got in zip(calls, [first, *results]):
+        torch.testing.assert_close(got.total, x + 2 * y)
+        assert got.same is got.total and got.nothing is None  # one output given twice stays one tensor
+    graph = next(iter(replayed.graphs.values()))
+    assert all(result.total is not graph.outputs.total for result in results)  # copies: the next replay overwrites
+    results[0].total.zero_()  # a caller's changes reach neither the graph nor the other results
+    torch.testing.assert_close(results[1].total, calls[2][0] + 2 * calls[2][1])
+
+
+def test_graphs_are_kept_per_key_shape_and_layout_the_oldest_dropped():
+    replayed = graphs.Replayed(graphs.record_eager, capacity=2, from_use=1)
+    x, y = torch.ones(2, 3), torch.ones(2, 3)
+    replayed(("a",), pair, (x, y))
+    replayed(("b",), pair, (x, y))  # another key
+    replayed(("a",), pair, (x[:1], y[:1]))  # another shape: the first graph, the oldest, goes
+    assert len(replayed.graphs) == 2 and not any(key[0] == ("a",) and key[1][0] == (2, 3) for key in replayed.graphs)
+    transposed = torch.ones(3, 2).t()  # the same shape laid out otherwise
+    torch.testing.assert_close(replayed(("b",), pair, (transposed, y)).total, torch.full((2, 3), 3.0))
+    assert any(key[1][1] == (1, 2) for key in replayed.graphs)
+
+
+def test_the_sign_and_offset_constants_are_made_on_the_device_as_the_cell_needs_them():
+    sign, offset = engine._sign_offset(torch.zeros(3, dtype=torch.float64))
+    assert sign.tolist() == [[-1.0], [1.0]] and offset.tolist() == [[1.0], [0.0]] and sign.dtype == torch.float64
+
+
+@pytest.fixture
+def graphed_on_cpu(monkeypatch):
+    """The recurrence's graphed steps on CPU tensors: the stand-in recorder, graphs from a shape's first use."""
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    monkeypatch.setattr(graphs, "enabled", lambda device: True)
+    replayed = graphs.Replayed(graphs.record_eager, from_use=1)
+    monkeypatch.setattr(engine, "REPLAYED", replayed)
+    return replayed
+
+
+def layer_run(steps: int, seed: int, weight_dtype: torch.dtype | None = None, device: str = "cpu"
+              ) -> list[torch.Tensor]:
+    """One layer's outputs and gradients (inputs, states, weight, bias) for random inputs of `steps` steps."""
+    gen = torch.Generator().manual_seed(seed)
+    batch, hidden, n = 3, 24, 4
+    gates = 4 * hidden + 2 * n
+    inputs = [torch.randn(steps, batch, gates, generator=gen), torch.randn(batch, hidden, generator=gen),
+              torch.randn(batch, hidden, generator=gen), torch.randn(gates, hidden, generator=gen) * 0.3,
+              torch.randn(gates, generator=gen)]
+    inputs = [x.to(device).requires_grad_() for x in inputs]
+    xproj, h0, c0, weight, bias = inputs
+    product_weight = weight if weight_dtype is None else weight.to(weight_dtype)
+    outputs = engine.recurrence(xproj, h0, c0, product_weight, n, bias)
+    weights = [torch.randn(o.shape, generator=gen) for o in outputs]
+    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), inputs)
+    return [o.detach() for o in outputs] + list(grads)
+
+
+@pytest.mark.parametrize("weight_dtype", [None, torch.bfloat16])
+def test_the_recurrence_replayed_from_graphs_equals_its_tensor_op_steps(graphed_on_cpu, weight_dtype, monkeypatch):
+    cases = [(5, 0), (7, 1), (5, 2), (7, 3), (5, 4)]  # shapes come back with new values
+    got = [layer_run(steps, seed, weight_dtype) for steps, seed in cases]
+    assert {key[0][0] for key in graphed_on_cpu.graphs} == {"forward", "backward"} and len(graphed_on_cpu.graphs) == 4
+    monkeypatch.setattr(graphs, "enabled", lambda device: False)
+    for (steps, seed), values in zip(cases, got):
+        for a, b in zip(values, layer_run(steps, seed, weight_dtype)):
+            torch.testing.assert_close(a, b)
+
+
+def test_evaluation_through_graphs_equals_the_steps(graphed_on_cpu, monkeypatch):
+    gen = torch.Generator().manual_seed(5)
+    xproj, h0, c0 = torch.randn(6, 2, 104, generator=gen), torch.randn(2, 24, generator=gen), torch.randn(2, 24, generator=gen)
+    weight = torch.randn(104, 24, generator=gen) * 0.3
+    with torch.no_grad():
+        replayed = [engine.recurrence(xproj * k, h0, c0, weight, 4) for k in (1.0, 0.5)]
+        assert [key[0] for key in graphed_on_cpu.graphs] == [("forward", 4, False)]
+        monkeypatch.setattr(graphs, "enabled", lambda device: False)
+        for k, outputs in zip((1.0, 0.5), replayed):
+            for a, b in zip(outputs, engine.recurrence(xproj * k, h0, c0, weight, 4)):
+                torch.testing.assert_close(a, b)
+
+
+def test_a_tiny_onlstm_trains_through_graphs_as_through_the_steps(graphed_on_cpu, tmp_path, monkeypatch):
+    config = tiny_config(train={"epochs": 1, "max_steps": 6, "precision": "fp32"})
+    train(config, tmp_path / "graphed", **QUIET)
+    assert graphed_on_cpu.graphs
+    monkeypatch.setattr(graphs, "enabled", lambda device: False)
+    train(config, tmp_path / "steps", **QUIET)
+    a, b = (torch.load(tmp_path / name / "last.pt", weights_only=True)["state_dict"] for name in ("graphed", "steps"))
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], msg=key)
