@@ -228,3 +228,13 @@ def sole_line_error(result, message):
     assert result.exit_code == 1, result.output
     assert message in result.output and "Traceback" not in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+@pytest.fixture(params=[False, True], ids=["split-points-one-at-a-time", "split-points-at-once"])
+def tensor_sums(request, monkeypatch):
+    """Both forms of the tensor-op sums over split points run on the CPU: one at a time (the CPU's without C) and all
+    of a width at once (a GPU's)."""
+    from grammar_induce.structures import rank_cfg
+
+    monkeypatch.setattr(rank_cfg, "SPLIT_POINTS_AT_ONCE_ON_CPU", request.param)
+    return request.param

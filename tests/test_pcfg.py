@@ -14,7 +14,6 @@ from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences
 from grammar_induce.families.pcfg.model import TNPCFG
 from grammar_induce.families.pcfg.settings import PCFGConfig
-from grammar_induce.structures import cky
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, tiny_config
@@ -30,43 +29,6 @@ def small():
         return model, model.grammar()
 
 
-def all_trees(i, j):
-    """Every binary bracketing of words i..j-1 as nested (left, right, split) tuples."""
-    if j - i == 1:
-        yield i
-        return
-    for k in range(i + 1, j):
-        for left in all_trees(i, k):
-            for right in all_trees(k, j):
-                yield (left, right, k)
-
-
-def spans_of(tree, i, j):
-    if isinstance(tree, int):
-        return set()
-    return {(i, j)} | spans_of(tree[0], i, tree[2]) | spans_of(tree[1], tree[2], j)
-
-
-def symbol_inside(g, words, tree, i, j):
-    """(m,) the probability that each symbol yields words i..j-1 with this bracketing, summed over labellings,
-    computed with the full m x m x m rule tensor (the brute force the rank space avoids)."""
-    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
-    value = torch.zeros(NT + T, dtype=torch.double)
-    if isinstance(tree, int):
-        value[NT:] = g.emission.exp()[:, words[i]]
-        return value
-    left, right = symbol_inside(g, words, tree[0], i, tree[2]), symbol_inside(g, words, tree[1], tree[2], j)
-    value[:NT] = torch.einsum("abc,b,c->a", rules, left, right)
-    return value
-
-
-def brute_force(g, words):
-    """{frozenset of spans: p(sentence, tree)} over every binary tree."""
-    n = len(words)
-    return {frozenset(spans_of(t, 0, n)): float(g.root @ symbol_inside(g, words, t, 0, n)[:NT])
-            for t in all_trees(0, n)}
-
-
 def test_the_grammar_is_a_proper_pcfg(small):
     _, g = small
     rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
@@ -76,59 +38,9 @@ def test_the_grammar_is_a_proper_pcfg(small):
     assert (rules >= 0).all()
 
 
-@pytest.fixture(params=[False, True], ids=["split-points-one-at-a-time", "split-points-at-once"])
-def tensor_sums(request, monkeypatch):
-    """Both forms of the tensor-op sums over split points run on the CPU: one at a time (the CPU's without C) and all
-    of a width at once (a GPU's)."""
-    from grammar_induce.families.pcfg import model
-
-    monkeypatch.setattr(model, "SPLIT_POINTS_AT_ONCE_ON_CPU", request.param)
-    return request.param
-
-
-def test_partition_and_marginals_equal_brute_force_over_every_tree(small, tensor_sums):
-    model, g = small
-    sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]
-    ids = torch.tensor([s + [0] * (5 - len(s)) for s in sentences])
-    lengths = [len(s) for s in sentences]
-    marginals, chart, _ = model.span_marginals(ids, lengths)
-    for b, words in enumerate(sentences):
-        trees_p = brute_force(g, words)
-        z = sum(trees_p.values())
-        assert chart.log_z[b].item() == pytest.approx(math.log(z), rel=1e-9)
-        for i in range(len(words)):
-            for j in range(i + 2, len(words) + 1):
-                expected = sum(p for spans, p in trees_p.items() if (i, j) in spans) / z
-                assert float(marginals[b, i, j]) == pytest.approx(expected, abs=1e-6)
-
-
 def padded_batch():
     sentences = [[3, 1, 4, 1, 5, 2, 6], [2, 6, 0], [0], [5, 5, 1, 0, 2]]
     return torch.tensor([s + [0] * (7 - len(s)) for s in sentences]), [len(s) for s in sentences]
-
-
-def test_the_outside_pass_is_the_inside_passs_exact_gradient(tensor_sums):
-    """_Inside's backward (the outside pass written out) against finite differences, in float64, in a padded batch
-    with a sentence of one word: log Z's gradients at the words' values, the map to children and the root."""
-    from grammar_induce.families.pcfg.model import Chart, _Inside
-
-    torch.manual_seed(1)
-    model = TNPCFG(V, PCFGConfig(kind="pcfg", nonterminals=NT, preterminals=T, rank=5, symbol_dim=8)).double()
-    ids, lengths = padded_batch()
-    with torch.no_grad():
-        g = model.grammar()
-        emission = g.emission.t()[ids]
-        top = emission.amax(-1)
-        first = (emission - top[..., None]).exp() @ torch.cat([g.left[NT:], g.right[NT:]], dim=1)
-        to_children, root = model._rank_maps(g)
-
-    def log_z(first, to_children, root):
-        chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None], [None, None])
-        weights = torch.tensor([1.0, 0.5, 2.0, -1.0], dtype=torch.double)  # each sentence's gradient seeded apart
-        return _Inside.apply(first, to_children, root, chart, lengths, None) * weights
-
-    inputs = tuple(t.clone().requires_grad_() for t in (first, to_children, root))
-    assert torch.autograd.gradcheck(log_z, inputs)
 
 
 @pytest.mark.parametrize("products", [None, torch.bfloat16])
@@ -138,7 +50,7 @@ def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and
     built; GRAMMAR_INDUCE_NATIVE=0 runs the tensor ops (whose gradients gradcheck checks in float64). The same
     log-likelihoods, parameter gradients, span marginals and label gradients, to float32's rounding (the C sums
     may round a product in another order), in a padded batch with a one-word sentence."""
-    from grammar_induce.families.pcfg import native
+    from grammar_induce.structures import rank_sums as native
 
     if native.library(torch.float32) is None:
         pytest.skip("no C compiler here: the tensor ops are all there is")
@@ -155,7 +67,8 @@ def test_the_split_point_sums_in_c_give_the_tensor_ops_likelihoods_gradients_and
         model.zero_grad()
         log_likelihood = model.log_likelihood(ids, lengths, products)
         log_likelihood.sum().backward()
-        marginals, _, child_grads = model.span_marginals(ids, lengths, products, labels=True)
+        structure = model.structure(ids, lengths, products)
+        marginals, child_grads = structure.marginals, structure.child_gradients
         found.append([log_likelihood.detach(), *(p.grad.clone() for p in model.parameters()), marginals, *child_grads])
         if flag == "1":
             assert calls.count("combine") == 2 * (7 - 1)  # widths 2..7, for the likelihood and for the marginals
@@ -176,11 +89,11 @@ def test_a_training_steps_chart_is_freed_with_the_step_without_the_cyclic_collec
     was = gc.isenabled()
     gc.disable()
     try:
-        chart = model.inside(ids, lengths)
-        (-chart.log_z.sum()).backward()
-        freed = weakref.ref(chart)
-        del chart
-        assert freed() is None
+        structure = model.structure(ids, lengths)
+        (-structure.partition.sum()).backward()
+        freed = weakref.ref(structure.chart), weakref.ref(structure)
+        del structure
+        assert freed[0]() is None and freed[1]() is None
     finally:
         if was:
             gc.enable()
@@ -200,44 +113,6 @@ def test_bfloat16_products_give_the_float32_gradients_to_their_rounding():
     largest = max(float(full.abs().max()) for full in grads[0])
     for full, reduced in zip(*grads, strict=True):
         torch.testing.assert_close(reduced, full, rtol=0, atol=5e-3 * largest)
-
-
-def test_the_mbr_tree_has_the_largest_sum_of_span_marginals(small):
-    model, _ = small
-    words = [3, 1, 4, 1, 5, 2]
-    marginals, _, _ = model.span_marginals(torch.tensor([words]), [6])
-    best = max(all_trees(0, 6), key=lambda t: sum(float(marginals[0, i, j]) for i, j in spans_of(t, 0, 6)))
-    names = [str(w) for w in words]
-    found = cky.best_trees(marginals, [6], [names])[0]
-    assert trees.spans(found, whole=True) == spans_of(best, 0, 6)
-
-
-def test_each_span_is_labelled_with_its_most_probable_nonterminal(small):
-    """The label of a span is the nonterminal with the largest marginal of (span, nonterminal), computed here
-    by brute force: every tree and every labelling, the span's symbol fixed."""
-    model, g = small
-    words = [3, 1, 4, 1]
-    tokens = torch.tensor([[1, *words, 1]])
-    reading = model.read(tokens, [[str(w) for w in words]])[0]
-    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
-
-    def labelled(tree, i, j, span, symbol):
-        value = symbol_inside(g, words, tree, i, j) if isinstance(tree, int) else None
-        if value is None:
-            left = labelled(tree[0], i, tree[2], span, symbol)
-            right = labelled(tree[1], tree[2], j, span, symbol)
-            value = torch.zeros(NT + T, dtype=torch.double)
-            value[:NT] = torch.einsum("abc,b,c->a", rules, left, right)
-        if (i, j) == span:
-            keep = torch.zeros_like(value)
-            keep[symbol] = value[symbol]
-            value = keep
-        return value
-
-    assert reading.labels and set(reading.labels) == trees.spans(reading.parsed_tree, whole=True)
-    for span, label in reading.labels.items():
-        mass = [sum(float(g.root @ labelled(t, 0, 4, span, a)[:NT]) for t in all_trees(0, 4)) for a in range(NT)]
-        assert label == f"NT-{max(range(NT), key=lambda a: mass[a])}"
 
 
 def test_long_sentences_neither_underflow_nor_differ_from_log_space(small):

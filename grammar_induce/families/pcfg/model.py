@@ -12,58 +12,28 @@ U's rows sum to one over the rank and V's, W's columns over the symbols, so sum_
 = 1: the grammar is a proper PCFG, and the m x m x m tensor is never built. There are no unary chains: a
 preterminal emits one word, a nonterminal rewrites to two symbols.
 
-The inside algorithm runs in the rank space (Yang et al. 2022, "Dynamic programming in rank space"): with
-x[i, j] = sum_k L[i, k] * R[k, j] (elementwise over the rank) and L[i, j] = x[i, j] U^T V_NT, R[i, j] =
-x[i, j] U^T W_NT, the cost is O(n^3 r + n^2 r^2), and the partition is (p_root U) . x[0, n]. Values are
-probabilities with one log scale per span (the largest part of each sum divided out), so nothing
-underflows and no logarithm or exponential is taken per rank entry. The scales carry no gradient: the
-value a span stands for is x * exp(scale), and the gradient through x alone is the exact one.
-
-A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlogZ/dx[i, j, r] (x is
-homogeneous in each span's weight), so one backward pass gives every span's marginal. That pass is written out
-(`_outside`, the outside pass, each split point's gradient added in place into its children's): a parse runs it
-without autograd, and training's backward through the inside pass is it (`_Inside`); the tree is the
-minimum-Bayes-risk (MBR) tree of those marginals by the project's one CKY (structures/), as the paper
-evaluates. Its induced labels (`NT-17`) are each span's most probable nonterminal: the nonterminal A with the
-largest inside(i, j, A) * outside(i, j, A) (the outside from the gradients at L and R).
-
-Both passes' sums over split points are bound by memory traffic, not arithmetic: on a CPU they run in C
-(split_points.c, one pass over each span's children per width; native.py), on a GPU as tensor ops over every
-split point of a width at once (strided views of the chart: a few ops a width, so it is not bound by launching an op
-per split point), on a CPU without the C sums one split point at a time (SPLIT_POINTS_AT_ONCE_ON_CPU), and with bfloat16 products the chart keeps the spans' values as children in bfloat16, as
-the products give them. No value is read back to the host inside a pass (`_Whole`).
+The model keeps the grammar; the sums over trees are a structure's (structures/rank_cfg.py: the inside pass in the
+rank space, the outside pass written out, span marginals, the MBR tree the paper evaluates, and each span's most
+probable nonterminal, the induced label `NT-17`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from ... import trees
-from ...structures import tree_crf
-from ...trees import Tree
+from ...structures.rank_cfg import RankSpaceCFG
 from ..base import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceTrainConfig, SentenceTrainer
-from . import native
 from .settings import PCFGConfig
 
 PARSE_LIMIT = 150  # words: a longer line gets a right-branching tree (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
-TINY = 1e-30  # the smallest scale divided out of a span's values (an impossible span stays 0, not NaN)
-# the tensor-op sums over split points: every split point of a width at once (a few ops a width: what a GPU, bound by
-# launching ops, needs), or one split point at a time added in place (what a CPU without the C sums runs fastest:
-# 2x at 16 x 40 words, the batched form's copies of every split point's children being memory traffic); the tests
-# set it to run the batched form on the CPU too
-SPLIT_POINTS_AT_ONCE_ON_CPU = False
-
-
-def _at_once(tensor: Tensor) -> bool:
-    return tensor.device.type != "cpu" or SPLIT_POINTS_AT_ONCE_ON_CPU
-
 
 class ResLayer(nn.Module):
     """x + relu(W2 relu(W1 x)): the residual block of the paper's MLPs (after Kim et al. 2019)."""
@@ -89,21 +59,6 @@ class Grammar:
     head: Tensor  # (NT, r) U
     left: Tensor  # (NT + T, r) V
     right: Tensor  # (NT + T, r) W
-
-
-@dataclass
-class Chart:
-    """The inside pass over a batch, by span width w (index w; 0 and, for x, 1 are unused): x[w] (B, n-w+1, r)
-    the normalised inside values in the rank space, scale[w] (B, n-w+1) their log scales, left[w]/right[w]
-    (B, n-w+1, r) the spans' values as a left or right child (in the products' dtype)."""
-
-    x: list[Tensor | None]
-    scale: list[Tensor]
-    left: list[Tensor | None]
-    right: list[Tensor | None]
-    log_z: Tensor  # (B,)
-    weights: list[Tensor | None]  # (B, n-w+1, w-1): each split point's share of a span's sum (its scales', constants)
-    norm: list[Tensor | None]  # (B, n-w+1): what each span's sum was divided by (a constant)
 
 
 class TNPCFG(ModelKind):
@@ -142,49 +97,18 @@ class TNPCFG(ModelKind):
                        self.left_mlp(symbols).softmax(0),
                        self.right_mlp(symbols).softmax(0))
 
-    def inside(self, words: Tensor, lengths: Sequence[int], grammar: Grammar | None = None,
-               products: torch.dtype | None = None) -> Chart:
-        """The inside pass over `words` (B, n) ids padded at the end; log Z of each sentence (a sentence of one
-        word, which no binary rule covers, gets log Z 0). `products`: the dtype of the rank-space products
-        (None: float32)."""
+    def structure(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
+                  grammar: Grammar | None = None) -> RankSpaceCFG:
+        """The sentences `words` (B, n) ids padded at the end under the grammar, as a structure (its partition, span
+        marginals, MBR trees and labels). `products`: the dtype of the rank-space products (None: float32)."""
         g = grammar or self.grammar()
         emission = g.emission[:, words].permute(1, 2, 0)  # (B, n, T) log p(T -> w_i); its gradient as (T, V) is
         # laid out as the softmax's (indexing the transpose, log_softmax's backward copied it back: 7% of a step)
-        top = emission.detach().amax(-1)
-        leaves = torch.cat([g.left[self.nt :], g.right[self.nt :]], dim=1)  # (T, 2r)
-        to_children, root = self._rank_maps(g)
-        first = _children((emission - top[..., None]).exp(), leaves, products)
-        chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None], [None, None])
-        chart.log_z = _Inside.apply(first, to_children, root, chart, lengths, products)
-        return chart
-
-    def _rank_maps(self, g: Grammar) -> tuple[Tensor, Tensor]:
-        """(r, 2r): a span's rank-space values to its values as a left and as a right child (U^T V_NT, U^T W_NT);
-        (r,): the root's (p_root U)."""
-        to_children = torch.cat([g.head.t() @ g.left[: self.nt], g.head.t() @ g.right[: self.nt]], dim=1)
-        return to_children, g.root @ g.head
+        return RankSpaceCFG(g.root, g.head, g.left, g.right, emission, lengths, products)
 
     def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None) -> Tensor:
         """log p(sentence) under the grammar, per sentence (B,)."""
-        return self.inside(words, lengths, products=products).log_z
-
-    def span_marginals(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
-                       labels: bool = False, grammar: Grammar | None = None
-                       ) -> tuple[Tensor, Chart, list[Tensor] | None]:
-        """(B, n+1, n+1) the marginal probability of every span of two or more words (i < j), the chart, and
-        (with `labels`) the gradients of log Z at each width's values as a left and a right child, from width 2
-        to n-1 (B, n-w+1, 2r): the inside pass, then the outside pass written out (`_outside`, as training's
-        backward runs it, here without autograd)."""
-        with torch.no_grad():
-            g = grammar or self.grammar()
-            chart = self.inside(words, lengths, g, products)
-            grad_x, grad_children = _outside(chart, lengths, *self._rank_maps(g), products)
-        n = words.shape[1]
-        marginals = words.new_zeros(words.shape[0], n + 1, n + 1, dtype=torch.float)
-        for w in range(2, n + 1):
-            starts = torch.arange(n - w + 1)
-            marginals[:, starts, starts + w] = (chart.x[w] * grad_x[w]).sum(-1).float()
-        return marginals, chart, grad_children[2:n] if labels else None
+        return self.structure(words, lengths, products).partition
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
@@ -198,10 +122,11 @@ class TNPCFG(ModelKind):
         for part in self._parts(short, words, g.head.shape[1]):
             lengths = [len(words[k]) for k in part]
             ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
-            marginals, chart, grads = self.span_marginals(ids, lengths, products, labels=True, grammar=g)
-            best = tree_crf.TreeCRF(marginals, lengths).argmax([words[k] for k in part])  # MBR: the most expected spans
-            for k, tree, labels in zip(part, best, self.span_labels(best, g, chart, grads, lengths)):
-                readings[k] = Reading(list(words[k]), [], [], "forward", tree, labels)
+            structure = self.structure(ids, lengths, products, g)
+            best = structure.argmax([words[k] for k in part])  # MBR: the most expected spans
+            for k, tree, labels in zip(part, best, structure.labels(best)):
+                readings[k] = Reading(list(words[k]), [], [], "forward", tree,
+                                      {span: f"NT-{a}" for span, a in labels.items()})
         return readings
 
     @staticmethod
@@ -214,228 +139,3 @@ class TNPCFG(ModelKind):
             else:
                 parts.append([k])
         return parts
-
-    def span_labels(self, found: list[Tree], g: Grammar, chart: Chart, child_grads: list[Tensor],
-                    lengths: Sequence[int]) -> list[dict[tuple[int, int], str]]:
-        """Each span of each tree of `found` (two or more words) with its most probable nonterminal, `NT-k`: the
-        largest inside(i, j, A) * outside(i, j, A), both up to the span's scale; the spans of a width at once (the
-        outside from the gradients at the spans' values as children, `span_marginals`' last)."""
-        as_children = torch.cat([g.left[: self.nt], g.right[: self.nt]], dim=1).t()  # (2r, NT): U^T's way back
-        spans = [(b, i, j) for b, tree in enumerate(found) for i, j in trees.spans(tree, whole=True)]
-        by_width: dict[int, list[tuple[int, int, int]]] = {}
-        for span in spans:
-            by_width.setdefault(span[2] - span[1], []).append(span)
-        labels: list[dict[tuple[int, int], str]] = [{} for _ in found]
-        for w, group in by_width.items():
-            device = g.head.device  # every index and mask beside the chart (a CPU mask on a GPU chart is an error)
-            rows = torch.tensor([b for b, _, _ in group], device=device)
-            starts = torch.tensor([i for _, i, _ in group], device=device)
-            inside = chart.x[w][rows, starts] @ g.head.t()  # (spans, NT)
-            whole = torch.tensor([w == lengths[b] for b, _, _ in group], device=device)[:, None]  # the root outside
-            if whole.all():
-                outside = g.root.expand_as(inside)
-            else:
-                outside = torch.where(whole, g.root, child_grads[w - 2][rows, starts] @ as_children)
-            for (b, i, j), best in zip(group, (inside * outside).argmax(-1).tolist()):
-                labels[b][i, j] = f"NT-{best}"
-        return labels
-
-
-def _rounded(tensor: Tensor, products: torch.dtype | None) -> Tensor:
-    return tensor if products is None else tensor.to(products)
-
-
-def _children(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
-    """x @ weight in `products` (None: in x's dtype), left in that dtype: the chart keeps its spans' values as
-    children as a bfloat16 product gives them (exactly, in half the bytes of float32)."""
-    return _rounded(x, products) @ _rounded(weight, products)
-
-
-def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
-    """x @ weight in `products`, rounded back to float32 (None: in x's dtype)."""
-    return x @ weight if products is None else _children(x, weight, products).float()
-
-
-def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w] (in C with
-    `sums`, else as a few tensor ops over every split point at once); and the split points' weights and the norm that
-    x was divided by (constants, for `_outside`)."""
-    starts = n - w + 1
-    scales = _split_points(chart.scale, w, starts, 1) + _split_points(chart.scale, w, starts, 0)
-    top = scales.amax(2)
-    weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
-    if sums:
-        x = sums.combine(weights, w, chart.left[1].shape[2])
-    elif _at_once(weights):  # (left * weight) * right, in float32 as the children's products are promoted
-        x = ((_split_points(chart.left, w, starts, 1) * weights[..., None])
-             * _split_points(chart.right, w, starts, 0)).sum(2)
-    else:
-        x = weights.new_zeros(*weights.shape[:2], chart.left[1].shape[2])
-        for d in range(1, w):  # a split point at a time, added in place
-            x.addcmul_(chart.left[d][:, :starts] * weights[..., d - 1, None], chart.right[w - d][:, d : d + starts])
-    norm = x.amax(-1).clamp_min(TINY)
-    return x / norm[..., None], top + norm.log(), weights, norm
-
-
-def _split_points(by_width: list, w: int, starts: int, left: int) -> Tensor:
-    """(B, starts, w-1, ...): for every span of width w (by its start i) and split point d = 1 .. w-1, its left
-    child's entry (`left` = 1: by_width[d] at i) or its right child's (by_width[w-d] at i+d), stacked from views of
-    the chart (one copy, not an op per split point)."""
-    return torch.stack([by_width[d][:, :starts] if left else by_width[w - d][:, d : d + starts] for d in range(1, w)],
-                       dim=2)
-
-
-def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Tensor, products: torch.dtype | None,
-             whole: _Whole | None = None, words: bool = False) -> tuple[list, list]:
-    """The gradients of the sum of log Z over the batch (each sentence's weighted by `whole`'s seed, where given) at every
-    width's x and at its values as a left and a right child, side by side (B, n-w+1, 2r) as the chart's `both`
-    (None below width 2, and at width 1 unless `words`), from the widest span down: the inside pass's backward
-    written out. In C each span's gradients as a child are pulled from its parents once theirs are known (each row
-    written once); as tensor ops every split point of a width at once (`_Shares`)."""
-    n, rank = len(chart.x) - 1, root.shape[0]
-    low = 1 if words else 2
-    from_children = _rounded(to_children.t(), products)  # once, not per width
-    grad_x = [None, None] + [torch.zeros_like(chart.x[w]) for w in range(2, n + 1)]
-    whole = whole or _Whole(chart, lengths, root)
-    for length in sorted(set(lengths) - {0, 1}):  # log Z = log(x[0, n] . root) + scale: its gradient at x[0, n]
-        grad_x[length][:, 0] += whole.seeded(length)
-    in_c = native.usable(root, chart.left[1])
-    sums: native.Outside | _Shares | _SharesBySplitPoint
-    if in_c or not _at_once(root):
-        grad_children = [None] * low + [None if t is None else (root.new_empty if in_c else root.new_zeros)(
-            *t.shape[:2], 2 * rank) for t in chart.left[low:]]  # C writes each row whole; the tensor ops add into it
-        halves = ([None if t is None else t[..., :rank] for t in grad_children],
-                  [None if t is None else t[..., rank:] for t in grad_children])
-        sums = (native.Outside(chart.left, chart.right, chart.weights, *halves) if in_c
-                else _SharesBySplitPoint(chart, *halves, low))
-    else:
-        grad_children = [None] * (n + 1)
-        sums = _Shares(chart, grad_children, len(lengths), n, rank)
-    for w in range(n, 1, -1):
-        if w < n:  # x -> its values as a left and a right child, once every wider span has given its share
-            sums.pull(w)
-            grad_x[w] += _product(grad_children[w], from_children, products)
-        sums.keep(w, grad_x[w] / chart.norm[w][..., None])
-    if low == 1:
-        sums.pull(1)
-    return grad_x, grad_children
-
-
-class _Shares:
-    """The outside pass's sums over split points as tensor ops: x[i, i+w] = sum_d weight_d L[i, i+d] R[i+d, i+w] /
-    norm, so a width's gradient `spread` gives each left child d its share times R, each right child w-d its share
-    times L. Every split point of a width at once: the shares are added where the children's gradients lie as
-    strided views, a left child's by [width, start] and a right child's by [width, end] (for a span's split points
-    the left children share its start, the right ones its end), a few ops a width on any device."""
-
-    def __init__(self, chart: Chart, grad_children: list, batch: int, n: int, rank: int):
-        self.chart, self.grad_children, self.n = chart, grad_children, n
-        self.by_start = chart.weights[n].new_zeros(batch, n + 1, n + 1, rank)
-        self.by_end = chart.weights[n].new_zeros(batch, n + 1, n + 1, rank)
-
-    def keep(self, w: int, spread: Tensor) -> None:
-        """Add width w's shares (spread: its gradient divided by each span's norm) into its children's."""
-        starts = self.n - w + 1
-        share = spread[:, :, None] * self.chart.weights[w][..., None]  # (B, starts, w-1, r): by split point d
-        self.by_start[:, 1:w, :starts] += (share * _split_points(self.chart.right, w, starts, 0)).transpose(1, 2)
-        self.by_end[:, 1:w, w:] += (share * _split_points(self.chart.left, w, starts, 1)).transpose(1, 2).flip(1)
-
-    def pull(self, w: int) -> None:
-        """Width w's gradients as a left and a right child, side by side (every wider span has added its share)."""
-        self.grad_children[w] = torch.cat([self.by_start[:, w, : self.n - w + 1], self.by_end[:, w, w:]], dim=-1)
-
-
-class _SharesBySplitPoint:
-    """`_Shares`' sums one split point at a time, each parent's share added in place into its children's gradients as
-    the parent goes (`grad_left`, `grad_right`: views of each width's gradients as children, from width `low`)."""
-
-    def __init__(self, chart: Chart, grad_left: list, grad_right: list, low: int):
-        self.chart, self.grad_left, self.grad_right, self.low = chart, grad_left, grad_right, low
-
-    def keep(self, w: int, spread: Tensor) -> None:
-        starts, chart = spread.shape[1], self.chart
-        for d in range(1, w):
-            share = spread * chart.weights[w][..., d - 1, None]
-            if d >= self.low:
-                self.grad_left[d][:, :starts].addcmul_(share, chart.right[w - d][:, d : d + starts])
-            if w - d >= self.low:
-                self.grad_right[w - d][:, d : d + starts].addcmul_(share, chart.left[d][:, :starts])
-
-    def pull(self, w: int) -> None:
-        """Nothing to gather: every share went straight into the children's gradients."""
-
-
-class _Inside(torch.autograd.Function):
-    """log Z of each sentence from the words' rank-space values `first` (B, n, 2r: as a left child, as a right
-    child), the map of a span's values to its values as children `to_children` (r, 2r) and the root's `root`
-    (r,); the chart (given empty) is filled as it goes. Its backward is the outside pass written out
-    (`_outside`): each split point's gradient added in place into its children's, where autograd through the
-    chart's slices filled and added a chart-sized tensor per split point (a fifth of a training step)."""
-
-    @staticmethod
-    def forward(ctx, first: Tensor, to_children: Tensor, root: Tensor, chart: Chart, lengths: Sequence[int],
-                products: torch.dtype | None) -> Tensor:
-        rank, n = root.shape[0], first.shape[1]
-        rounded = _rounded(to_children, products)  # once, not per width
-        sums = native.Inside(n) if native.usable(root, first) else None
-
-        def add_children(w: int, both: Tensor | None) -> None:  # width w's values as a left and a right child
-            chart.left.append(None if both is None else both[..., :rank])
-            chart.right.append(None if both is None else both[..., rank:])
-            if sums and both is not None:
-                sums.add(w, chart.left[w], chart.right[w])
-
-        add_children(1, first)
-        for w in range(2, n + 1):
-            x, scale, weights, norm = _combine(chart, w, n, sums)
-            chart.x.append(x)
-            chart.scale.append(scale)
-            chart.weights.append(weights)
-            chart.norm.append(norm)
-            add_children(w, _children(x, rounded, products) if w < n else None)
-        # a copy sharing the chart's lists: the chart itself will hold log Z, whose graph holds ctx (a cycle that
-        # only the cyclic collector would free, chart and all, long after the step)
-        ctx.chart, ctx.lengths, ctx.products = replace(chart), lengths, products
-        ctx.save_for_backward(to_children, root)
-        return _Whole(chart, lengths, root).log_z
-
-    @staticmethod
-    def backward(ctx, grad_log_z: Tensor):
-        to_children, root = ctx.saved_tensors
-        chart, lengths, products = ctx.chart, ctx.lengths, ctx.products
-        whole = _Whole(chart, lengths, root, grad_log_z)
-        _, grads = _outside(chart, lengths, to_children, root, products, whole, words=True)
-        rank, n = root.shape[0], len(chart.x) - 1
-        grad_children = torch.zeros_like(to_children)
-        for w in range(2, n):
-            grad_children += _product(chart.x[w].reshape(-1, rank).t(), grads[w].reshape(-1, 2 * rank), products)
-        grad_root = whole.grad_root
-        return grads[1], grad_children, grad_root, None, None, None
-
-
-class _Whole:
-    """Each sentence's whole span: its x (B, r), its total x . root and what log Z does with it, as batched tensor ops
-    (no value read back to the host: a GPU never waits on a sentence). A sentence of fewer than two words has log Z 0
-    and no gradient; a total at or below TINY is clamped there, without a gradient."""
-
-    def __init__(self, chart: Chart, lengths: Sequence[int], root: Tensor, seed: Tensor | None = None):
-        zero = root.new_zeros(root.shape[0])
-        self.lengths = lengths
-        self.x = torch.stack([chart.x[n][b, 0] if n >= 2 else zero for b, n in enumerate(lengths)])
-        scale = torch.stack([chart.scale[n][b, 0] if n >= 2 else zero[0] for b, n in enumerate(lengths)])
-        total = self.x @ root
-        parsed = torch.tensor([n >= 2 for n in lengths]).to(root.device, non_blocking=True)
-        self.log_z = torch.where(parsed, total.clamp_min(TINY).log() + scale, 0.0)
-        live = parsed & (total > TINY)
-        weight = seed if seed is not None else torch.ones_like(total)
-        self.coefficient = torch.where(live, weight / total.clamp_min(TINY), 0.0)  # d(sum of seeded log Z) / d total
-        self.root = root
-
-    def seeded(self, length: int) -> Tensor:
-        """(B, r): the gradient at x[0, n] of the sentences of `length` words (zero rows for the others)."""
-        rows = torch.tensor([n == length for n in self.lengths]).to(self.root.device, non_blocking=True)
-        return torch.where(rows[:, None], self.coefficient[:, None] * self.root, 0.0)
-
-    @property
-    def grad_root(self) -> Tensor:
-        return (self.coefficient[:, None] * self.x).sum(0)

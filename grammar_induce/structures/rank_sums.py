@@ -1,9 +1,9 @@
-"""The TN-PCFG's sums over split points in C (split_points.c), compiled on first use (runtime/native.py).
+"""The rank-space CFG's sums over split points in C (split_points.c), compiled on first use (runtime/native.py).
 
 With tensor ops each split point of a width costs two or three ops, each a pass over every span of that width: the
 sums are bound by memory traffic (and, for short sentences, by Python's loop over the split points). One C call per
 width makes one pass over each span's children. On other devices and dtypes, or where the C code cannot be built
-(no compiler, GRAMMAR_INDUCE_NATIVE=0), model.py runs its tensor ops instead: the same sums, slower on a CPU.
+(no compiler, GRAMMAR_INDUCE_NATIVE=0), rank_cfg.py runs its tensor ops instead: the same sums, slower on a CPU.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ...runtime import native
+from ..runtime import native
 
 SOURCE = Path(__file__).with_name("split_points.c")
 CHILD_FLAGS = {torch.float32: (), torch.bfloat16: ("-DBF16_CHILDREN",)}  # the dtypes of the chart's children

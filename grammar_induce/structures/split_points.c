@@ -1,4 +1,4 @@
-/* The TN-PCFG's sums over split points (families/pcfg/model.py, `_combine` and `_outside`), one span at a time.
+/* The TN-PCFG's sums over split points (structures/rank_cfg.py, `_combine` and `_outside`), one span at a time.
  *
  * The same maths as the tensor ops of model.py (which run where this cannot be built), in one pass over each span's
  * children instead of two or three tensor ops per split point, each a pass over every span of the width: the sums

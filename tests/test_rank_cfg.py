@@ -1,0 +1,152 @@
+"""The rank-space CFG structure (structures/rank_cfg.py) against brute force over every tree and labelling, with a
+random proper grammar and no model: its partition, span marginals, the inside pass's written-out backward, the MBR
+tree and each span's most probable nonterminal; both forms of the tensor-op sums over split points."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from grammar_induce import trees
+from grammar_induce.structures import cky, rank_cfg
+from grammar_induce.structures.rank_cfg import RankSpaceCFG
+
+NT, T, V, R = 3, 4, 7, 5
+
+
+def random_grammar(seed: int) -> SimpleNamespace:
+    """A proper grammar in float64 (U's rows sum to one over the rank, V's and W's columns over the symbols)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.double) * 2
+
+    return SimpleNamespace(root=draw(NT).softmax(0), emission=draw(T, V).log_softmax(-1), head=draw(NT, R).softmax(-1),
+                           left=draw(NT + T, R).softmax(0), right=draw(NT + T, R).softmax(0))
+
+
+def structure(g: SimpleNamespace, ids: torch.Tensor, lengths: list[int]) -> RankSpaceCFG:
+    return RankSpaceCFG(g.root, g.head, g.left, g.right, g.emission[:, ids].permute(1, 2, 0), lengths)
+
+
+def padded(sentences: list[list[int]]) -> tuple[torch.Tensor, list[int]]:
+    n = max(map(len, sentences))
+    return torch.tensor([s + [0] * (n - len(s)) for s in sentences]), [len(s) for s in sentences]
+
+
+def all_trees(i, j):
+    """Every binary bracketing of words i..j-1 as nested (left, right, split) tuples."""
+    if j - i == 1:
+        yield i
+        return
+    for k in range(i + 1, j):
+        for left in all_trees(i, k):
+            for right in all_trees(k, j):
+                yield (left, right, k)
+
+
+def spans_of(tree, i, j):
+    if isinstance(tree, int):
+        return set()
+    return {(i, j)} | spans_of(tree[0], i, tree[2]) | spans_of(tree[1], tree[2], j)
+
+
+def symbol_inside(g, words, tree, i, j):
+    """(m,) the probability that each symbol yields words i..j-1 with this bracketing, summed over labellings,
+    computed with the full m x m x m rule tensor (the brute force the rank space avoids)."""
+    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
+    value = torch.zeros(NT + T, dtype=torch.double)
+    if isinstance(tree, int):
+        value[NT:] = g.emission.exp()[:, words[i]]
+        return value
+    left, right = symbol_inside(g, words, tree[0], i, tree[2]), symbol_inside(g, words, tree[1], tree[2], j)
+    value[:NT] = torch.einsum("abc,b,c->a", rules, left, right)
+    return value
+
+
+def brute_force(g, words):
+    """{frozenset of spans: p(sentence, tree)} over every binary tree."""
+    n = len(words)
+    return {frozenset(spans_of(t, 0, n)): float(g.root @ symbol_inside(g, words, t, 0, n)[:NT])
+            for t in all_trees(0, n)}
+
+
+def test_partition_and_marginals_equal_brute_force_over_every_tree(tensor_sums):
+    g = random_grammar(0)
+    sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]
+    s = structure(g, *padded(sentences))
+    for b, words in enumerate(sentences):
+        trees_p = brute_force(g, words)
+        z = sum(trees_p.values())
+        assert s.partition[b].item() == pytest.approx(math.log(z), rel=1e-9)
+        for i in range(len(words)):
+            for j in range(i + 2, len(words) + 1):
+                expected = sum(p for spans, p in trees_p.items() if (i, j) in spans) / z
+                assert float(s.marginals[b, i, j]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_outside_pass_is_the_inside_passs_exact_gradient(tensor_sums):
+    """_Inside's backward (the outside pass written out) against finite differences, in float64, in a padded batch
+    with a sentence of one word: log Z's gradients at the words' values, the map to children and the root."""
+    ids, lengths = padded([[3, 1, 4, 1, 5, 2, 6], [2, 6, 0], [0], [5, 5, 1, 0, 2]])
+    s = structure(random_grammar(1), ids, lengths)
+    top = s.leaf_scale
+
+    def log_z(first, to_children, root):
+        chart = rank_cfg.Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None],
+                               [None, None])
+        weights = torch.tensor([1.0, 0.5, 2.0, -1.0], dtype=torch.double)  # each sentence's gradient seeded apart
+        return rank_cfg._Inside.apply(first, to_children, root, chart, lengths, None) * weights
+
+    inputs = tuple(t.detach().clone().requires_grad_() for t in (s.leaves, s.to_children, s.root))
+    assert torch.autograd.gradcheck(log_z, inputs)
+
+
+def test_the_partition_carries_gradients_to_the_rules_and_emissions():
+    g = random_grammar(2)
+    factors = [x.clone().requires_grad_() for x in (g.root, g.head, g.left, g.right, g.emission)]
+    ids, lengths = padded([[3, 1, 4], [2, 6]])
+
+    def log_z(root, head, left, right, emission):
+        return RankSpaceCFG(root, head, left, right, emission[:, ids].permute(1, 2, 0), lengths).partition
+
+    assert torch.autograd.gradcheck(log_z, tuple(factors))
+
+
+def test_the_mbr_tree_has_the_largest_sum_of_span_marginals():
+    words = [3, 1, 4, 1, 5, 2]
+    s = structure(random_grammar(0), torch.tensor([words]), [6])
+    best = max(all_trees(0, 6), key=lambda t: sum(float(s.marginals[0, i, j]) for i, j in spans_of(t, 0, 6)))
+    names = [str(w) for w in words]
+    assert trees.spans(s.argmax([names])[0], whole=True) == spans_of(best, 0, 6)
+    assert s.argmax([names]) == cky.best_trees(s.marginals, [6], [names])
+
+
+def test_each_span_is_labelled_with_its_most_probable_nonterminal():
+    """The label of a span is the nonterminal with the largest marginal of (span, nonterminal), computed here
+    by brute force: every tree and every labelling, the span's symbol fixed."""
+    g = random_grammar(3)
+    words = [3, 1, 4, 1]
+    s = structure(g, torch.tensor([words]), [4])
+    found = s.argmax([[str(w) for w in words]])
+    labels = s.labels(found)[0]
+    rules = torch.einsum("ar,br,cr->abc", g.head, g.left, g.right)
+
+    def labelled(tree, i, j, span, symbol):
+        value = symbol_inside(g, words, tree, i, j) if isinstance(tree, int) else None
+        if value is None:
+            left = labelled(tree[0], i, tree[2], span, symbol)
+            right = labelled(tree[1], tree[2], j, span, symbol)
+            value = torch.zeros(NT + T, dtype=torch.double)
+            value[:NT] = torch.einsum("abc,b,c->a", rules, left, right)
+        if (i, j) == span:
+            keep = torch.zeros_like(value)
+            keep[symbol] = value[symbol]
+            value = keep
+        return value
+
+    assert labels and set(labels) == trees.spans(found[0], whole=True)
+    for span, label in labels.items():
+        mass = [sum(float(g.root @ labelled(t, 0, 4, span, a)[:NT]) for t in all_trees(0, 4)) for a in range(NT)]
+        assert label == max(range(NT), key=lambda a: mass[a])
