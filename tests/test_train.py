@@ -224,7 +224,7 @@ def test_a_diverging_run_stops_keeping_last_pt_and_its_curves(tmp_path):
 
 
 def test_a_validation_past_a_float_perplexity_stops_the_run_before_best_pt(tmp_path, monkeypatch):
-    monkeypatch.setattr(awd.AWDTrainer, "validation_loss", lambda self, products: 800.0)
+    monkeypatch.setattr(awd.AWDTrainer, "held_out", lambda self, model, part, products: 800.0)
     out = tmp_path / "run"
     with pytest.raises(TrainingStopped, match=r"the validation loss became 800 after epoch 1; nothing had been saved yet"):
         train(tiny_config(train={"epochs": 1}), out, **QUIET)
@@ -232,13 +232,14 @@ def test_a_validation_past_a_float_perplexity_stops_the_run_before_best_pt(tmp_p
 
 
 def test_a_loss_has_diverged_where_its_perplexity_is_past_a_float_or_it_is_not_a_number():
-    from grammar_induce.families.base import Trainer
+    from grammar_induce.families.base import PERPLEXITY
     from grammar_induce.families.student.trainer import StudentTrainer
 
-    per_word = object.__new__(Trainer)  # the rule reads no state
-    assert [per_word.diverged(x) for x in (7.0, 709.0, 710.0, math.inf, math.nan)] == [False, False, True, True, True]
-    per_tree = object.__new__(StudentTrainer)  # a long sentence's tree can cost hundreds of nats
-    assert [per_tree.diverged(x) for x in (-0.5, 710.0, 1e30, math.inf, math.nan)] == [False, False, False, True, True]
+    per_word = PERPLEXITY.diverged
+    assert [per_word(x) for x in (7.0, 709.0, 710.0, math.inf, math.nan)] == [False, False, True, True, True]
+    student = StudentTrainer(tiny_config(), torch.nn.Linear(1, 1), None, torch.device("cpu"), lambda: 0.5, False, "")
+    per_tree = student.measure.diverged  # a long sentence's tree can cost hundreds of nats
+    assert [per_tree(x) for x in (-0.5, 710.0, 1e30, math.inf, math.nan)] == [False, False, False, True, True]
 
 
 def test_resume_refuses_a_change_to_the_model_tokenizer_or_data_naming_key_and_values(tmp_path):

@@ -128,10 +128,34 @@ class TrainingText:
     notes: list[str]  # lines for the log about the text (skipped lines, the token cache)
 
 
+def perplexity_overflows(loss: float) -> bool:
+    """Not a number, or a perplexity past what a float holds (e^709 a word: nothing that learns gets there, an Adam
+    step at an SGD learning rate does)."""
+    return math.isnan(loss) or math.isinf(exp_loss(loss))
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How the loop treats a recipe's held-out figure (a loss: lower is better) and its steps' losses: which is
+    better (`better(new, best)`: best.pt), which says the run diverged, what the metrics line records of it (None:
+    no held-out text) and how the log says an epoch's line."""
+
+    record: Callable[[float | None], dict[str, Any]]
+    better: Callable[[float, float], bool] = lambda new, best: new < best
+    diverged: Callable[[float], bool] = perplexity_overflows
+    line: Callable[[dict[str, Any]], str] = rundir.format_record
+
+
+PERPLEXITY = Measure(lambda loss: {"valid_ppl": None if loss is None else round(exp_loss(loss), 3)})
+
+
 class Trainer:
-    """A family's training recipe. The loop (families/training.py) owns everything else: the run folder and its lock, the
-    resume state, signals, step and time limits, validation each epoch, best.pt and last.pt, the log. A new run
-    builds the model under `torch.manual_seed(train.seed)` and then the recipe; a resumed one loads both."""
+    """A family's training recipe: eight hooks (`__init__`, `read_text`, `probe`, `held_out_loss`, `held_out`,
+    `describe`, `begin_epoch`, `steps`), a few with defaults for what some recipes change (`pause`,
+    `validation_weights`, `after_validation`, `epoch_record`, `state_dict`/`load_state_dict`, `finish`) and a
+    `measure`. The loop (families/training.py) owns everything else: the run folder and its lock, the resume state
+    and the random generators, signals, step and time limits, validation each epoch, best.pt and last.pt, the log. A
+    new run builds the model under `torch.manual_seed(train.seed)` and then the recipe; a resumed one loads both."""
 
     UNIT: ClassVar[str]  # what an epoch's progress bar counts
     optimizer: torch.optim.Optimizer
@@ -141,6 +165,7 @@ class Trainer:
     rng: random.Random
     PARALLEL: ClassVar[bool] = False  # whether it runs under torchrun (data-parallel processes)
     PHASE: ClassVar[str]  # the optimizer phase of a new run (recorded in each epoch's line)
+    measure: Measure = PERPLEXITY
 
     def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device, world: World,
                  phase: str | None):
@@ -164,6 +189,11 @@ class Trainer:
         measures its held-out `part` ("valid" or "test": a recipe may batch them differently)."""
         raise NotImplementedError
 
+    def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
+        """The run's held-out text `part` ("valid", where `has` it, each epoch; "test" under best.pt's `model`) as the
+        measure reads it (a loss per unit); `products`: the matrix products' dtype."""
+        raise NotImplementedError
+
     def describe(self) -> str:
         """The log's line on the model and its text."""
         raise NotImplementedError
@@ -180,19 +210,6 @@ class Trainer:
         """`position` with what resuming inside the epoch needs (collective under torchrun)."""
         return position
 
-    def has(self, part: str) -> bool:
-        """Whether the run has held-out text `part` ("valid", "test")."""
-        held = getattr(self.text, part)
-        return held is not None and len(held) > 0
-
-    def validation_loss(self, products: torch.dtype | None) -> float:
-        """The held-out text's loss per unit (where `has("valid")`); `products`: the matrix products' dtype."""
-        raise NotImplementedError
-
-    def test_loss(self, model: ModelKind, products: torch.dtype | None) -> float:
-        """The test text's loss per unit under `model` (best.pt's), where `has("test")`."""
-        raise NotImplementedError
-
     def validation_weights(self, phase: str) -> contextlib.AbstractContextManager:
         """The weights validation reads (ASGD's averages, for one)."""
         return contextlib.nullcontext()
@@ -203,38 +220,24 @@ class Trainer:
         history.append(val_loss)
         return phase, None
 
-    def improved(self, val_loss: float, best_loss: float) -> bool:
-        """Whether the epoch validated at `val_loss` becomes best.pt."""
-        return val_loss < best_loss
-
-    def diverged(self, loss: float) -> bool:
-        """Whether a mean loss per unit (a step's, or validation's) says the run has diverged: not a number, or a
-        perplexity past what a float holds (e^709 a word: nothing that learns gets there, an Adam step at an SGD
-        learning rate does)."""
-        return math.isnan(loss) or math.isinf(exp_loss(loss))
-
-    def validation_record(self, val_loss: float | None) -> dict[str, Any]:
-        """How an epoch's metrics line gives its validation (None: the run has no held-out text)."""
-        return {"valid_ppl": None if val_loss is None else round(exp_loss(val_loss), 3)}
-
     def epoch_record(self, epoch: int, stats: dict[str, float]) -> dict[str, Any]:
         """What an epoch's metrics line adds to the loop's figures (`stats`: the epoch's train_loss, seconds)."""
         return {}
 
-    def log_line(self, record: dict[str, Any]) -> str:
-        """The log's line for an epoch's metrics."""
-        return rundir.format_record(record)
-
-    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        """The optimizer's state (and a schedule's), for last.pt (`mid_epoch`: saved inside an epoch, which resuming
-        begins again from its position). The random generators are the loop's to keep."""
-        raise NotImplementedError
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state (and a schedule's), for last.pt. The random generators are the loop's to keep."""
+        return {"optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        raise NotImplementedError
+        self.optimizer.load_state_dict(state["optimizer"])
 
     def finish(self) -> None:
         """Let go of what holds the process group (a DDP wrapper) before it closes."""
+
+    def has(self, part: str) -> bool:
+        """Whether the run has held-out text `part` ("valid", "test")."""
+        held = getattr(self.text, part)
+        return held is not None and len(held) > 0
 
     @property
     def lr(self) -> float:

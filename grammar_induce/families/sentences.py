@@ -178,19 +178,9 @@ class SentenceTrainer(Trainer):
             running = (position.loss_sum + loss_sum) / (position.tokens + units)
             yield Step(loss_sum, units, 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
 
-    def validation_loss(self, products: torch.dtype | None) -> float:
-        nll, count = held_out(self.model, self.text.valid, self.device, products)
-        return nll / max(1, count)
-
-    def test_loss(self, model: ModelKind, products: torch.dtype | None) -> float:
-        nll, count = held_out(model, self.text.test, self.device, products)
+    def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
+        nll, count = held_out(model, getattr(self.text, part), self.device, products)
         return nll / max(1, count)
 
     def epoch_record(self, epoch: int, stats: dict[str, float]) -> dict[str, Any]:
         return {"longest": epoch_longest(self.config.train, epoch)}
-
-    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])

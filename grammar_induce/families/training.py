@@ -189,7 +189,7 @@ def _save_last(loop: _Loop, state: TrainState) -> None:
     if not loop.world.is_main:
         return
     text = loop.trainer.text
-    training_state = {**state.to_dict(), **loop.trainer.state_dict(mid_epoch=state.position is not None),
+    training_state = {**state.to_dict(), **loop.trainer.state_dict(),
                       "random": randomness.saved(loop.trainer.rng, loop.device),
                       "elapsed": state.elapsed + time.time() - loop.started}
     checkpoint.save(loop.out_dir / "last.pt", loop.model, text.vocab, text.tokenizer, loop.config, training_state)
@@ -276,7 +276,7 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
         if step is None:
             break
         loss = step.loss_sum / max(1, step.units)
-        if world.any(trainer.diverged(loss)):  # on every process at once, as a stop request
+        if world.any(trainer.measure.diverged(loss)):  # on every process at once, as a stop request
             bar.close()
             _stop_on_bad_loss(loop, state, f"the training loss became {loss:.4g}",
                               f"at step {state.step + 1} of epoch {state.epoch}")
@@ -304,7 +304,7 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
 
 
 def _stop_on_bad_loss(loop: _Loop, state: TrainState, what: str, when: str) -> None:
-    """Stop a run that has diverged (Trainer.diverged), saying what is kept and which lr did it."""
+    """Stop a run that has diverged (its recipe's measure says so), saying what is kept and which lr did it."""
     last = loop.out_dir / "last.pt"
     kept = (f"{last} keeps the last good state" if last.exists()
             else "nothing had been saved yet, so the run can start again")
@@ -316,16 +316,15 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     """Validate (with the weights the recipe validates: ASGD's averages once averaging runs), keep the best
     model, let the recipe change phase, write the metrics line and last.pt."""
     trainer, world, cfg = loop.trainer, loop.world, loop.config.train
-    products = precision.product_dtype(cfg.precision)
     validated = trainer.has("valid")
     with trainer.validation_weights(state.phase):
         if validated:
-            val_loss = world.broadcast(trainer.validation_loss(products) if world.is_main else 0.0)
+            val_loss = _validation_loss(loop)
         else:
             val_loss = stats["train_loss"]
-        if validated and trainer.diverged(val_loss):  # every process has rank 0's figure
+        if validated and trainer.measure.diverged(val_loss):  # every process has rank 0's figure
             _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}", f"after epoch {state.epoch}")
-        if trainer.improved(val_loss, state.best_loss) or not validated:
+        if trainer.measure.better(val_loss, state.best_loss) or not validated:
             state.best_loss = val_loss
             if world.is_main:
                 _save_model(loop, loop.out_dir / "best.pt")
@@ -334,7 +333,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     record = {
         "epoch": state.epoch,
         "train_loss": round(stats["train_loss"], 5),
-        **trainer.validation_record(val_loss if validated else None),
+        **trainer.measure.record(val_loss if validated else None),
         "lr": trainer.lr,
         "phase": state.phase,
         "tokens_per_s": round(stats["tokens_per_s"], 1),
@@ -351,7 +350,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
     _save_last(loop, state)
     if world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
-        _side_output(loop, "the log line", lambda: loop.messages.say(trainer.log_line(record)))
+        _side_output(loop, "the log line", lambda: loop.messages.say(trainer.measure.line(record)))
         _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
     return record
 
@@ -365,16 +364,15 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
     val_loss = None
     with trainer.validation_weights(state.phase):
         if validated:
-            val_loss = world.broadcast(trainer.validation_loss(precision.product_dtype(loop.config.train.precision))
-                                       if world.is_main else 0.0)
-            if trainer.diverged(val_loss):
+            val_loss = _validation_loss(loop)
+            if trainer.measure.diverged(val_loss):
                 _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}",
                                   f"in epoch {state.epoch}")
-        if (not validated or trainer.improved(val_loss, state.best_loss)) and world.is_main:
+        if (not validated or trainer.measure.better(val_loss, state.best_loss)) and world.is_main:
             state.best_loss = val_loss if validated else stats["train_loss"]
             _save_model(loop, loop.out_dir / "best.pt")
     record = {"epoch": state.epoch, "partial": round(stats["fraction"], 4), "stopped_by": loop.limited_by,
-              "train_loss": round(stats["train_loss"], 5), **trainer.validation_record(val_loss), "lr": trainer.lr,
+              "train_loss": round(stats["train_loss"], 5), **trainer.measure.record(val_loss), "lr": trainer.lr,
               "phase": state.phase, "tokens_per_s": round(stats["tokens_per_s"], 1),
               "seconds": round(stats["seconds"], 2)}
     if world.is_main:
@@ -385,6 +383,12 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
                       + (f" (valid ppl {exp_loss(val_loss):.2f} so far)" if val_loss is not None else "")
                       + "; last.pt keeps its place and --resume finishes it")
     return record
+
+
+def _validation_loss(loop: _Loop) -> float:
+    """The held-out text's loss under the model now, measured by rank 0 and given to every process."""
+    products = precision.product_dtype(loop.config.train.precision)
+    return loop.world.broadcast(loop.trainer.held_out(loop.model, "valid", products) if loop.world.is_main else 0.0)
 
 
 def _save_model(loop: _Loop, path: Path) -> None:
@@ -410,6 +414,6 @@ def _keep_snapshot(loop: _Loop, epoch: int) -> None:
 def _final_test(loop: _Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
-    ppl = exp_loss(loop.trainer.test_loss(best.model, precision.product_dtype(loop.config.train.precision)))
+    ppl = exp_loss(loop.trainer.held_out(best.model, "test", precision.product_dtype(loop.config.train.precision)))
     loop.messages.say(f"test ppl {ppl:.2f} (best.pt)")
     return ppl

@@ -207,11 +207,8 @@ class AWDTrainer(Trainer):
         whole = [(self.world.gather_columns(h).cpu(), self.world.gather_columns(c).cpu()) for h, c in self.hidden]
         return dataclasses.replace(position, hidden=whole)
 
-    def validation_loss(self, products: torch.dtype | None) -> float:
-        return evaluate_loss(self.model, self.text.valid, self.config.train.bptt, products)
-
-    def test_loss(self, model: ModelKind, products: torch.dtype | None) -> float:
-        return evaluate_loss(model, self.text.test.to(self.device), self.config.train.bptt, products)
+    def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
+        return evaluate_loss(model, getattr(self.text, part).to(self.device), self.config.train.bptt, products)
 
     def validation_weights(self, phase: str) -> averaged_weights:
         return averaged_weights(self.model, self.optimizer, phase == "asgd")
@@ -227,11 +224,8 @@ class AWDTrainer(Trainer):
             return "asgd", "switching to averaged SGD"
         return phase, None
 
-    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        super().load_state_dict(state)
         for group in self.optimizer.param_groups:  # as the paper's --resume: the config's values win
             group.update(lr=self.config.train.lr, weight_decay=self.config.train.weight_decay)
             if "fused" in group:  # SGD's: a state saved without the fused kernel resumes with it where torch has it

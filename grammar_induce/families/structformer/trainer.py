@@ -135,11 +135,8 @@ class MaskedLMTrainer(Trainer):
             running = (position.loss_sum + loss.item()) / max(1, position.tokens + units)
             yield Step(loss.item(), units, 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
 
-    def validation_loss(self, products: torch.dtype | None) -> float:
-        return held_out(self.model, self.text.valid, self.config, products)
-
-    def test_loss(self, model: ModelKind, products: torch.dtype | None) -> float:
-        return held_out(model, self.text.test, self.config, products)
+    def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
+        return held_out(model, getattr(self.text, part), self.config, products)
 
     def after_validation(self, phase: str, history: list[float], val_loss: float) -> tuple[str, str | None]:
         history.append(val_loss)
@@ -147,7 +144,7 @@ class MaskedLMTrainer(Trainer):
         self.plateau.step(val_loss)
         return phase, None if self.lr == before else f"no better for {PLATEAU_PATIENCE} epochs: lr {self.lr:g}"
 
-    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "plateau": self.plateau.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

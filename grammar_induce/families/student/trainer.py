@@ -14,7 +14,7 @@ import torch
 
 from ...config import Config
 from ...runtime.clipping import clip_and_step
-from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
+from ..base import EpochPosition, Measure, ModelKind, Step, Trainer, TrainingText, count_parameters
 from ..sentences import epoch_order
 
 
@@ -39,6 +39,9 @@ class StudentTrainer(Trainer):
         log's name of the run ("round 1")."""
         self.config, self.model, self.text, self.device = config, model, text, device
         self.agreement, self.keep_last, self.name = agreement, keep_last, name
+        # diverged: only a loss that is not a finite number (a step's is a tree's negative log-probability per
+        # sentence, which long sentences make large with nothing wrong; validation's is the trees' agreement)
+        self.measure = Measure(self._record, self._better, lambda loss: not math.isfinite(loss), self._line)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)
         self.batches: list[list[int]] = []
 
@@ -69,31 +72,22 @@ class StudentTrainer(Trainer):
             value = loss.item()
             yield Step(value, 1, 1, {"loss": f"{value:.4f}"})
 
-    def validation_loss(self, products: torch.dtype | None) -> float:
-        self.model.eval()
+    def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
+        """Minus the agreement of the student's trees with the targets on the held-out sentences (a loss)."""
+        model.eval()
         return -self.agreement()
 
-    def diverged(self, loss: float) -> bool:
-        """Only a loss that is not a finite number: a step's is a tree's negative log-probability per sentence, which
-        long sentences make large with nothing wrong (validation's is the trees' agreement)."""
-        return not math.isfinite(loss)
-
-    def improved(self, val_loss: float, best_loss: float) -> bool:
+    def _better(self, val_loss: float, best_loss: float) -> bool:
         return self.keep_last or val_loss < best_loss
 
-    def validation_record(self, val_loss: float | None) -> dict[str, Any]:
+    @staticmethod
+    def _record(val_loss: float | None) -> dict[str, Any]:
         """Agreement, not a perplexity (the metrics' valid_ppl stays empty)."""
         return {"valid_ppl": None, "valid_agreement_f1": None if val_loss is None else round(100 * -val_loss, 2)}
 
     def epoch_record(self, epoch: int, stats: dict[str, float]) -> dict[str, Any]:
         return {"loss": round(stats["train_loss"], 4)}
 
-    def log_line(self, record: dict[str, Any]) -> str:
+    def _line(self, record: dict[str, Any]) -> str:
         return (f"{self.name} epoch {record['epoch']}: loss {record['loss']:.4f}, held-out agreement with the targets "
                 f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
-
-    def state_dict(self, mid_epoch: bool) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
