@@ -243,6 +243,7 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
     `pred_format` (a file): brackets, ptb, json or jsonl, what `parse --format` wrote; default: told by its first
     character. `dependencies` (a parser with a StructFormer): also its heads' attachment scores against the gold
     trees by Collins' head rules (`Report.dependencies`)."""
+    from .text.predicted import PRED_FORMATS
     from .text.treebank import TagFilter
     from .workflows import scoring
 
@@ -263,8 +264,8 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
     if isinstance(predicted, Parser):
         return scoring.evaluate_models(predicted.models, options, predicted.options)
     if isinstance(predicted, Path):
-        if pred_format is not None and pred_format not in scoring.PRED_FORMATS:
-            raise SettingError("pred_format", f"must be one of {', '.join(scoring.PRED_FORMATS)}, not {pred_format!r}")
+        if pred_format is not None and pred_format not in PRED_FORMATS:
+            raise SettingError("pred_format", f"must be one of {', '.join(PRED_FORMATS)}, not {pred_format!r}")
         return scoring.evaluate_file(predicted, options, labeled=labeled or pred_format == "ptb", fmt=pred_format)
     return scoring.evaluate_trees("trees", [(k, _checked_tree(tree, k)) for k, tree in enumerate(predicted, 1)],
                                   options, labeled=labeled)

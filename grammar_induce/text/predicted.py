@@ -1,0 +1,145 @@
+"""Files of predicted trees, as `evaluate --pred` reads them: bracketed trees (a tree a line, or spread over lines
+as .mrg files write them), json (nested lists) or jsonl (`parse --format jsonl`'s records); and one predicted tree
+put onto its gold tree's words (tokens the gold trees lack, punctuation and traces, left out; another tokenization
+of a gold word joined)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import trees
+from ..errors import InputError
+from ..files import read_lines
+from ..messages import plural
+from .tokenizer import Tokenizer
+from .treebank import GoldTree, TagFilter, parse_bracketed, preprocess, split_trees
+
+PRED_FORMATS = ("brackets", "ptb", "json", "jsonl")  # what `parse --format` writes that can be scored
+
+
+def predicted_trees(path: Path, fmt: str | None) -> list[tuple[int, object]]:
+    """(line number, tree text or object, "" for none) of each sentence of a file of predicted trees."""
+    lines = list(read_lines(path))
+    first = next((text.strip() for _, text in lines if text.strip()), "(")
+    fmt = fmt or {"{": "jsonl", "[": "json", '"': "json"}.get(first[:1], "brackets")
+    if fmt in ("json", "jsonl"):
+        return [(n, _json_tree(path, n, text, fmt)) for n, text in lines]
+    stray = next((n for n, text in lines if not text.lstrip().startswith("(") and len(text.split()) > 1), None)
+    if stray is not None:  # (a tree of one word is the word alone)
+        raise InputError(f"{path}:{stray}: not a file of bracketed trees (--pred-format takes {', '.join(PRED_FORMATS)}: "
+                         "what parse writes with --format; ascii drawings and pictures cannot be scored)")
+    if all(text.count("(") == text.count(")") for _, text in lines):
+        return lines  # a tree a line, as parse writes them: blank lines kept
+    return [(int(source.rsplit(":", 1)[1]), text) for source, text in split_trees(path)]
+
+
+def _json_tree(path: Path, lineno: int, text: str, fmt: str) -> object:
+    if not text.strip():
+        return ""
+    try:
+        value = json.loads(text)
+        tree = value["tree"] if fmt == "jsonl" else value
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{path}:{lineno}: not a {fmt} line of parse's output (expected "
+                         + ('{"tree": ...}' if fmt == "jsonl" else "a tree as nested lists") + ")") from None
+    return "" if tree is None else tree
+
+
+def onto_gold(path: Path, lineno: int, text: object, gold: GoldTree, labeled: bool, tags: TagFilter,
+                    dropped: list[tuple[str, str]]) -> trees.Tree:
+    """One predicted tree over the gold tree's words. A labelled tree (`(S (NP (DT the) ...`, recognised
+    without --pred-format ptb) is filtered with the gold trees' tag filter, and from any tree the tokens the
+    gold trees do not have (punctuation, traces, as `parse` prints them) are dropped: both sides alike,
+    each listed in `dropped`; a dropped token that is a word is refused."""
+    source = f"{path}:{lineno}"
+    readings = [(True, tags), (True, TagFilter(keep=None))] if labeled else [(False, None), (True, tags),
+                                                                             (True, TagFilter(keep=None))]
+    first, extra_words = None, None
+    for as_labeled, tag_filter in readings:
+        try:
+            tree = _read_tree(text, source, as_labeled, tag_filter)
+        except InputError:
+            if as_labeled == labeled:
+                raise
+            continue
+        first = tree if first is None else first
+        if (found := _onto_gold_words(tree, gold)) is not None:
+            onto, extra = found
+            if words := [t for t in extra if WORDS.is_word(t) and t not in ("-NONE-",) and not t.startswith("*")]:
+                extra_words = extra_words or words  # perhaps labels read as words: try the next reading
+                continue
+            dropped += [(source, t) for t in extra]
+            return onto
+    if extra_words:
+        raise InputError(f"{source}: {plural(len(extra_words), 'word')} the gold tree at {gold.source} does not "
+                         f"have: {' '.join(extra_words[:5])} (only punctuation and traces may differ)")
+    words = trees.leaves(first) if first is not None else []
+    hint = "" if labeled else " (for labelled trees, add --pred-format ptb)"
+    raise InputError(f"{source}: the words ({len(words)}) differ from the gold tree at {gold.source} "
+                     f"({len(gold.words)}): {' '.join(words[:8])} ... vs {' '.join(gold.words[:8])} ...{hint}")
+
+
+WORDS = Tokenizer("treebank")  # which tokens are words (not punctuation) when predicted tokens differ from gold
+
+
+def _read_tree(text: object, source: str, labeled: bool, tags: TagFilter | None) -> trees.Tree | None:
+    """A tree from its bracket text, or from a tree object (an nltk.Tree) without a round trip through text."""
+    try:
+        if labeled:
+            return preprocess(parse_bracketed(text, source) if isinstance(text, str) else text, tags, source)
+        return trees.parse_brackets(text) if isinstance(text, str) else trees.from_nested(text)
+    except trees.TreeSyntaxError as e:
+        raise InputError(f"{source}: malformed tree ({e})") from None
+
+
+def _onto_gold_words(tree: trees.Tree | None, gold: GoldTree) -> tuple[trees.Tree, list[str]] | None:
+    """The tree over the gold words, and the tokens it left out: leaves that are not gold words are dropped
+    (the gold words must be its leaves in order, up to case, digits and bracket names; matched left to
+    right); leaves that together spell one gold word (`U.S` `.`, `Got` `ta`: another tokenization of it)
+    become that word; emptied nodes are dropped and unary nodes collapsed. None if the gold words are not
+    among its leaves."""
+    if tree is None:
+        return None
+    normalize = Tokenizer(lowercase=True, replace_digits=True).normalize
+    wanted = [normalize(trees.unescape(w)) for w in gold.words]
+    leaves = trees.leaves(tree)
+    read = [normalize(trees.unescape(w)) for w in leaves]
+    kept: list[str | None] = []  # per leaf: what it becomes, or None (left out)
+    extra: list[str] = []
+    j = k = 0
+    while k < len(leaves):
+        if j < len(wanted) and read[k] == wanted[j]:
+            kept.append(leaves[k])
+        elif j < len(wanted) and (pieces := _pieces(read, k, wanted[j])):
+            kept += [gold.words[j]] + [None] * (pieces - 1)
+            k, j = k + pieces, j + 1
+            continue
+        else:
+            kept.append(None)
+            extra.append(leaves[k])
+            k += 1
+            continue
+        k, j = k + 1, j + 1
+    if j < len(wanted):
+        return None
+    if all(word == leaf for word, leaf in zip(kept, leaves)):
+        return tree, extra
+    replaced = iter(kept)
+
+    def prune(node: trees.Tree) -> trees.Tree | None:
+        if isinstance(node, str):
+            return next(replaced)
+        children = [c for c in (prune(child) for child in node) if c is not None]
+        return None if not children else children[0] if len(children) == 1 else children
+
+    return prune(tree), extra
+
+
+def _pieces(read: list[str], k: int, word: str) -> int:
+    """How many leaves from k on spell `word` together (0 if they do not)."""
+    joined, m = "", k
+    while m < len(read) and len(joined) < len(word) and word.startswith(joined + read[m]):
+        joined += read[m]
+        m += 1
+    return m - k if joined == word and m - k > 1 else 0
