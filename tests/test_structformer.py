@@ -169,6 +169,24 @@ def record_heads(run, line: str) -> list[int]:
     return gi.load(run / "best.pt").analyse(line).to_dict()["heads"]
 
 
+def test_the_spacy_component_gives_each_token_its_induced_head(sf_run):
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("grammar_induce", config={"model": str(sf_run / "best.pt")})
+    doc = nlp("the old man saw a dog . a cat sat , then ran .")
+    conll = invoke("parse", "--model", sf_run / "best.pt", "--format", "conll", *(s.text for s in doc.sents))
+    blocks = [[line.split("\t") for line in block.splitlines()] for block in conll.output.strip().split("\n\n")]
+    for sent, rows in zip(doc.sents, blocks, strict=True):
+        for token, row in zip(sent, rows, strict=True):
+            head = token._.induced_head
+            assert token._.induced_dep == row[7] and (0 if head is None else head.i - sent.start + 1) == int(row[6])
+    assert [sum(t._.induced_dep == "root" for t in sent) for sent in doc.sents] == [1, 1]
+    assert all(t._.induced_head is None or t._.induced_head.sent == t.sent for t in doc)
+    assert all(t._.induced_head is None and t._.induced_dep is None
+               for t in spacy.blank("en")("no pipe here"))  # no component: nothing
+
+
 def test_the_gap_decoder_is_a_structformer_s_own(sf_run):
     parser = gi.load(sf_run / "best.pt")
     reading = parser.analyse("the old man saw a dog").members[0]
@@ -183,6 +201,7 @@ def test_conll_needs_a_model_with_heads(tiny_run):
 
 def test_evaluate_deps_scores_heads_beside_the_chains(sf_run):
     report = gi.evaluate(gi.load(sf_run / "best.pt"), gold=SYNTHETIC_GOLD, dependencies=True)
+    assert report.main_row == "parser distances" and not any(row.startswith(("layer", "mean")) for row in report.rows)
     assert set(report.dependencies) == {"structformer heads", "left chain", "right chain"}
     assert all(0 <= d <= u <= 1 for d, u in report.dependencies.values())
     result = invoke("evaluate", "--model", sf_run / "best.pt", "--gold", SYNTHETIC_GOLD, "--deps", "--quiet")

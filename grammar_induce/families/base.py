@@ -36,6 +36,9 @@ class ModelKind(nn.Module):
     NAME: ClassVar[str]  # stored in the checkpoint: config model.kind
     OWN_TREES: ClassVar[bool] = False  # it makes trees of its own (a PCFG, a student): no layers, no distances
     DISTANCES: ClassVar[tuple[str, ...]] = ()  # the distances its readings carry per layer (an ON-LSTM's two kinds)
+    # what evaluate's rows call a distance kind where "layer L <kind>" would mislead (a StructFormer's one distance is
+    # its parser network's, not a layer's forget gates)
+    DISTANCE_NAMES: ClassVar[dict[str, str]] = {}
     DESCRIPTION: ClassVar[str]  # how messages name a model of this kind: "an ON-LSTM language model"
     SEARCH: ClassVar[str] = ""  # a kind that yields trees: how it finds them ("CKY"), for its evaluation row and notes
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log

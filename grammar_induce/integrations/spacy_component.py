@@ -14,7 +14,10 @@ documents in one batch. The attribute names are benepar's where the meaning is t
 `constituents`, `children`, `parent` (of a sentence or a constituent span); `labels` is () and every node of
 `parse_string` is X, since induced trees have no labels, unless the model induces them (a PCFG) and the config
 asks for them (`"labels": true`): then a constituent's `labels` is its symbol, `("NT-17",)`, and `parse_string`
-and `tree` carry them. `tree` is the sentence's nltk.Tree.
+and `tree` carry them. `tree` is the sentence's nltk.Tree. A model with dependency heads (a StructFormer) also
+gives each token `induced_head` (the head Token; None for a sentence's root) and `induced_dep` ("root", "dep", or
+"punct" for punctuation, which hangs from the word before it, as `--format conll` writes it): spaCy's own `head` and
+`dep_` are left to the pipeline's parser.
 
 Registered through the `spacy_factories` entry point; nothing else in grammar_induce imports this module.
 """
@@ -28,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from spacy.language import Language
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch
 
 from .. import api, trees
 from ..families import pretrained
+from ..output.formats import SentenceResult, token_heads
 
 NAME = "grammar_induce"
 DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",
@@ -91,12 +95,25 @@ def _labels(span: Span) -> tuple[str, ...]:
     return () if label is None else (label,)
 
 
+def _induced_head(token: Token) -> Token | None:
+    head = token.doc.user_data.get((NAME, "head", token.i))
+    return None if head is None or head[0] is None else token.doc[head[0]]
+
+
+def _induced_dep(token: Token) -> str | None:
+    head = token.doc.user_data.get((NAME, "head", token.i))
+    return None if head is None else head[1]
+
+
 def _register_extensions() -> None:
     getters = {"parse_string": _parse_string, "constituents": _constituents, "children": _children,
                "parent": _parent, "tree": _tree, "labels": _labels}
     for name, getter in getters.items():
         if not Span.has_extension(name):
             Span.set_extension(name, getter=getter)
+    for name, getter in {"induced_head": _induced_head, "induced_dep": _induced_dep}.items():
+        if not Token.has_extension(name):
+            Token.set_extension(name, getter=getter)
 
 
 class GrammarInduce:
@@ -137,6 +154,8 @@ class GrammarInduce:
                     _store(sent, result.tree, kept)
                 if result.tree is not None and result.labels:
                     _store_labels(sent, result.tree, result.labels, result.is_word, kept)
+                if result.tree is not None and result.heads is not None:
+                    _store_heads(sent, result, kept)
             yield from batch
 
     def _in_this_process(self) -> None:
@@ -211,6 +230,12 @@ def _node_spans(tree: trees.Tree, positions: list[int]) -> dict[tuple[int, int],
             stack[-1].append((positions[leaf], positions[leaf] + 1))
             leaf += 1
     return found
+
+
+def _store_heads(sent: Span, result: SentenceResult, positions: list[int]) -> None:
+    """Each token's induced head (its doc position; None for the root) and relation (formats.token_heads)."""
+    for k, (head, relation) in enumerate(token_heads(result)):
+        sent.doc.user_data[NAME, "head", positions[k]] = (positions[head - 1] if head else None, relation)
 
 
 def _store_labels(sent: Span, tree: trees.Tree, labels: dict, is_word: list[bool] | None, positions: list[int]) -> None:

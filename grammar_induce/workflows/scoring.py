@@ -192,8 +192,9 @@ def evaluate_models(models: list, options: EvalOptions, parse_options, messages:
         main_row = f"{model.NAME} ({model.SEARCH})"
         predicted = {main_row: members.combine(readings)}
     else:
-        predicted = _layer_rows(readings[0], members.options.decoder)
-        main_row = f"layer {members.options.layers[0]} {members.options.distance}"
+        names = model.DISTANCE_NAMES
+        predicted = _layer_rows(readings[0], members.options.decoder, names)
+        main_row = names.get(members.options.distance) or f"layer {members.options.layers[0]} {members.options.distance}"
     report = replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown)
     if options.dependencies:
         k, model = next(((k, m.model) for k, m in enumerate(models) if m.model.DEPENDENCIES), (0, models[0].model))
@@ -219,10 +220,15 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
     return sum(normalize(w) not in index for w in words), len(words)
 
 
-def _layer_rows(parsed: list, decoder: str) -> dict[str, list[trees.Tree]]:
+def _layer_rows(parsed: list, decoder: str, names: dict[str, str]) -> dict[str, list[trees.Tree]]:
+    """A row per layer and distance kind, and each kind's mean over the layers; a kind the model names
+    (`ModelKind.DISTANCE_NAMES`: one distance, not a layer's) is one row under its name."""
     n_layers = parsed[0].n_layers
     predicted: dict[str, list[trees.Tree]] = {}
     for k in (kind for kind in DISTANCES if getattr(parsed[0], kind)):  # the kinds the model has
+        if k in names and n_layers == 1:
+            predicted[names[k]] = [p.tree(1, k, decoder) for p in parsed]
+            continue
         for l in range(1, n_layers + 1):
             predicted[f"layer {l} {k}"] = [p.tree(l, k, decoder) for p in parsed]
         predicted[f"mean of layers {k}"] = [

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -115,6 +116,7 @@ class StructFormer(ModelKind):
 
     NAME, DESCRIPTION, DISTANCES = "structformer", "a StructFormer masked language model", ("forget",)
     DEPENDENCIES = True
+    DISTANCE_NAMES: ClassVar[dict[str, str]] = {"forget": "parser distances"}
     DECODER = "gap"
     TRAINER = MaskedLMTrainer
     CONFIG = StructFormerConfig, MaskedLMTrainConfig
