@@ -22,7 +22,7 @@ from grammar_induce.text.heads import attachment, chain, dependency_heads, head_
 from grammar_induce.text.treebank import TagFilter, category, parse_bracketed, read_gold
 from grammar_induce.workflows.train import train
 
-from .conftest import QUIET, ROOT, SYNTHETIC_GOLD, invoke
+from .conftest import QUIET, ROOT, SYNTHETIC_GOLD, invoke, well_formed
 
 BIG = structure.BIG
 
@@ -185,6 +185,23 @@ def test_the_spacy_component_gives_each_token_its_induced_head(sf_run):
     assert all(t._.induced_head is None or t._.induced_head.sent == t.sent for t in doc)
     assert all(t._.induced_head is None and t._.induced_dep is None
                for t in spacy.blank("en")("no pipe here"))  # no component: nothing
+
+
+def test_svg_and_html_draw_each_words_arc_from_its_head(sf_run, tmp_path):
+    import re
+
+    line = "the old man saw a dog"
+    heads = record_heads(sf_run, line)
+    svg = invoke("parse", "--model", sf_run / "best.pt", "--format", "svg", line).output
+    well_formed(svg)
+    drawn = [(int(h), int(d)) for h, d in re.findall(r'class="arc" data-head="(\d+)" data-dependent="(\d+)"', svg)]
+    assert sorted(drawn, key=lambda a: a[1]) == [(h, d) for d, h in enumerate(heads, 1) if h]
+    assert re.findall(r'class="arc root" data-dependent="(\d+)"', svg) == [str(heads.index(0) + 1)]
+    page = tmp_path / "page.html"
+    assert invoke("parse", "--model", sf_run / "best.pt", "--format", "html", "--output", page, line, "a b c").exit_code == 0
+    assert page.read_text().count('class="arc root"') == 2  # a root a sentence
+    plain = invoke("parse", "--model", "ptb", "--format", "svg", line).output
+    assert 'class="arc' not in plain  # a model without heads: no arcs
 
 
 def test_the_gap_decoder_is_a_structformer_s_own(sf_run):

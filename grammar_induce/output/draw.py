@@ -28,6 +28,8 @@ WORD_GAP = 14
 LEVEL = 26  # px between tree levels
 BAR = 28  # px of the tallest distance bar
 MARGIN = 16
+ARC = 7  # px of a dependency arc's depth per word it spans (up to ARC_WORDS words; longer arcs as deep)
+ARC_WORDS = 10
 # span colours: in a predicted tree, matched and wrong spans; in a gold tree, matched and missed ones
 MATCHED, WRONG, MISSED, PLAIN = "#1a9850", "#d73027", "#f28e2b", "#444444"
 STYLE = "text{font-family:sans-serif;font-size:14px} .small{font-size:11px;fill:#666}"
@@ -67,10 +69,12 @@ def _layout(tree: Tree, centers: Sequence[float]) -> _Node:
 
 
 def tree_svg(words: Sequence[str], tree: Tree, distances: Sequence[Sequence[float]] = (), layer: int = 0,
-             span_colors: dict[tuple[int, int], str] | None = None, caption: str = "") -> str:
+             span_colors: dict[tuple[int, int], str] | None = None, caption: str = "",
+             heads: Sequence[tuple[int, str]] = ()) -> str:
     """One sentence: its tree above the words and, under each word, one bar per layer for its
     distance (the `layer` row, counted from 1, marked; each row scaled from its sentence's lowest
-    to its highest distance)."""
+    to its highest distance); under them, where given, the dependency `heads` (per word: its head's 1-based
+    number, 0 for the root, and the relation) as arcs from head to dependent."""
     widths = [max(text_width(w), 2 * FONT) for w in words]
     label = 3 * FONT if distances else 0
     centers, x = [], MARGIN + label
@@ -80,7 +84,9 @@ def tree_svg(words: Sequence[str], tree: Tree, distances: Sequence[Sequence[floa
     root = _layout(tree, centers)
     top = MARGIN + (FONT + 8 if caption else 0)
     baseline = top + root.height * LEVEL + FONT + 6
-    height = baseline + 8 + len(distances) * (BAR + 8) + MARGIN
+    arcs_top = baseline + 8 + len(distances) * (BAR + 8) + (6 if heads else 0)
+    arcs, depth = _arcs(heads, centers, arcs_top)
+    height = arcs_top + depth + MARGIN
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{x + MARGIN:.0f}" height="{height:.0f}" '
              f'viewBox="0 0 {x + MARGIN:.0f} {height:.0f}"><style>{STYLE}</style>')]
     if caption:
@@ -89,6 +95,7 @@ def tree_svg(words: Sequence[str], tree: Tree, distances: Sequence[Sequence[floa
     parts += [f'<text x="{c:.1f}" y="{baseline:.1f}" text-anchor="middle" class="word">{xml_escape(w)}</text>'
               for c, w in zip(centers, words)]
     parts += _distance_bars(distances, layer, centers, baseline + 8)
+    parts += arcs
     parts.append("</svg>")
     return "".join(parts)
 
@@ -112,6 +119,27 @@ def _tree_lines(root: _Node, top: float, baseline: float, span_colors: dict, n_w
         parts.append(f'<circle cx="{node.x:.1f}" cy="{y(node):.1f}" r="{3 if whole else 4}" fill="{color}" '
                      f'class="span" data-span="{node.start} {node.end}"/>')
     return parts
+
+
+def _arcs(heads: Sequence[tuple[int, str]], centers: Sequence[float], top: float) -> tuple[list[str], float]:
+    """Each word's arc from its head, hanging below `top` as deep as it is long (a dot at the dependent's end; the
+    relation its tooltip), and a short stem under the root; and the depth they take."""
+    parts, deepest = [], 0.0
+    for k, (head, relation) in enumerate(heads):
+        x = centers[k]
+        if head == 0:
+            parts.append(f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{top + 2 * ARC:.1f}" stroke="{PLAIN}" '
+                         f'stroke-width="2" class="arc root" data-dependent="{k + 1}"><title>root</title></line>')
+            deepest = max(deepest, 2.0 * ARC)
+            continue
+        start = centers[head - 1]
+        depth = ARC * min(abs(head - 1 - k), ARC_WORDS)
+        deepest = max(deepest, depth)
+        parts.append(f'<path d="M{start:.1f},{top:.1f} Q{(start + x) / 2:.1f},{top + 2 * depth:.1f} {x:.1f},{top:.1f}" '
+                     f'fill="none" stroke="{PLAIN}" stroke-width="1" class="arc" data-head="{head}" '
+                     f'data-dependent="{k + 1}"><title>{xml_escape(relation)}</title></path>'
+                     f'<circle cx="{x:.1f}" cy="{top:.1f}" r="2" fill="{PLAIN}"/>')
+    return parts, deepest
 
 
 def _distance_bars(distances: Sequence[Sequence[float]], layer: int, centers: Sequence[float],
@@ -243,18 +271,19 @@ def _nested(svg: str, x: int) -> str:
     return svg.replace("<svg ", f'<svg x="{x}" y="0" ', 1)
 
 
-def parse_page(sentences: Iterable[tuple[list[str], Tree, list[tuple[str, Tree, list[list[float]], int]]]]) -> str:
+def parse_page(sentences: Iterable[tuple[list[str], Tree, list[tuple[str, Tree, list[list[float]], int]],
+                                         Sequence[tuple[int, str]]]]) -> str:
     """Every sentence's picture: (words, combined tree, members as (name, tree, distances per layer, the
-    layer its tree came from, marked)). With one member, its tree and distances; with several, the
-    combined tree, then each member's."""
+    layer its tree came from, marked), dependency heads per word or ()). With one member, its tree and distances;
+    with several, the combined tree, then each member's; the heads under the first."""
     body = []
-    for words, tree, members in sentences:
+    for words, tree, members, heads in sentences:
         if not words:
             continue
         if len(members) == 1:
-            pictures = [tree_svg(words, tree, members[0][2], members[0][3])]
+            pictures = [tree_svg(words, tree, members[0][2], members[0][3], heads=heads)]
         else:
-            pictures = [tree_svg(words, tree, caption=f"combined ({len(members)} models)")]
+            pictures = [tree_svg(words, tree, caption=f"combined ({len(members)} models)", heads=heads)]
             pictures += [tree_svg(words, t, d, layer, caption=name) for name, t, d, layer in members]
         body.append(f'<div class="sentence"><div class="pictures">{"".join(pictures)}</div></div>')
     return page("grammar-induce: parsed sentences", body)

@@ -1,5 +1,6 @@
 """Parses drawn: `--format html` (one page of every sentence) and `--format svg` (one sentence, or a file per line in
-a folder), each member's distances as bars under the words (draw.py draws them)."""
+a folder), each member's distances as bars under the words, and dependency heads as arcs under them where a member
+has them (draw.py draws them)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..errors import InputError
 from ..files import replace_folder, write_text
 from ..trees import Tree
 from . import draw
-from .formats import MemberResult, SentenceResult
+from .formats import MemberResult, SentenceResult, token_heads
 
 PICTURE_FILE = re.compile(r"\d{6}\.svg")  # the files of a folder of pictures, one per line
 
@@ -57,26 +58,27 @@ def _write_pictures(results: Iterable[SentenceResult], distance: str, folder: Pa
 
 
 def _sentence_svg(result: SentenceResult, distance: str) -> str:
-    tokens, tree, members = _drawn(result, distance)
+    tokens, tree, members, heads = _drawn(result, distance)
     if len(members) == 1:
         _, _, rows, layer = members[0]
-        return draw.tree_svg(tokens, tree, rows, layer)
-    return draw.tree_svg(tokens, tree)
+        return draw.tree_svg(tokens, tree, rows, layer, heads=heads)
+    return draw.tree_svg(tokens, tree, heads=heads)
 
 
 Member = tuple[str, Tree, list[list[float | None]], int]  # name, tree, distances per layer, the layer read
 
 
-def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list[Member]]:
-    """What a picture shows: every token, the tree, and each member as (name, tree, its `distance`
+def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list[Member], list[tuple[int, str]]]:
+    """What a picture shows: every token, the tree, each member as (name, tree, its `distance`
     distances per layer, its layer), the members' trees and distances spread over every token (no bar
-    under punctuation)."""
+    under punctuation), and each token's dependency head where a member has them (formats.token_heads)."""
+    heads = token_heads(result) if result.heads is not None else []
     if result.tokens is None:
         return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
-                                            for m in result.members]
+                                            for m in result.members], heads
     return result.tokens, result.tree, [
         (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
-         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members]
+         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members], heads
 
 
 def _member_name(member: MemberResult) -> str:
