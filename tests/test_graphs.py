@@ -27,7 +27,7 @@ def pair(x: torch.Tensor, y: torch.Tensor) -> Pair:
 
 
 def test_a_graph_is_made_on_a_shapes_second_use_and_gives_each_calls_own_values():
-    replayed = graphs.Replayed(graphs.record_eager)
+    replayed = graphs.Replayed(graphs.record_eager, budget=2**30)
     gen = torch.Generator().manual_seed(0)
     calls = [(torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)) for _ in range(4)]
     first = replayed(("pair",), pair, calls[0])
@@ -43,16 +43,19 @@ def test_a_graph_is_made_on_a_shapes_second_use_and_gives_each_calls_own_values(
     torch.testing.assert_close(results[1].total, calls[2][0] + 2 * calls[2][1])
 
 
-def test_graphs_are_kept_per_key_shape_and_layout_the_oldest_dropped():
-    replayed = graphs.Replayed(graphs.record_eager, capacity=2, from_use=1)
+def test_graphs_are_kept_per_key_shape_and_layout_within_their_budget():
     x, y = torch.ones(2, 3), torch.ones(2, 3)
+    one = 3 * x.numel() * x.element_size()  # a graph of `pair` holds its two inputs and one output
+    replayed = graphs.Replayed(graphs.record_eager, budget=2 * one, from_use=1)
     replayed(("a",), pair, (x, y))
     replayed(("b",), pair, (x, y))  # another key
-    replayed(("a",), pair, (x[:1], y[:1]))  # another shape: the first graph, the oldest, goes
-    assert len(replayed.graphs) == 2 and not any(key[0] == ("a",) and key[1][0] == (2, 3) for key in replayed.graphs)
-    transposed = torch.ones(3, 2).t()  # the same shape laid out otherwise
-    torch.testing.assert_close(replayed(("b",), pair, (transposed, y)).total, torch.full((2, 3), 3.0))
-    assert any(key[1][1] == (1, 2) for key in replayed.graphs)
+    assert len(replayed.graphs) == 2 and replayed.held == 2 * one
+    transposed = torch.ones(3, 2).t()  # the same shape laid out otherwise: past the budget, it runs as it is
+    for _ in range(2):
+        torch.testing.assert_close(replayed(("b",), pair, (transposed, y)).total, torch.full((2, 3), 3.0))
+    assert len(replayed.graphs) == 2 and len(replayed.declined) == 1
+    assert next(iter(replayed.declined))[1][1] == (1, 2)  # declined by its layout
+    torch.testing.assert_close(replayed(("a",), pair, (2 * x, y)).total, torch.full((2, 3), 4.0))  # kept ones replay
 
 
 def test_the_sign_and_offset_constants_are_made_on_the_device_as_the_cell_needs_them():
@@ -65,7 +68,7 @@ def graphed_on_cpu(monkeypatch):
     """The recurrence's graphed steps on CPU tensors: the stand-in recorder, graphs from a shape's first use."""
     monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
     monkeypatch.setattr(graphs, "enabled", lambda device: True)
-    replayed = graphs.Replayed(graphs.record_eager, from_use=1)
+    replayed = graphs.Replayed(graphs.record_eager, budget=2**30, from_use=1)
     monkeypatch.setattr(engine, "REPLAYED", replayed)
     return replayed
 

@@ -4,7 +4,7 @@ On a GPU a recurrence's time steps are many small kernels each (the ON-LSTM's: a
 twenty backward), and the host's launches, not the card, set the pace. A CUDA graph records a function's kernels
 once for given input shapes and relaunches all of them at once. `Replayed` keeps a graph per shape (the inputs'
 shapes, dtypes and strides, and the caller's own key), made on a shape's second use (a shape seen once, such as a
-parsing batch's, runs as it is: recording costs about two runs), the oldest dropped past `capacity`.
+parsing batch's, runs as it is: recording costs about two runs), within a budget of memory.
 
 What a graph needs, and how it is met here:
 - fixed addresses: the inputs are copied into the graph's own tensors before each replay, and its outputs, which the
@@ -22,7 +22,6 @@ graphs off (the per-kernel launches, for comparisons).
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -74,26 +73,37 @@ def record_eager(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[
 class Replayed:
     """`fn(*inputs)` (a tuple of tensors or Nones in, a tuple or NamedTuple of tensors or Nones out) run from a graph
     kept per (key, the inputs' shapes, dtypes and strides). `fn` must give the same results for the same input
-    values: no random draws, nothing read from elsewhere that changes between calls."""
+    values: no random draws, nothing read from elsewhere that changes between calls.
 
-    def __init__(self, record: Record = record_cuda, capacity: int = 128, from_use: int = 2):
-        self.record, self.capacity, self.from_use = record, capacity, from_use
-        self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
+    A graph holds its inputs and outputs for good: the graphs kept hold at most `budget` bytes (default: an eighth
+    of the device's memory). A shape past it runs as it is, and keeps doing so: the shapes that came first (in
+    training, the common BPTT lengths) keep their graphs, and none is recorded again and again."""
+
+    def __init__(self, record: Record = record_cuda, budget: int | None = None, from_use: int = 2):
+        self.record, self.budget, self.from_use = record, budget, from_use
+        self.graphs: dict[tuple, _Graph] = {}
         self.uses: dict[tuple, int] = {}
+        self.held = 0  # bytes the graphs kept hold
+        self.declined: set[tuple] = set()  # shapes past the budget
 
     def __call__(self, key: tuple, fn: Callable[..., Any], inputs: Sequence[Tensor | None]) -> Any:
         key = (key, *(_signature(x) for x in inputs))
         graph = self.graphs.get(key)
         if graph is None:
             self.uses[key] = self.uses.get(key, 0) + 1
-            if self.uses[key] < self.from_use:
+            if key in self.declined or self.uses[key] < self.from_use:
                 return fn(*inputs)
-            graph = self.graphs[key] = _Graph(fn, inputs, self.record)
-            del self.uses[key]
-            if len(self.graphs) > self.capacity:
-                self.graphs.popitem(last=False)
-        self.graphs.move_to_end(key)
+            graph = _Graph(fn, inputs, self.record)
+            if self.held + graph.bytes > self._budget(graph.device):
+                self.declined.add(key)
+                return graph(inputs)  # this once, then as it is
+            self.graphs[key], self.held = graph, self.held + graph.bytes
         return graph(inputs)
+
+    def _budget(self, device: torch.device) -> int:
+        if self.budget is None:
+            self.budget = torch.cuda.get_device_properties(device).total_memory // 8
+        return self.budget
 
 
 class _Graph:
@@ -102,8 +112,10 @@ class _Graph:
     def __init__(self, fn: Callable[..., Any], inputs: Sequence[Tensor | None], record: Record):
         self.inputs = [None if x is None else x.detach().clone(memory_format=torch.preserve_format) for x in inputs]
         self.fn = fn  # kept: whatever it holds, the graph may read
-        device = next(x.device for x in self.inputs if x is not None)
-        self.replay, self.outputs = record(lambda: fn(*self.inputs), device)
+        self.device = next(x.device for x in self.inputs if x is not None)
+        self.replay, self.outputs = record(lambda: fn(*self.inputs), self.device)
+        held = {id(x): x for x in [*self.inputs, *_tensors(self.outputs)] if x is not None}
+        self.bytes = sum(x.numel() * x.element_size() for x in held.values())
 
     def __call__(self, inputs: Sequence[Tensor | None]) -> Any:
         for kept, x in zip(self.inputs, inputs):
