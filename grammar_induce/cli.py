@@ -397,7 +397,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     for text in messages.notes:
         _note(text)
     if summary.agreement and len(models) > 1:
-        from .workflows.scoring import agreement_table
+        from .inference.ensemble import agreement_table
 
         click.echo(agreement_table({f"{k + 1}: {shown(m.source)}": score for k, (m, score)
                                     in enumerate(zip(models, summary.agreement))}), err=True)

@@ -229,3 +229,12 @@ def member_agreement(sentences: list[list[Tree]]) -> list[SpanMetric]:
         for a, b in itertools.permutations(range(n), 2):
             scores[a] += SpanMetric.of(spans[a], spans[b])
     return scores
+
+
+def agreement_table(agreement: dict[str, SpanMetric]) -> str:
+    """Each member's sentence F1 against the other members' trees, and the mean over all pairs."""
+    lines = ["agreement between members (sentence F1 against the others' trees; no gold needed)"]
+    lines += [f"  {name:30s} {100 * m.sentence_f1:6.1f}" for name, m in agreement.items()]
+    mean = sum(m.sentence_f1 for m in agreement.values()) / len(agreement)
+    lines.append(f"  {'mean pairwise F1':30s} {100 * mean:6.1f}")
+    return "\n".join(lines)

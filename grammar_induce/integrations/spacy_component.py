@@ -36,7 +36,6 @@ from spacy.util import minibatch
 
 from .. import api, trees
 from ..families import pretrained
-from ..output.formats import SentenceResult, token_heads
 
 NAME = "grammar_induce"
 DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",
@@ -155,7 +154,7 @@ class GrammarInduce:
                 if result.tree is not None and result.labels:
                     _store_labels(sent, result.tree, result.labels, result.is_word, kept)
                 if result.tree is not None and result.heads is not None:
-                    _store_heads(sent, result, kept)
+                    _store_heads(sent, result.token_heads(), kept)
             yield from batch
 
     def _in_this_process(self) -> None:
@@ -232,9 +231,10 @@ def _node_spans(tree: trees.Tree, positions: list[int]) -> dict[tuple[int, int],
     return found
 
 
-def _store_heads(sent: Span, result: SentenceResult, positions: list[int]) -> None:
-    """Each token's induced head (its doc position; None for the root) and relation (formats.token_heads)."""
-    for k, (head, relation) in enumerate(token_heads(result)):
+def _store_heads(sent: Span, heads: list[tuple[int, str]], positions: list[int]) -> None:
+    """Each token's induced head (its doc position; None for the root) and relation, from `heads` (per token: its
+    head's 1-based number, 0 for the root, and the relation: SentenceResult.token_heads)."""
+    for k, (head, relation) in enumerate(heads):
         sent.doc.user_data[NAME, "head", positions[k]] = (positions[head - 1] if head else None, relation)
 
 

@@ -49,6 +49,23 @@ class SentenceResult:
     read: list[str] | None = None  # `words` as the models read them (lowercased, numbers as N, ...)
     labels: dict[tuple[int, int], str] | None = None  # induced labels of the tree's spans over `words` (asked for)
 
+    def token_heads(self) -> list[tuple[int, str]]:
+        """Each token's head (its 1-based token number, 0 for the root) and relation: a word's head is the one its
+        model gave (`root` at 0, else `dep`); a punctuation token set aside hangs from the word before it (the first
+        token's from the word after), `punct`. Only for a result with heads."""
+        heads, tokens = self.heads, self.tokens or self.words
+        is_word = self.is_word or [True] * len(tokens)
+        at = [k for k, word in enumerate(is_word) if word]  # each word's token
+        found, words_before = [], 0
+        for k in range(len(tokens)):
+            if is_word[k]:
+                head = heads[words_before]
+                words_before += 1
+                found.append((0, "root") if head == 0 else (at[head - 1] + 1, "dep"))
+            else:
+                found.append(((at[max(words_before - 1, 0)] + 1 if at else 0), "punct"))
+        return found
+
     def to_dict(self) -> dict:
         """A line of `--format jsonl`, one schema for every line: `tokens` (every token as written),
         `words` (what the models read, normalised: the distances and members' trees are per word), `tree`
@@ -83,30 +100,12 @@ def _heads(member: MemberResult) -> dict[str, list[int]]:
     return {} if member.heads is None else {"heads": member.heads}
 
 
-def token_heads(result: SentenceResult) -> list[tuple[int, str]]:
-    """Each token's head (its 1-based token number, 0 for the root) and relation: a word's head is the one its
-    model gave (`root` at 0, else `dep`); a punctuation token set aside hangs from the word before it (the first
-    token's from the word after), `punct`. `result` must have heads."""
-    heads, tokens = result.heads, result.tokens or result.words
-    is_word = result.is_word or [True] * len(tokens)
-    at = [k for k, word in enumerate(is_word) if word]  # each word's token
-    found, words_before = [], 0
-    for k in range(len(tokens)):
-        if is_word[k]:
-            head = heads[words_before]
-            words_before += 1
-            found.append((0, "root") if head == 0 else (at[head - 1] + 1, "dep"))
-        else:
-            found.append(((at[max(words_before - 1, 0)] + 1 if at else 0), "punct"))
-    return found
-
-
 def to_conll(result: SentenceResult) -> str:
     """The dependency tree in CoNLL-U's ten columns, a token a line (ID, FORM, HEAD and DEPREL filled; the rest
-    `_`; `token_heads`), then a blank line."""
+    `_`; `SentenceResult.token_heads`), then a blank line."""
     tokens = result.tokens or result.words
     rows = [f"{k + 1}\t{token}\t_\t_\t_\t_\t{head}\t{relation}\t_\t_"
-            for k, (token, (head, relation)) in enumerate(zip(tokens, token_heads(result)))]
+            for k, (token, (head, relation)) in enumerate(zip(tokens, result.token_heads()))]
     return "\n".join(rows) + "\n"
 
 

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..files import replace_folder, write_text
 from ..trees import Tree
 from . import draw
-from .formats import MemberResult, SentenceResult, token_heads
+from .formats import MemberResult, SentenceResult
 
 PICTURE_FILE = re.compile(r"\d{6}\.svg")  # the files of a folder of pictures, one per line
 
@@ -71,8 +71,8 @@ Member = tuple[str, Tree, list[list[float | None]], int]  # name, tree, distance
 def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list[Member], list[tuple[int, str]]]:
     """What a picture shows: every token, the tree, each member as (name, tree, its `distance`
     distances per layer, its layer), the members' trees and distances spread over every token (no bar
-    under punctuation), and each token's dependency head where a member has them (formats.token_heads)."""
-    heads = token_heads(result) if result.heads is not None else []
+    under punctuation), and each token's dependency head where a member has them (SentenceResult.token_heads)."""
+    heads = result.token_heads() if result.heads is not None else []
     if result.tokens is None:
         return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
                                             for m in result.members], heads

@@ -16,6 +16,7 @@ from .. import trees
 from ..errors import InputError
 from ..families.pretrained import shown
 from ..families.reading import DISTANCES
+from ..inference.ensemble import agreement_table
 from ..messages import Messages, plural, progress_bar
 from ..metrics import SpanMetric
 from ..text.heads import attachment, chain
@@ -144,15 +145,6 @@ def dependency_scores(name: str, heads: list[list[int]], gold: list[GoldTree]) -
     return {name: attachment(heads, truth),
             "left chain": attachment([chain(len(g.words), leftward=True) for g in gold], truth),
             "right chain": attachment([chain(len(g.words), leftward=False) for g in gold], truth)}
-
-
-def agreement_table(agreement: dict[str, SpanMetric]) -> str:
-    """Each member's sentence F1 against the other members' trees, and the mean over all pairs."""
-    lines = ["agreement between members (sentence F1 against the others' trees; no gold needed)"]
-    lines += [f"  {name:30s} {100 * m.sentence_f1:6.1f}" for name, m in agreement.items()]
-    mean = sum(m.sentence_f1 for m in agreement.values()) / len(agreement)
-    lines.append(f"  {'mean pairwise F1':30s} {100 * mean:6.1f}")
-    return "\n".join(lines)
 
 
 def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
