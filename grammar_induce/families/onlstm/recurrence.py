@@ -134,24 +134,27 @@ def _run_forward(xproj: Tensor, bias: Tensor | None, h0: Tensor, c0: Tensor, wei
 def _forward_loop(sign: Tensor, offset: Tensor, xproj: Tensor, bias: Tensor | None, hidden_map: RepeatedProduct,
                   c0: Tensor, hs: Tensor, hs_in: Tensor, cs: Tensor, probs: Tensor, acts: Tensor) -> None:
     """The steps in tensor ops (_forward_step), writing hs[1:], hs_in[1:], cs, probs and acts (see _Forward; acts
-    of one step only when it has one)."""
+    of one step only when it has one). Each op is a kernel launch on a GPU, which bounds its pace: the biases are
+    added to every step's input map at once, and where the products run in the state's dtype (and the weight is not
+    laid out for MKL or oneDNN) a step's product is added into its gate logits by the product itself (addmm)."""
     batch, n, chunk = c0.shape
+    logits = xproj.to(cs.dtype) if bias is None else xproj.to(cs.dtype) + bias  # (T, B, G), in the state's dtype
+    fused = hidden_map.packed is None and hidden_map.weight.dtype == cs.dtype
     c = c0
-    for t, x_t in enumerate(xproj.unbind(0)):
-        _forward_step(sign, offset, x_t, bias, hidden_map(hs_in[t]), c, probs[t], acts[t % len(acts)], cs[t],
-                      hs[t + 1].view(batch, n, chunk), None if hs_in is hs else hs_in[t + 1])
+    for t, x_t in enumerate(logits.unbind(0)):
+        gates = torch.addmm(x_t, hs_in[t], hidden_map.weight.t()) if fused else x_t + hidden_map(hs_in[t]).to(c.dtype)
+        _forward_step(sign, offset, gates, c, probs[t], acts[t % len(acts)], cs[t], hs[t + 1].view(batch, n, chunk),
+                      None if hs_in is hs else hs_in[t + 1])
         c = cs[t]
 
 
-def _forward_step(sign: Tensor, offset: Tensor, x_t: Tensor, bias: Tensor | None, product: Tensor, c_prev: Tensor,
-                  probs: Tensor, a: Tensor, c: Tensor, h: Tensor, h_reduced: Tensor | None) -> None:
-    """One step in tensor ops: from the gate logits x_t (+ bias) + product (B, G) and c_prev (B, n, C), writes the
-    master softmaxes probs (B, 2, n), the activations a (B, 4, n, C), c and h (B, n, C), and h in the products'
-    dtype into h_reduced (B, H) where given. sign and offset are _sign_offset's."""
+def _forward_step(sign: Tensor, offset: Tensor, gates: Tensor, c_prev: Tensor, probs: Tensor, a: Tensor, c: Tensor,
+                  h: Tensor, h_reduced: Tensor | None) -> None:
+    """One step in tensor ops: from the gate logits (B, G) and c_prev (B, n, C), writes the master softmaxes probs
+    (B, 2, n), the activations a (B, 4, n, C), c and h (B, n, C), and h in the products' dtype into h_reduced (B, H)
+    where given. sign and offset are _sign_offset's."""
     batch, _, n, chunk = a.shape
-    gates = x_t.to(c.dtype) if bias is None else x_t.to(c.dtype) + bias
-    gates = gates + product.to(c.dtype)  # a reduced product is added in float32
-    probs.copy_(torch.softmax(gates[:, : 2 * n].view(batch, 2, n), dim=-1))
+    torch.ops.aten._softmax.out(gates[:, : 2 * n].view(batch, 2, n), -1, False, out=probs)
     master = torch.addcmul(offset, probs.cumsum(-1), sign)  # [i~, f~] (B, 2, n)  eqs. 8-9
     overlap = (master[:, 0] * master[:, 1])[:, None, :, None]  # w = f~ * i~ (B, 1, n, 1)  eq. 10
     pre = gates[:, 2 * n :].view(batch, 4, n, chunk)
@@ -309,8 +312,9 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
     steps, batch, _ = grad_hs.shape
     coef = _backward_coefficients(c0, cs, probs, acts, n)
     # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
-    grad_master_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) / n  # (T, B, 2, 1)
     sign = _sign_offset(probs)[0]
+    # d(distance)/d[i~, f~] with the sign of cumax's way back folded in: (T, B, 2, 1)
+    signed_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) * (sign / n)
     lower = torch.ones(n, n, dtype=probs.dtype, device=probs.device).tril()  # x @ lower = reversed cumsum
     grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
     dh = torch.zeros_like(grad_hs[0])
@@ -323,12 +327,11 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
         dc = torch.addcmul(dc, dh, coef.dc_from_h[t])
         torch.mul(dh, coef.d_out[t], out=d_acts[:, 0])
         torch.mul(dc.unsqueeze(1), coef.d_rest[t], out=d_acts[:, 1:])
-        sums = (dc.unsqueeze(-2) * coef.sum_terms[t]).sum(-1)  # (B, n, 3)
+        sums = (coef.sum_terms[t] @ dc.unsqueeze(-1)).squeeze(-1)  # (B, n, 3): each term summed against dc over C
         d_master = torch.addcmul(sums[..., :2], sums[..., 2:], coef.master_swapped[t]).transpose(1, 2)
-        d_probs = ((d_master + grad_master_dist[t]) * sign) @ lower  # (B, 2, n)
-        p = probs[t]
-        p_dp = p * d_probs
-        torch.addcmul(p_dp, p, p_dp.sum(-1, keepdim=True), value=-1.0, out=out[:, : 2 * n].view(batch, 2, n))
+        d_probs = torch.addcmul(signed_dist[t], d_master, sign) @ lower  # (B, 2, n)
+        # the softmax's backward (its out= form writes nothing through a strided view: a copy)
+        out[:, : 2 * n].view(batch, 2, n).copy_(torch._softmax_backward_data(d_probs, probs[t], -1, probs.dtype))
         dc = dc * coef.forget[t]
         dh = to_hidden(out) if t or h0 else None  # (B, H)
     return _Gradients(grad_gates, None, grad_gates.sum((0, 1)), dh, dc)
