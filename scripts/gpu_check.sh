@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The GPU check in one command, in about 5 minutes (7 at most: each step has its limit) on a machine with a GPU
-# (and torch built for it), writing one report (gpu_check/report.txt) beside the figures: the `gpu` tests (every command on CUDA against the CPU), the
-# TN-PCFG's training step at batch 32 and 10/20/40 words (fp32 and bf16: the batched sums over split points), the
-# ON-LSTM's training and parsing rates at paper size against the matrix floor and the paper-style per-step code,
-# with CUDA graphs and without, and a short DDP run with NCCL.
+# The GPU check in one command, in about 5 minutes (7 at most: each step has its limit) on a machine with a GPU (and
+# torch built for it), writing one report (gpu_check/report.txt) beside the figures: the `gpu` tests (every command
+# on CUDA against the CPU), the TN-PCFG's training step at batch 32 and 10/20/40 words (fp32 and bf16: the batched
+# sums over split points), the ON-LSTM's training and parsing rates at paper size against the matrix floor and the
+# paper-style per-step code, with CUDA graphs and without, and a short DDP run with NCCL.
 #   bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
