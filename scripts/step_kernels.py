@@ -2,7 +2,7 @@
 forward and backward: aten ops that compute or copy, views left out, counted over sequences of two lengths so that
 what runs once per sequence drops out. The weight is left unpacked, as on a GPU. Runs on the CPU in seconds.
 
-    python scripts/step_kernels.py [--batch 4] [--hidden 16] [--chunk 4]
+    python scripts/step_kernels.py [--batch 4] [--hidden 16] [--chunk 4] [--products fp32|bf16]
 """
 
 from __future__ import annotations
@@ -37,15 +37,17 @@ class Kernels(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def kernels(steps: int, batch: int, hidden: int, chunk: int) -> tuple[int, int]:
-    """(forward, backward) kernels of one layer over `steps` steps, with a bias and every output's gradient."""
+def kernels(steps: int, batch: int, hidden: int, chunk: int, products: torch.dtype | None) -> tuple[int, int]:
+    """(forward, backward) kernels of one layer over `steps` steps, with a bias and every output's gradient, its
+    products in `products` (None: float32)."""
     n = hidden // chunk
     gates = 4 * hidden + 2 * n
     x, h0 = torch.randn(steps, batch, gates, requires_grad=True), torch.randn(batch, hidden, requires_grad=True)
     c0, weight = torch.randn(batch, hidden), (torch.randn(gates, hidden) * 0.05).requires_grad_()
     bias = torch.randn(gates, requires_grad=True)
+    reduced = weight if products is None else weight.detach().to(products).requires_grad_()  # as the layer gives it
     with Kernels() as forward:
-        hs, _, forget, inputs = recurrence(x, h0, c0, weight, n, bias)
+        hs, _, forget, inputs = recurrence(x, h0, c0, reduced, n, bias)
     loss = hs.sum() + forget.sum() + inputs.sum()
     with Kernels() as backward:
         loss.backward()
@@ -57,9 +59,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=16)
     parser.add_argument("--chunk", type=int, default=4)
+    parser.add_argument("--products", choices=("fp32", "bf16"), default="fp32")
     args = parser.parse_args()
+    dtype = torch.bfloat16 if args.products == "bf16" else None
     products.PACK_FROM = 10**9  # no MKL or oneDNN layout: the plain product a GPU runs
-    short, long = (kernels(steps, args.batch, args.hidden, args.chunk) for steps in (10, 20))
+    short, long = (kernels(steps, args.batch, args.hidden, args.chunk, dtype) for steps in (10, 20))
     forward, backward = ((b - a) / 10 for a, b in zip(short, long))
     print(f"kernels a time step: forward {forward:g}, backward {backward:g}, in all {forward + backward:g}")
 

@@ -42,8 +42,8 @@ def test_products_take_bfloat16_inputs_and_give_float32():
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, by_hand, rtol=0, atol=1e-6)
     assert not torch.equal(out, linear(a, w, b, None))  # it really ran in bfloat16
-    for steps in (1, 20):  # a plain product, and one on a weight laid out for 20 steps
-        torch.testing.assert_close(backward_map(w.t().to(BF16), 5, steps)(a), by_hand - b, rtol=0, atol=1e-6)
+    for steps in (1, 20):  # a plain product, and one on a weight laid out for 20 steps (the result in bfloat16)
+        torch.testing.assert_close(backward_map(w.t().to(BF16), 5, steps)(a).float(), by_hand - b, rtol=0, atol=1e-6)
         torch.testing.assert_close(backward_map(w.t(), 5, steps)(a), a @ w.t(), rtol=1e-6, atol=1e-6)  # float32
 
 

@@ -142,7 +142,8 @@ def _forward_loop(sign: Tensor, offset: Tensor, xproj: Tensor, bias: Tensor | No
     fused = hidden_map.packed is None and hidden_map.weight.dtype == cs.dtype
     c = c0
     for t, x_t in enumerate(logits.unbind(0)):
-        gates = torch.addmm(x_t, hs_in[t], hidden_map.weight.t()) if fused else x_t + hidden_map(hs_in[t]).to(c.dtype)
+        # a reduced product is added in float32 (the sum converts it: no kernel of its own)
+        gates = torch.addmm(x_t, hs_in[t], hidden_map.weight.t()) if fused else x_t + hidden_map(hs_in[t])
         _forward_step(sign, offset, gates, c, probs[t], acts[t % len(acts)], cs[t], hs[t + 1].view(batch, n, chunk),
                       None if hs_in is hs else hs_in[t + 1])
         c = cs[t]
@@ -236,9 +237,10 @@ def _distances(probs: Tensor) -> tuple[Tensor, Tensor]:
 
 def backward_map(weight: Tensor, rows: int, steps: int) -> Callable[[Tensor], Tensor]:
     """g -> g @ weight for the `rows` gate gradients of each of `steps` steps, run in the weight's dtype (a layer's
-    weights set the product dtype), the result in g's; the weight laid out once for all (runtime/products.py)."""
+    weights set the product dtype), the result in it too (the float32 sum it goes into converts it on the way: no
+    kernel of its own); the weight laid out once for all (runtime/products.py)."""
     step = RepeatedProduct(weight, rows, uses=steps, transposed=True)
-    return lambda g: step(g.to(weight.dtype)).to(g.dtype)
+    return lambda g: step(g.to(weight.dtype))
 
 
 def reduced_product(x: Tensor, weight: Tensor, dtype: torch.dtype) -> Tensor:
@@ -334,7 +336,7 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
         out[:, : 2 * n].view(batch, 2, n).copy_(torch._softmax_backward_data(d_probs, probs[t], -1, probs.dtype))
         dc = dc * coef.forget[t]
         dh = to_hidden(out) if t or h0 else None  # (B, H)
-    return _Gradients(grad_gates, None, grad_gates.sum((0, 1)), dh, dc)
+    return _Gradients(grad_gates, None, grad_gates.sum((0, 1)), None if dh is None else dh.to(acts.dtype), dc)
 
 
 def _native_backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_f, grad_dist_i, n,
