@@ -3,6 +3,7 @@ shape from the second use, inputs copied in, outputs copied out, the oldest drop
 through it equal to the tensor-op steps, values and gradients, over changing step counts (the CUDA recording itself is
 checked by tests/test_gpu.py on a GPU)."""
 
+import warnings
 from typing import NamedTuple
 
 import pytest
@@ -56,6 +57,22 @@ def test_graphs_are_kept_per_key_shape_and_layout_within_their_budget():
     assert len(replayed.graphs) == 2 and len(replayed.declined) == 1
     assert next(iter(replayed.declined))[1][1] == (1, 2)  # declined by its layout
     torch.testing.assert_close(replayed(("a",), pair, (2 * x, y)).total, torch.full((2, 3), 4.0))  # kept ones replay
+
+
+def test_a_recording_that_fails_warns_once_and_everything_runs_as_it_is():
+    def refuse(fn, device):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+    replayed = graphs.Replayed(refuse, budget=2**30, from_use=1)
+    x, y = torch.ones(2, 3), torch.full((2, 3), 2.0)
+    with pytest.warns(UserWarning, match=r"could not be recorded here \(operation not permitted when stream is "
+                                          r"capturing\): the time steps run kernel by kernel"):
+        first = replayed(("a",), pair, (x, y))
+    torch.testing.assert_close(first.total, torch.full((2, 3), 5.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once only
+        torch.testing.assert_close(replayed(("b",), pair, (y, x)).total, torch.full((2, 3), 4.0))
+    assert not replayed.graphs
 
 
 def test_the_sign_and_offset_constants_are_made_on_the_device_as_the_cell_needs_them():

@@ -22,6 +22,7 @@ graphs off (the per-kernel launches, for comparisons).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -77,7 +78,9 @@ class Replayed:
 
     A graph holds its inputs and outputs for good: the graphs kept hold at most `budget` bytes (default: an eighth
     of the device's memory). A shape past it runs as it is, and keeps doing so: the shapes that came first (in
-    training, the common BPTT lengths) keep their graphs, and none is recorded again and again."""
+    training, the common BPTT lengths) keep their graphs, and none is recorded again and again. Where recording
+    fails (a CUDA or driver that refuses something in `fn`), a warning says so once and everything runs as it is:
+    slower, never wrong."""
 
     def __init__(self, record: Record = record_cuda, budget: int | None = None, from_use: int = 2):
         self.record, self.budget, self.from_use = record, budget, from_use
@@ -85,15 +88,22 @@ class Replayed:
         self.uses: dict[tuple, int] = {}
         self.held = 0  # bytes the graphs kept hold
         self.declined: set[tuple] = set()  # shapes past the budget
+        self.failed: str | None = None  # why recording failed, after which nothing is recorded
 
     def __call__(self, key: tuple, fn: Callable[..., Any], inputs: Sequence[Tensor | None]) -> Any:
         key = (key, *(_signature(x) for x in inputs))
         graph = self.graphs.get(key)
         if graph is None:
             self.uses[key] = self.uses.get(key, 0) + 1
-            if key in self.declined or self.uses[key] < self.from_use:
+            if key in self.declined or self.failed or self.uses[key] < self.from_use:
                 return fn(*inputs)
-            graph = _Graph(fn, inputs, self.record)
+            try:
+                graph = _Graph(fn, inputs, self.record)
+            except RuntimeError as error:
+                self.failed = str(error).splitlines()[0] if str(error) else type(error).__name__
+                warnings.warn(f"CUDA graphs could not be recorded here ({self.failed}): the time steps run kernel by "
+                              "kernel (GRAMMAR_INDUCE_CUDA_GRAPHS=0 says so without trying)", stacklevel=2)
+                return fn(*inputs)
             if self.held + graph.bytes > self._budget(graph.device):
                 self.declined.add(key)
                 return graph(inputs)  # this once, then as it is
