@@ -130,7 +130,7 @@ def test_the_onlstm_steps_replayed_from_cuda_graphs_equal_the_launched_ones(weig
     monkeypatch.setattr(engine, "REPLAYED", replayed)
     cases = [(5, 0), (7, 1), (5, 2), (7, 3)]
     got = [layer_run(steps, seed, weight_dtype, "cuda") for steps, seed in cases]
-    assert len(replayed.graphs) == 4
+    assert replayed.failed is None and len(replayed.graphs) == 4, replayed.failed
     monkeypatch.setenv("GRAMMAR_INDUCE_CUDA_GRAPHS", "0")
     for (steps, seed), values in zip(cases, got):
         for a, b in zip(values, layer_run(steps, seed, weight_dtype, "cuda")):
@@ -139,7 +139,10 @@ def test_the_onlstm_steps_replayed_from_cuda_graphs_equal_the_launched_ones(weig
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_an_onlstm_trains_on_cuda_through_graphs_as_without(tmp_path, precision, monkeypatch):
+    replayed = graphs.Replayed()
+    monkeypatch.setattr(engine, "REPLAYED", replayed)
     a_run, _ = trained(tmp_path, "onlstm", "cuda", f"graphs-{precision}", precision=precision, max_steps=20)
+    assert replayed.failed is None and replayed.graphs, replayed.failed  # the run replayed graphs
     monkeypatch.setenv("GRAMMAR_INDUCE_CUDA_GRAPHS", "0")
     b_run, _ = trained(tmp_path, "onlstm", "cuda", f"launched-{precision}", precision=precision, max_steps=20)
     a, b = (torch.load(run / "last.pt", weights_only=True)["state_dict"] for run in (a_run, b_run))
