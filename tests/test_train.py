@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+from grammar_induce.config import ConfigError
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.onlstm import native
@@ -513,3 +514,10 @@ def test_resume_under_auto_keeps_the_precision_the_run_chose(tmp_path, monkeypat
     assert 'precision = "fp32"' in (out / "config.toml").read_text()
     assert "precision auto -> fp32 (auto: kept from the run resumed): everything in float32" in lines
     assert next(choices) == "bf16"  # measured once: by the run that started
+
+
+def test_a_kind_that_train_does_not_make_is_refused_naming_those_it_makes(tmp_path):
+    with pytest.raises(ConfigError, match=r"model.kind 'student': train makes onlstm, lstm, pcfg, structformer; a "
+                                          r".* is made otherwise \(a student: by distill\)"):
+        train(tiny_config(model={"kind": "student"}), tmp_path / "run", **QUIET)
+    assert not (tmp_path / "run").exists()

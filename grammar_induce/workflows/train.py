@@ -17,7 +17,7 @@ from .. import config as config_module
 from ..config import Config, ConfigError
 from ..errors import InputError, UserError
 from ..families import checkpoint, registry
-from ..families.base import Trainer, exp_loss
+from ..families.base import ModelKind, Trainer, exp_loss
 from ..families.training import Result, TrainState, fit, resume_state
 from ..files import refuse_overwriting
 from ..messages import Messages
@@ -26,14 +26,13 @@ from ..text import corpus
 from ..text.tokenizer import Vocab
 
 
-def recipe_of(kind: str) -> type[Trainer]:
+def recipe_of(kind: type[ModelKind]) -> type[Trainer]:
     """The recipe `train` fits a kind with; a kind made otherwise (a student: by distill) is a ConfigError."""
-    trainer = registry.kind_of(kind).TRAINER
-    if trainer is None:
+    if kind.TRAINER is None:
         trainable = ", ".join(name for name, cls in registry.KINDS.items() if cls.TRAINER is not None)
-        raise ConfigError(f"model.kind {kind!r}: train makes {trainable}; {registry.kind_of(kind).DESCRIPTION} is "
-                          "made otherwise (a student: by distill)")
-    return trainer
+        raise ConfigError(f"model.kind {kind.NAME!r}: train makes {trainable}; {kind.DESCRIPTION} is made otherwise "
+                          "(a student: by distill)")
+    return kind.TRAINER
 
 
 def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -> float:
@@ -43,7 +42,7 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -
     data = loaded.config.data
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.reading_order == "backward")
-    return exp_loss(recipe_of(loaded.config.model.kind).held_out_loss(loaded.model, entry.ids, loaded.config, part))
+    return exp_loss(recipe_of(type(loaded.model)).held_out_loss(loaded.model, entry.ids, loaded.config, part))
 
 
 def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = False, quiet: bool = False,
@@ -55,8 +54,9 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     """
     messages = messages or Messages()
     memory.ask_for_huge_pages()  # before any tensor (faulting a batch in 4 KiB pages costs about 5% of a CPU step)
-    recipe = recipe_of(config.model.kind)
-    registry.kind_of(config.model.kind).check_config(config.model)  # before the run directory is touched
+    kind = registry.kind_of(config.model.kind)  # the family, looked up once
+    recipe = recipe_of(kind)
+    kind.check_config(config.model)  # before the run directory is touched
     world = distributed.World.from_env()
     if world.size > 1 and not recipe.PARALLEL:
         raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
@@ -78,8 +78,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     if kept:
         config, probe = dataclasses.replace(config, train=dataclasses.replace(config.train, precision=kept)), None
     else:
-        config, probe = measured_precision(config, requested, len(text.vocab), device, world)
-    kind = registry.kind_of(config.model.kind)
+        config, probe = measured_precision(config, recipe, requested, len(text.vocab), device, world)
     said = precision.describe(requested, config.train.precision, device, kind.BF16_PARTS, kind.FP32_PARTS, probe,
                               kept=bool(kept))
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
@@ -102,7 +101,7 @@ def run_precision(payload: dict[str, Any], requested: str, device: torch.device)
     return saved if saved == "fp32" or precision.bf16_hardware(device) is not None else None
 
 
-def measured_precision(config: Config, requested: str, vocab_size: int, device: torch.device,
+def measured_precision(config: Config, recipe: type[Trainer], requested: str, vocab_size: int, device: torch.device,
                        world: distributed.World) -> tuple[Config, precision.Probe | None]:
     """The config with `auto` measured on a probe of one training step (forward and backward of a new model of
     the config on random ids of the training batch's shape, as its recipe says), where bfloat16 hardware leaves a
@@ -113,7 +112,7 @@ def measured_precision(config: Config, requested: str, vocab_size: int, device: 
     cfg = config.train
     shapes = {k: v for k, v in config.to_dict()["train"].items() if k != "precision"}  # a batch's shape among them
     key = (config.model.kind, tuple(config.to_dict()["model"].values()), vocab_size, tuple(shapes.values()))
-    probe = precision.Probe(key, recipe_of(config.model.kind).probe(model, config, vocab_size))
+    probe = precision.Probe(key, recipe.probe(model, config, vocab_size))
     chosen = precision.resolve(requested, device, probe)
     return dataclasses.replace(config, train=dataclasses.replace(cfg, precision=chosen)), probe
 
