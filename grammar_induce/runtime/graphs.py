@@ -1,7 +1,7 @@
 """Work replayed from CUDA graphs: a function of tensors run once into a graph, then relaunched as one call.
 
-On a GPU a recurrence's time steps are many small kernels each (the ON-LSTM's: about fifteen a step forward and
-twenty backward), and the host's launches, not the card, set the pace. A CUDA graph records a function's kernels
+On a GPU a recurrence's time steps are many small kernels each (the ON-LSTM's: 13 a step forward and 12 backward,
+scripts/step_kernels.py), and the host's launches, not the card, set the pace. A CUDA graph records a function's kernels
 once for given input shapes and relaunches all of them at once. `Replayed` keeps a graph per shape (the inputs'
 shapes, dtypes and strides, and the caller's own key), made on a shape's second use (a shape seen once, such as a
 parsing batch's, runs as it is: recording costs about two runs), within a budget of memory.
@@ -10,11 +10,12 @@ What a graph needs, and how it is met here:
 - fixed addresses: the inputs are copied into the graph's own tensors before each replay, and its outputs, which the
   next replay overwrites, are copied out after it (a `Replayed` call returns tensors of its own, as the function);
 - no host synchronisation and no copy from host memory inside the function (constants made by fill kernels);
-- one stream, one call at a time (a backward's graphs are recorded on autograd's thread, with errors for unsafe calls
-  from that thread only: a DDP run's NCCL threads go on meanwhile): the graphs share one memory pool, which is safe because every replay's outputs
-  are copied out before the next one (a graph's scratch memory may be another's outputs, read by then).
+- one stream, one call at a time (a backward's graphs are recorded on autograd's thread, with errors for unsafe
+  calls from that thread only: a DDP run's NCCL threads go on meanwhile): the graphs share one memory pool, which is
+  safe because every replay's outputs are copied out before the next one (a graph's scratch memory may be another's
+  outputs, read by then).
 
-The CPU stand-in (`EAGER`) runs the function at each replay and writes its results over the recorded outputs: the
+The CPU stand-in (`record_eager`) runs the function at each replay and writes its results over the recorded outputs: the
 same copies in and out, so that the machinery is tested where there is no GPU. GRAMMAR_INDUCE_CUDA_GRAPHS=0 turns
 graphs off (the per-kernel launches, for comparisons).
 """
