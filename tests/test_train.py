@@ -298,14 +298,20 @@ def test_sigkill_at_any_moment_leaves_loadable_files_and_resume_matches(tmp_path
             json.loads(line)  # only whole lines
         if not (out / "last.pt").exists():
             first = True
+    runs = []  # what each run after the kills said, for the message of a failure
     while True:
         if (out / "last.pt").exists() and \
                 torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] > 4:
             break
-        assert run_training(out, ("--resume",) if (out / "last.pt").exists() else ("--force",)).wait() == 0
+        process = run_training(out, ("--resume",) if (out / "last.pt").exists() else ("--force",))
+        runs.append(process.stderr.read().decode()[-600:])
+        assert process.wait() == 0, runs[-1]
     a = torch.load(straight / "last.pt", weights_only=True)["state_dict"]
     b = torch.load(out / "last.pt", weights_only=True)["state_dict"]
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    differ = {k: float((a[k] - b[k]).abs().max()) for k in a if not torch.equal(a[k], b[k])}
+    assert not differ, (f"weights differ (max abs difference by key): {differ}; metrics "
+                        f"{(out / 'metrics.jsonl').read_text()}; straight {(straight / 'metrics.jsonl').read_text()}; "
+                        f"the runs after the kills said: {runs}")
     epochs = [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert epochs == [1, 2, 3, 4]
 
