@@ -63,8 +63,8 @@ class RankSpaceCFG:
                  lengths: Sequence[int], products: torch.dtype | None = None):
         nt = head.shape[0]
         self.lengths, self.products, self.n = list(lengths), products, emission.shape[1]
-        self.root_rule, self.head, self.as_children = root, head, torch.cat([left[:nt], right[:nt]], dim=1).t()
-        self.to_children = torch.cat([head.t() @ left[:nt], head.t() @ right[:nt]], dim=1)  # (r, 2r): U^T V, U^T W
+        self.root_rule, self.head, self.left_nt, self.right_nt = root, head, left[:nt], right[:nt]
+        self.to_children = torch.cat([head.t() @ self.left_nt, head.t() @ self.right_nt], dim=1)  # (r, 2r): U^T V, U^T W
         self.root = root @ head  # (r,): p_root U
         self.leaf_scale = emission.detach().amax(-1)  # (B, n)
         # each word's values as a left and a right child (B, n, 2r), divided by exp(leaf_scale)
@@ -116,6 +116,7 @@ class RankSpaceCFG:
     def labels(self, found: Sequence[Tree]) -> list[dict[tuple[int, int], int]]:
         """Each span of each tree of `found` (two or more words) with its most probable nonterminal's index: the
         largest inside(i, j, A) * outside(i, j, A), both up to the span's scale; the spans of a width at once."""
+        as_children = torch.cat([self.left_nt, self.right_nt], dim=1).t()  # (2r, NT): U^T's way back
         spans = [(b, i, j) for b, tree in enumerate(found) for i, j in trees.spans(tree, whole=True)]
         by_width: dict[int, list[tuple[int, int, int]]] = {}
         for span in spans:
@@ -130,7 +131,7 @@ class RankSpaceCFG:
             if whole.all():
                 outside = self.root_rule.expand_as(inside)
             else:
-                outside = torch.where(whole, self.root_rule, self.child_gradients[w - 2][rows, starts] @ self.as_children)
+                outside = torch.where(whole, self.root_rule, self.child_gradients[w - 2][rows, starts] @ as_children)
             for (b, i, j), best in zip(group, (inside * outside).argmax(-1).tolist()):
                 labels[b][i, j] = best
         return labels

@@ -313,9 +313,9 @@ def _backward_loop(c0, weight, cs, probs, acts, grad_hs, grad_c_last, grad_dist_
     gradient at h0, the last step's product by the hidden map, only with `h0`."""
     steps, batch, _ = grad_hs.shape
     coef = _backward_coefficients(c0, cs, probs, acts, n)
-    # d(distance)/d[i~, f~]: input distance is mean(i~), forget distance is 1 - mean(f~).
     sign = _sign_offset(probs)[0]
-    # d(distance)/d[i~, f~] with the sign of cumax's way back folded in: (T, B, 2, 1)
+    # d(distance)/d[i~, f~] (input distance is mean(i~), forget distance is 1 - mean(f~)), with the sign of cumax's
+    # way back folded in: (T, B, 2, 1)
     signed_dist = torch.stack([grad_dist_i, -grad_dist_f], dim=-1).unsqueeze(-1) * (sign / n)
     lower = torch.ones(n, n, dtype=probs.dtype, device=probs.device).tril()  # x @ lower = reversed cumsum
     grad_gates = acts.new_empty(steps, batch, weight.shape[0])  # (T, B, G)
