@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
     from .families.checkpoint import LoadedModel
     from .inference.ensemble import ParseOptions
+    from .inference.executors import ParseSummary
     from .output.formats import SentenceResult
-    from .workflows.parse import ParseSummary
     from .workflows.scoring import Report
 
 LABEL = "X"  # the one label of every constituent: the trees are unlabeled
@@ -75,11 +75,11 @@ class Parser:
     def __init__(self, models: list[LoadedModel], options: ParseOptions, messages: Messages | None = None):
         from .inference.members import Members
 
-        members = Members.of(models, options)  # checked: unfit members are refused here, not at the first parse
-        if not members.chooses_layers:
-            members.with_layers()  # so is a layer the models do not have
+        self.members = Members.of(models, options)  # checked: unfit members are refused here, not at the first parse
+        if not self.members.chooses_layers:
+            self.members.with_layers()  # so is a layer the models do not have
         self.models = models
-        self.options = options
+        self.options = options  # as asked (self.members.options: resolved)
         self.messages = messages or Messages()  # notes of how the models were read (the command line prints them)
 
     def parse(self, sentence: str) -> nltk.Tree | None:
@@ -145,13 +145,15 @@ class Parser:
         come as soon as their lines do."""
         from dataclasses import replace
 
-        from .workflows.parse import PAUSE, parse
+        from .inference.executors import parse
+        from .inference.lines import PAUSE
 
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
-        options = self.options if batch_size is None else replace(self.options, batch_size=batch_size)
+        members = self.members if batch_size is None else \
+            replace(self.members, options=replace(self.members.options, batch_size=batch_size))
         stream = not isinstance(lines, Sequence) if stream is None else stream
-        return parse(self.models, self._checked(lines, PAUSE), options, workers=workers, all_layers=all_layers,
+        return parse(members, self._checked(lines, PAUSE), workers=workers, all_layers=all_layers,
                      agreement=agreement, messages=messages, stream=stream)
 
     def __repr__(self) -> str:

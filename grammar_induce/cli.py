@@ -354,7 +354,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     from .files import check_folder_output, check_output, refuse_overwriting
     from .messages import Messages, progress_bar
     from .output import pictures
-    from .workflows import parse as parse_workflow
+    from .output.formats import render_lines
 
     if labels:
         fmt = _labelled_format(fmt)
@@ -382,7 +382,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
             for text in pictures.draw_pictures(results, fmt, output_path, summary.distance):
                 click.echo(text)
         elif summary.writes_output:
-            _write_lines(parse_workflow.render_lines(results, fmt), output_path)
+            _write_lines(render_lines(results, fmt), output_path)
         else:  # another process of a torchrun launch: it parses and hands its results to process 0
             for _ in results:
                 pass
@@ -421,14 +421,14 @@ def rank(model_names, input_path, layers, decoder, batch_size, precision, device
     """Rank an ensemble's models without gold trees: how much each one's trees agree with the other family's (or
     the other models') beyond what right-branching trees do; the weights --weights auto gives them."""
     from . import api
-    from .workflows import parse as parse_workflow
+    from .inference.executors import standings
 
     if len(model_names) < 2:
         raise click.UsageError("rank compares models with each other: give two or more --model")
     parser = api.load(*model_names, layer=_layer(layers), decoder=decoder, batch_size=batch_size,
                       precision=precision, device=device)
     lines, _ = _read_sentences((), input_path)
-    members = parse_workflow.standings(parser.models, lines, parser.options)
+    members = standings(parser.models, lines, parser.options)
     click.echo(standings_table(members))
 
 
@@ -615,7 +615,7 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> tuple
     if Path(input_path).is_dir():
         raise InputError(f"{input_path}: is a folder, not a file of sentences")
     if input_path == "-" and not _stdin_is_a_file():  # a pipe or a terminal: lines come over time
-        from .workflows.parse import live_lines
+        from .inference.lines import live_lines
 
         return live_lines(_own_stdin_reader()), True
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)), False

@@ -309,12 +309,19 @@ def bench_reference_parsing(name: str, device_name: str, count: int, scale_every
     return {"sentences_per_s": count / timed(parse_all, device, repeats=1, warmup=0)}
 
 
+def parse(models: list, lines: list[str], options):
+    """The parse path as `parse` runs it: the members checked (inference/members.py), then the lines parsed."""
+    from grammar_induce.inference.executors import parse as parse_members
+    from grammar_induce.inference.members import Members
+
+    return parse_members(Members.of(models, options), lines)
+
+
 def bench_ensemble(name: str, device_name: str, count: int) -> dict:
     """The parse workflow with a forward and a backward model (span voting) against the forward one alone."""
     import torch
 
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
@@ -330,7 +337,6 @@ def bench_long_line(name: str, device_name: str, words: int) -> dict:
     import torch
 
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     loaded = loaded_model(name, device)
@@ -346,7 +352,6 @@ def bench_ensemble_long_line(name: str, device_name: str, words: int) -> dict:
     import torch
 
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
@@ -380,7 +385,6 @@ def bench_student(name: str, device_name: str, count: int, words: int) -> dict:
 
     from grammar_induce.inference.ensemble import ParseOptions
     from grammar_induce.workflows.distillation import DistillSettings
-    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     forward, backward = loaded_model(name, device), loaded_model(name, device, "backward", seed=1)
@@ -404,7 +408,6 @@ def bench_student_floor(name: str, device_name: str, count: int, precision: str)
     import torch
 
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.workflows.parse import parse
 
     device = torch.device(device_name)
     emb, hidden, layers, batch, steps = 100, 200, 2, 64, PARSE_WORDS + 2

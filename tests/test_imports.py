@@ -24,7 +24,7 @@ WAY_IN = {"api", "cli", "__init__", "__main__"}
 
 
 def place(module: str) -> str:
-    """The layer of a module given as its dotted path inside the package ("workflows.parse", "trees")."""
+    """The layer of a module given as its dotted path inside the package ("workflows.train", "trees")."""
     top = module.split(".")[0]
     if top in WAY_IN:
         return "way in"
@@ -94,11 +94,11 @@ def test_every_folder_is_a_layer():
 
 def test_the_rule_reads_imports_up_and_across():
     """The test above would see a model importing a workflow, or one workflow importing another."""
-    assert place("workflows.parse") == "workflows" and place("trees") == "core" and place("api") == "way in"
+    assert place("workflows.train") == "workflows" and place("trees") == "core" and place("api") == "way in"
     assert RANKS[place("inference.ensemble")] > RANKS[place("families.onlstm.model")] > RANKS[place("text.tokenizer")]
     fake = PACKAGE / "families" / "x.py"
-    assert package_imports(fake, "from ..workflows import parse\nfrom .registry import KINDS\n") == {
-        "workflows.parse", "families.registry"}
+    assert package_imports(fake, "from ..workflows import train\nfrom .registry import KINDS\n") == {
+        "workflows.train", "families.registry"}
 
 
 def run_python(code: str) -> str:

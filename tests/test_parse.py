@@ -18,13 +18,13 @@ from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.reading import middle_layer
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement
+from grammar_induce.inference.executors import parse
 from grammar_induce.inference.lines import parse_sentences
 from grammar_induce.inference.members import Members, read_sentences, token_ids
 from grammar_induce.messages import Messages
-from grammar_induce.output.formats import render
+from grammar_induce.output.formats import render, render_lines
 from grammar_induce.text import corpus
 from grammar_induce.trees import leaves, tree_from_distances
-from grammar_induce.workflows.parse import parse, render_lines
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, fifo_with, invoke, tiny_config
@@ -140,7 +140,7 @@ def test_ensemble_members_must_split_alike_and_each_normalises_its_own_tokens(ti
     tokenizer = dataclasses.replace(tiny_model.tokenizer, lowercase=True, replace_digits=True)
     lower = dataclasses.replace(tiny_model, tokenizer=tokenizer, source="lower.pt")
     line = "The old man saw 1984 dogs"
-    results = parse([tiny_model, lower], [line], ParseOptions())[0]
+    results = parse(Members.of([tiny_model, lower], ParseOptions()), [line])[0]
     [result] = list(results)
     assert trees.leaves(result.tree) == line.split()
     assert read_sentences(lower, [line.split()])[0].words == line.split()
@@ -149,11 +149,11 @@ def test_ensemble_members_must_split_alike_and_each_normalises_its_own_tokens(ti
     other = dataclasses.replace(tiny_model, tokenizer=dataclasses.replace(tiny_model.tokenizer, kind="char"),
                                 source="other.pt")
     with pytest.raises(InputError, match="other.pt: splits text unlike .*; ensemble members must split text alike"):
-        parse([tiny_model, other], ["a b"], ParseOptions())
+        parse(Members.of([tiny_model, other], ParseOptions()), ["a b"])
 
 
 def brackets(models, lines, options, fmt="brackets", **kwargs):
-    return render_lines(parse(models, lines, options, **kwargs)[0], fmt)
+    return render_lines(parse(Members.of(models, options), lines, **kwargs)[0], fmt)
 
 
 def test_member_agreement_is_pairwise_f1():
@@ -177,7 +177,7 @@ def test_parsing_in_chunks_gives_what_parsing_all_at_once_gives(tiny_model):
         assert record["tokens"] == result.words and record["tree"] == result.tree
         torch.testing.assert_close(torch.tensor(record["forget"]), torch.tensor(result.members[0].values["forget"]))
     counted = []
-    list(parse([tiny_model], iter(lines), ParseOptions(batch_size=2), messages=Messages(progress=counted.append))[0])
+    list(parse(Members.of([tiny_model], ParseOptions(batch_size=2)), iter(lines), messages=Messages(progress=counted.append))[0])
     assert sum(counted) == len(lines) and len(counted) == 1  # 35 lines: one chunk
 
 
@@ -186,10 +186,10 @@ def test_parsing_in_worker_processes_gives_the_same_results_in_order(tiny_model,
     lines = [" ".join(s) for s in SENTENCES] * 40  # 200 lines: chunks of 128 at batch 2
     for options in (ParseOptions(batch_size=2), ParseOptions(batch_size=2, auto_layers=True, decoder="gap"),
                     ParseOptions(batch_size=2, combine="mean", layers=(1, 3))):
-        alone, summary = parse([tiny_model, tiny_backward_model], lines, options, agreement=True)
+        alone, summary = parse(Members.of([tiny_model, tiny_backward_model], options), lines, agreement=True)
         expected = list(alone)
         counted = []
-        together, in_processes = parse([tiny_model, tiny_backward_model], lines, options, workers=2, agreement=True,
+        together, in_processes = parse(Members.of([tiny_model, tiny_backward_model], options), lines, workers=2, agreement=True,
                                        messages=Messages(progress=counted.append))
         assert list(together) == expected and sum(counted) == len(lines)
         assert in_processes.agreement == summary.agreement and in_processes.layers == summary.layers

@@ -180,7 +180,8 @@ def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
     from grammar_induce.errors import InputError
     from grammar_induce.families.onlstm.model import LSTMLanguageModel
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.workflows.parse import parse
+    from grammar_induce.inference.executors import parse
+    from grammar_induce.inference.members import Members
 
     out = tmp_path / "lstm"
     result = train(tiny_config(model={"kind": "lstm"}, train={"epochs": 2}), out, **QUIET)
@@ -188,7 +189,7 @@ def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
     loaded = checkpoint.load(out / "best.pt")
     assert isinstance(loaded.model, LSTMLanguageModel)
     with pytest.raises(InputError, match="lstm language model has no distances"):
-        parse([loaded], ["a b"], ParseOptions())
+        parse(Members.of([loaded], ParseOptions()), ["a b"])
 
 
 def test_training_refuses_a_data_file_that_is_a_file_of_its_run_directory(run_copy):

@@ -9,8 +9,9 @@ import torch
 
 from grammar_induce.families import checkpoint
 from grammar_induce.inference.ensemble import ParseOptions
-from grammar_induce.output.formats import ALL_LAYERS
-from grammar_induce.workflows.parse import parse, render_lines
+from grammar_induce.inference.executors import parse
+from grammar_induce.inference.members import Members
+from grammar_induce.output.formats import ALL_LAYERS, render_lines
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
 
 from .conftest import CPU_FEATURES, ROOT
@@ -60,7 +61,7 @@ def same_lines(got: list[str], expected: list[str], fmt: str) -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_parse_output_is_what_it_was(models, case):
     members, fmt, options = options_of(case)
-    results, _ = parse(models[:members], SENTENCES, options, all_layers=fmt in ALL_LAYERS)
+    results, _ = parse(Members.of(models[:members], options), SENTENCES, all_layers=fmt in ALL_LAYERS)
     same_lines(list(render_lines(results, fmt)), CASES[case], fmt)
 
 
@@ -68,7 +69,7 @@ def test_parse_output_is_what_it_was(models, case):
 def test_parse_output_in_worker_processes_is_what_it_was(models):
     for case in ("pair brackets gap mbr auto", "pair jsonl gap mean auto", "one brackets paper"):
         members, fmt, options = options_of(case)
-        results, _ = parse(models[:members], SENTENCES, options, workers=2, all_layers=fmt in ALL_LAYERS)
+        results, _ = parse(Members.of(models[:members], options), SENTENCES, workers=2, all_layers=fmt in ALL_LAYERS)
         same_lines(list(render_lines(results, fmt)), CASES[case], fmt)
 
 

@@ -1,25 +1,139 @@
-"""Where a parse runs, besides this process: in worker processes (each with its own copy of the models) or under
-torchrun (chunk k on process k mod size, process 0 yielding every result); and the members' layers fixed once for
-all of them (`fixed_layers`). Each runs lines.parse_chunk on a chunk at a time, in input order."""
+"""The one parse path (`parse`): lines of text in, each line's SentenceResult out, in input order, a chunk of lines
+at a time, run in this process, in worker processes (each with its own copy of the models) or under torchrun (chunk k
+on process k mod size, process 0 yielding every result); the members' layers fixed once for all of them
+(`fixed_layers`), the notes and member agreement collected in a ParseSummary. Each executor runs lines.parse_chunk
+on a chunk at a time."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from typing import ClassVar
 
 import torch
 
+from ..errors import InputError
 from ..families.checkpoint import LoadedModel
 from ..messages import Messages, plural
+from ..metrics import SpanMetric
 from ..output.formats import SentenceResult
+from ..runtime.collector import made_uncollected
 from ..runtime.distributed import World
-from .ensemble import ParseOptions
-from .lines import Line, parse_chunk, words_of
+from ..structures import cky
+from .ensemble import ParseOptions, member_agreement
+from .lines import Line, chunks_of, parse_chunk, tokens_of, words_of
 from .members import Members, chunk_lines
 
 WORKER_BYTES = 250 * 2**20  # a parsing process's own memory besides its models (torch itself)
+
+
+@dataclass
+class ParseSummary:
+    """What a parse found beside its trees, complete once its results have all been read."""
+
+    layers: tuple[int, ...] = ()  # each member's layer (what --layer auto chose)
+    agreement: list[SpanMetric] | None = None  # per member, its F1 against the others' trees (if asked)
+    writes_output: bool = True  # False on the processes of a torchrun launch other than process 0
+    distance: str = "forget"  # the distances the trees came from
+    auto_layers: bool = False  # the layers were chosen by agreement
+    auto_weights: tuple[float, ...] = ()  # the voting weights `--weights auto` chose (else empty)
+    workers: int = 1  # the processes that parsed
+
+
+def parse(members: Members, lines: Iterable[str], *, workers: int = 1, all_layers: bool = False,
+          agreement: bool = False, messages: Messages | None = None, stream: bool = False
+          ) -> tuple[Iterator[SentenceResult], ParseSummary]:
+    """The one parse path: lines of text in, each line's SentenceResult out, in input order, a chunk of
+    lines at a time; and a summary to read after the results. `members`: checked (`Members.of`), the layers
+    fixed here.
+
+    Where it runs is chosen here: under torchrun, chunk k goes to process k mod size and process 0 yields
+    every result (the others yield none); with `workers` > 1, in that many processes, each with its own
+    copy of the models; else in this process. Layers `auto` chooses are chosen once, on the first chunk,
+    for every process. `all_layers` runs every layer (else up to the one read); `messages` advance by the
+    sentences each chunk parsed and get the notes (caps, fallbacks); `stream`: the lines arrive over time
+    (see chunks_of).
+    """
+    messages = messages or Messages()
+    if members.chosen:
+        messages.note(members.chosen)
+    models, options, world = members.models, members.options, World.from_env()
+    summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
+                           writes_output=world.is_main, distance=options.distance, auto_layers=members.chooses_layers)
+    chunks = ([tokens_of(models[0], line, options) for line in chunk]
+              for chunk in chunks_of(lines, options.batch_size, stream))
+    first = next(chunks, [])
+    auto_weights = members.chooses_weights
+    members = fixed_layers(members, first, world)
+    summary.layers = members.options.layers
+    summary.auto_weights = tuple(members.options.weights) if auto_weights else ()
+    chunks = itertools.chain([first], chunks)
+    if world.size == 1 and workers > 1:
+        ahead = list(itertools.islice(chunks, workers))  # as many chunks as workers, to see if there is work for each
+        chunks = itertools.chain(ahead, chunks)
+        summary.workers = worker_count(workers, ahead, options.batch_size, models, messages)
+    # the many trees made do not make the collector rescan torch's objects, nor each other (runtime/collector.py)
+    if world.size > 1:
+        parts = made_uncollected(distributed(members, chunks, all_layers, world))
+    elif summary.workers > 1:
+        parts = made_uncollected(in_processes(members, chunks, all_layers, summary.workers))
+    else:
+        parts = made_uncollected(chunks, lambda chunk: parse_chunk(members, chunk, all_layers))
+    return _collect(parts, summary, messages, _long_line_rules(members)), summary
+
+
+def _long_line_rules(members: Members) -> list[tuple[int, str]]:
+    """(the longest line parsed exactly, what is done with a longer one) of every search whose work grows faster
+    than the length: span voting's, and each member's own (a model that yields trees)."""
+    greedy = (cky.EXACT_LIMIT, "split them greedily, top down (the exact search is cubic in the length)")
+    rules = []
+    voting = len(members.models) > 1 and members.options.combine == "mbr"
+    if voting:
+        rules.append((greedy[0], f"span voting {greedy[1]}"))
+    for model in dict.fromkeys(m.model for m in members.models):
+        limit, what = model.LONGEST or greedy
+        if model.SEARCH and not (voting and limit >= greedy[0]):  # span voting's note says it for the others
+            rules.append((limit, f"the {model.NAME}'s {model.SEARCH} {what}"))
+    return rules
+
+
+def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messages: Messages,
+             rules: list[tuple[int, str]]) -> Iterator[SentenceResult]:
+    """The chunks' results in order, adding each chunk's member agreement to the summary, and a note of the lines
+    too long for a search to be exact (`rules`: _long_line_rules)."""
+    long_lines = [0] * len(rules)
+    for results in parts:
+        if summary.agreement is not None:
+            trees_by_member = [[m.tree for m in r.members] for r in results if r.members]
+            _add_agreement(summary.agreement, member_agreement(trees_by_member))
+        messages.advance(len(results))
+        for k, (limit, _) in enumerate(rules):
+            long_lines[k] += sum(len(r.words) > limit for r in results)
+        yield from results
+    for count, (limit, what) in zip(long_lines, rules):
+        if count:
+            messages.note(f"{plural(count, 'line')} of more than {limit} words: {what}")
+
+
+
+def standings(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions) -> Members:
+    """The members with their layers and `--weights auto`'s weights chosen on the first chunk of `lines` (what
+    `grammar-induce rank` shows: the standings are in `.standings`), no gold trees needed."""
+    members = Members.of(models, replace(options, weights="auto"))
+    first = next(chunks_of(lines, options.batch_size, False), [])
+    sentences = [words for words in words_of([tokens_of(models[0], line, options) for line in first]) if words]
+    if not sentences:
+        raise InputError("no sentences to rank the models on")
+    return members.with_layers_on(sentences)
+
+
+
+def _add_agreement(total: list[SpanMetric], part: list[SpanMetric]) -> None:
+    for k, score in enumerate(part):
+        total[k] += score
 
 
 def worker_count(requested: int, chunks: list[list], batch_size: int, models: list[LoadedModel],

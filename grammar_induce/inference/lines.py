@@ -1,7 +1,8 @@
 """Lines of text to results: each line tokenized (the words the models read, the punctuation set aside, where its
 sentences start), its sentences run through the member path (members.py) and put back together with their
 punctuation, a line's sentences joined under one node. What every executor runs on a chunk of lines
-(`parse_chunk`), in this process, in worker processes or under torchrun (executors.py)."""
+(`parse_chunk`), in this process, in worker processes or under torchrun (executors.py); and the lines themselves, in
+chunks (`chunks_of`), from a stream as they come (`live_lines`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import replace
 
 from .. import trees
 from ..families.checkpoint import LoadedModel
+from ..files import read_lines
 from ..output.formats import MemberResult, SentenceResult
 from ..text.tokenizer import sentence_starts
 from .ensemble import ParseOptions
@@ -127,3 +129,33 @@ def chunks_of(lines: Iterable[str], batch_size: int, stream: bool) -> Iterator[l
     if chunk:
         yield chunk
 
+
+def live_lines(stream) -> Iterator[object]:
+    """The stream's lines (a pipe, a terminal) as they come, read in a thread; PAUSE whenever none has come for a
+    moment, so that `parse` parses what has come."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue(maxsize=4096)
+    end = object()
+
+    def read() -> None:
+        try:
+            for _, text in read_lines(stream):
+                lines.put(text)
+        except BaseException as e:  # noqa: BLE001 - handed to the reading side, which raises it
+            lines.put(e)
+        lines.put(end)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        try:
+            item = lines.get(timeout=0.2)
+        except queue.Empty:
+            yield PAUSE
+            item = lines.get()
+        if item is end:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item

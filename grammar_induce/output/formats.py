@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .. import trees
@@ -194,3 +194,8 @@ ALL_LAYERS = frozenset({"jsonl"})  # formats that print every layer's distances,
 def render(result: SentenceResult, fmt: str) -> str:
     """One sentence in an output format; an empty sentence is an empty line (in jsonl, a record with no tree)."""
     return RENDERERS[fmt](result) if result.tree is not None or fmt == "jsonl" else ""
+
+
+def render_lines(results: Iterable[SentenceResult], fmt: str) -> Iterator[str]:
+    """Results as lines of an output format (without newlines); an empty line for an empty sentence."""
+    return (render(result, fmt) for result in results)
