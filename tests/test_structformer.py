@@ -297,3 +297,11 @@ def test_dropout_zeroes_its_share_and_scales_the_rest_as_torch_s():
     y.sum().backward()
     assert torch.allclose(x.grad, (~dropped).float() / 0.7)
     assert Dropout(0.3).eval()(x) is x
+
+
+def test_tokens_a_second_count_every_word_read_not_only_the_masked_ones(sf_run):
+    """The log's tokens a second are the words an epoch read (a masked LM's loss covers about 30% of them)."""
+    words = sum(len(line.split()) for line in (ROOT / "data" / "synthetic" / "valid.txt").read_text().splitlines())
+    for record in map(json.loads, (sf_run / "metrics.jsonl").read_text().splitlines()):
+        read = record["tokens_per_s"] * record["seconds"]
+        assert read == pytest.approx(words, rel=0.03), record

@@ -5,6 +5,7 @@ import os
 import random
 import signal
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -528,3 +529,17 @@ def test_a_kind_that_train_does_not_make_is_refused_naming_those_it_makes(tmp_pa
                                           r".* is made otherwise \(a student: by distill\)"):
         train(tiny_config(model={"kind": "student"}), tmp_path / "run", **QUIET)
     assert not (tmp_path / "run").exists()
+
+
+def test_an_epoch_position_saved_before_tokens_read_were_counted_apart_resumes():
+    """last.pt files written before the loss's units and the tokens read were two counts keep resuming: their one
+    count was the loss's units."""
+    from grammar_induce.families.training import RESUME_VERSION, TrainState
+
+    old = {"version": RESUME_VERSION, "epoch": 19, "step": 7, "best_loss": 4.4, "val_history": [4.5, 4.4],
+           "phase": "adam", "elapsed": 9.0,
+           "position": {"start": 78, "hidden": None, "loss_sum": 361.5, "tokens": 915, "seconds": 167.3}}
+    position = TrainState.from_dict(old, Path("last.pt")).position
+    assert (position.start, position.units, position.tokens, position.loss_sum) == (78, 915, 915, 361.5)
+    again = TrainState.from_dict(TrainState.from_dict(old, Path("last.pt")).to_dict(), Path("last.pt")).position
+    assert again == position

@@ -103,17 +103,19 @@ class EpochPosition:
     start: int = 0  # where the next step begins, in the recipe's units (a token row, a batch)
     hidden: list[tuple[Tensor, Tensor]] | None = None  # what a recipe carries between steps (an LM's state), on the CPU
     loss_sum: float = 0.0
-    tokens: int = 0  # this process's units of loss so far (tokens, words and ends)
+    units: int = 0  # this process's units of loss so far (tokens, words and ends, masked words, batches)
+    tokens: int = 0  # this process's tokens read so far (what tokens a second count)
     seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class Step:
-    """One optimizer step's outcome: its loss summed over the units it covered, how many, how far it moved the
-    epoch, and the progress bar's figures."""
+    """One optimizer step's outcome: its loss summed over the units it covered, how many, the tokens it read (a
+    masked LM's loss covers only the masked ones), how far it moved the epoch, and the progress bar's figures."""
 
     loss_sum: float
     units: int
+    tokens: int
     advance: int
     shown: dict[str, str]
 

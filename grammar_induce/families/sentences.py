@@ -175,8 +175,8 @@ class SentenceTrainer(Trainer):
             words, lengths = padded([self.text.train[k] for k in batch], self.device)
             nll = sentence_step(self.model, self.optimizer, words, lengths, self.config.train.clip, self.products)
             loss_sum, units = nll * len(lengths), sum(lengths) + len(lengths)
-            running = (position.loss_sum + loss_sum) / (position.tokens + units)
-            yield Step(loss_sum, units, 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
+            running = (position.loss_sum + loss_sum) / (position.units + units)
+            yield Step(loss_sum, units, sum(lengths), 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
 
     def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
         nll, count = held_out(model, getattr(self.text, part), self.device, products)

@@ -66,6 +66,8 @@ class TrainState:
                              f"{RESUME_VERSION} (start a new run, or resume with the version that wrote it)")
         try:
             position = saved["position"]
+            if position is not None and "units" not in position:  # saved before tokens read were counted apart:
+                position = {**position, "units": position["tokens"]}  # its "tokens" counted the loss's units
             return cls(int(saved["epoch"]), int(saved["step"]), float(saved["best_loss"]),
                        [float(v) for v in saved["val_history"]], str(saved["phase"]),
                        None if position is None else EpochPosition(
@@ -282,11 +284,12 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
                               f"at step {state.step + 1} of epoch {state.epoch}")
         state.step += 1
         pos.loss_sum += step.loss_sum
-        pos.tokens += step.units  # this process's share
+        pos.units += step.units  # this process's share
+        pos.tokens += step.tokens
         pos.start += step.advance
         seconds = pos.seconds + time.time() - began
         bar.update(step.advance)
-        bar.set_postfix(**step.shown, **{f"{trainer.UNIT}_s": f"{pos.tokens * world.size / seconds:.0f}"})
+        bar.set_postfix(**step.shown, tok_s=f"{pos.tokens * world.size / seconds:.0f}")
         if world.size == 1 and time.time() - loop.saved_at > cfg.checkpoint_minutes * 60:
             state.position = dataclasses.replace(trainer.pause(pos), seconds=seconds)
             _save_last(loop, state)
@@ -298,7 +301,7 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
             break
     bar.close()
     seconds = pos.seconds + time.time() - began
-    mean_loss = world.mean(pos.loss_sum / max(1, pos.tokens))
+    mean_loss = world.mean(pos.loss_sum / max(1, pos.units))
     return {"train_loss": mean_loss, "tokens_per_s": pos.tokens * world.size / max(seconds, 1e-9), "seconds": seconds,
             "fraction": min(pos.start / max(length, 1), 1.0)}
 

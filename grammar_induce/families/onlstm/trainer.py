@@ -201,7 +201,7 @@ class AWDTrainer(Trainer):
                                          seq_len)
             ce = ce.item()
             start += len(inputs)
-            yield Step(ce * inputs.numel(), inputs.numel(), len(inputs), {"loss": f"{ce:.3f}", "ppl": f"{math.exp(min(ce, 50)):.1f}"})
+            yield Step(ce * inputs.numel(), inputs.numel(), inputs.numel(), len(inputs), {"loss": f"{ce:.3f}", "ppl": f"{math.exp(min(ce, 50)):.1f}"})
 
     def pause(self, position: EpochPosition) -> EpochPosition:
         whole = [(self.world.gather_columns(h).cpu(), self.world.gather_columns(c).cpu()) for h, c in self.hidden]

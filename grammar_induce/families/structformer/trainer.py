@@ -132,8 +132,9 @@ class MaskedLMTrainer(Trainer):
             loss, units = self.model.masked_loss(ids, targets, self.products)
             (loss / max(1, units)).backward()
             clip_and_step(self.optimizer, self.model.parameters(), cfg.clip)
-            running = (position.loss_sum + loss.item()) / max(1, position.tokens + units)
-            yield Step(loss.item(), units, 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
+            running = (position.loss_sum + loss.item()) / max(1, position.units + units)
+            read = sum(len(self.text.train[k]) for k in batch)
+            yield Step(loss.item(), units, read, 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})
 
     def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
         return held_out(model, getattr(self.text, part), self.config, products)

@@ -70,7 +70,7 @@ class StudentTrainer(Trainer):
             loss.backward()
             clip_and_step(self.optimizer, self.model.parameters(), self.config.train.clip)
             value = loss.item()
-            yield Step(value, 1, 1, {"loss": f"{value:.4f}"})
+            yield Step(value, 1, sum(len(row) - 1 for row in rows), 1, {"loss": f"{value:.4f}"})
 
     def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
         """Minus the agreement of the student's trees with the targets on the held-out sentences (a loss)."""
