@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU check in one command, in about 5 minutes (7 at most: each step has its limit) on a machine with a GPU (and
+# The GPU check in one command, in about 6 minutes (8 at most: each step has its limit) on a machine with a GPU (and
 # torch built for it), writing one report (gpu_check/report.txt) beside the figures: the `gpu` tests (every command
 # on CUDA against the CPU), the TN-PCFG's training step at batch 32 and 10/20/40 words (fp32 and bf16: the batched
 # sums over split points), the ON-LSTM's training and parsing rates at paper size against the matrix floor and the
-# paper-style per-step code, with CUDA graphs and without, and a short DDP run with NCCL.
+# paper-style per-step code, with CUDA graphs and without, the StructFormer's training rate beside the ON-LSTM's
+# (bf16: issue 63's 3x), and a short DDP run with NCCL.
 #   bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,8 @@ step onlstm 60 python scripts/benchmark.py --device cuda --models ptb --quick --
 # the same without CUDA graphs (each time step's kernels launched one by one): what the graphs give
 step onlstm-launched 60 env GRAMMAR_INDUCE_CUDA_GRAPHS=0 python scripts/benchmark.py --device cuda --models ptb --quick \
     --precisions fp32,bf16 --json "$out/benchmark-launched.json"
+step structformer 75 python scripts/benchmark_structformer.py --device cuda --precisions bf16 --batches 5 \
+    --json "$out/structformer.json"
 gpus=$(python -c "import torch; print(torch.cuda.device_count())")
 batch=$(( (20 + gpus - 1) / gpus * gpus ))  # the paper's global batch of 20, rounded to a multiple of the GPUs
 step ddp 60 torchrun --standalone --nproc_per_node "$gpus" -m grammar_induce train --config configs/ptb.toml \
