@@ -392,8 +392,9 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
         _note("--layer auto chose " + ", ".join(f"layer {layer} of {shown(m.source)}" for m, layer in zip(models, summary.layers)
                                                 if not m.model.OWN_TREES))
     if summary.auto_weights:
-        _note("--weights auto weighed " + ", ".join(f"{shown(m.source)} {w:.2f}" for m, w in zip(models, summary.auto_weights))
-              + " (each member's lead in agreement over right-branching trees, the best 1; grammar-induce rank shows it)")
+        from .inference.members import auto_weights_note
+
+        _note(auto_weights_note([m.source for m in models], summary.auto_weights))
     for text in messages.notes:
         _note(text)
     if summary.agreement and len(models) > 1:

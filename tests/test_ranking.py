@@ -7,7 +7,7 @@ import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.inference.ensemble import rank_members
 
-from .conftest import invoke
+from .conftest import SYNTHETIC_GOLD, invoke
 
 PAIRED = trees.parse_brackets("((a b) (c d))")  # spans (0, 2), (2, 4)
 RIGHT = trees.parse_brackets("(a (b (c d)))")  # right-branching: spans (1, 4), (2, 4); F1 against PAIRED 0.5
@@ -55,6 +55,16 @@ def test_weights_auto_votes_with_the_ranking_of_the_first_chunk(tiny_run, tiny_b
                     "--weights", "auto", *LINES)
     assert result.exit_code == 0, result.output
     assert f"--weights auto weighed {models[0]} {chosen[0]:.2f}, {models[1]} {chosen[1]:.2f}" in result.stderr
+
+
+def test_evaluate_says_what_weights_auto_chose(tiny_run, tiny_backward_run):
+    models = [str(tiny_run / "best.pt"), str(tiny_backward_run / "best.pt")]
+    report = gi.evaluate(gi.load(*models, weights="auto", layer=(1, 2)), SYNTHETIC_GOLD)
+    said = [note for note in report.notes if note.startswith("--weights auto weighed")]
+    weights = [float(part.rsplit(" ", 1)[1]) for part in said[0].split(" (")[0].removeprefix(
+        "--weights auto weighed ").split(", ")]
+    assert len(said) == 1 and len(weights) == 2 and max(weights) == 1.0
+    assert not [n for n in gi.evaluate(gi.load(*models, layer=(1, 2)), SYNTHETIC_GOLD).notes if "weighed" in n]
 
 
 def test_the_rank_command_prints_each_model_best_first(tiny_run, tiny_backward_run, tmp_path):

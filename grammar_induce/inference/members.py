@@ -15,6 +15,7 @@ import torch
 
 from ..errors import InputError, SettingError
 from ..families.checkpoint import LoadedModel
+from ..families.pretrained import shown
 from ..families.reading import Reading, model_order
 from ..runtime import precision
 from ..runtime.threads import LANES, map_in_threads
@@ -160,6 +161,12 @@ class Parse:
     @property
     def options(self) -> ParseOptions:
         return self.members.options
+
+
+def auto_weights_note(sources: Sequence[str], weights: Sequence[float]) -> str:
+    """What `--weights auto` chose, for a note (parse and evaluate say it alike)."""
+    return ("--weights auto weighed " + ", ".join(f"{shown(s)} {w:.2f}" for s, w in zip(sources, weights))
+            + " (each member's lead in agreement over right-branching trees, the best 1; grammar-induce rank shows it)")
 
 
 def resolve_precision(models: list[LoadedModel], options: ParseOptions) -> tuple[str, str]:

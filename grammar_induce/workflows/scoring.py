@@ -160,7 +160,7 @@ def evaluate_models(models: list, options: EvalOptions, parse_options, messages:
     much each member agrees with the others. The notes (the gold trees' warnings) go to `messages` and
     into the report.
     """
-    from ..inference.members import Members
+    from ..inference.members import Members, auto_weights_note
 
     members = Members.of(models, parse_options)
     noted = _report_messages(messages)
@@ -176,6 +176,8 @@ def evaluate_models(models: list, options: EvalOptions, parse_options, messages:
                        "its tokenizer or vocabulary does not fit these trees (another language, word segmentation or "
                        "casing?)")
     members, readings = (parsed.members, parsed.readings) if parsed else (members.with_layers(), [[]] * len(models))
+    if members.standings:
+        noted.note(auto_weights_note([m.source for m in models], members.options.weights))
     agreement = None
     if len(models) > 1:
         predicted, agreement = _ensemble_rows(members, readings)
