@@ -3,7 +3,8 @@
 From the top: the way in (cli, api), workflows, inference, families (each model family in a folder of its own),
 text, output and structures (side by side), runtime,
 and the core (trees, metrics, files, config, errors, messages). A module imports its own folder and the layers
-below it, never above or beside; no workflow imports another; the core imports only `errors`; nothing imports the
+below it, never above or beside; no workflow imports another; no module imports itself round a cycle (type checking's
+imports too); the core imports only `errors`; nothing imports the
 integrations.
 """
 
@@ -77,6 +78,54 @@ def test_imports_point_down_the_layers(path):
                 f"{module} imports {imported}: one family does not import another")
     if module not in ("cli", "__main__"):
         assert "cli" not in package_imports(path), f"{module} imports the command line"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module's imports of the package's modules (a package as its __init__), type checking's too."""
+    names = {name_of(path) for path in MODULES}
+
+    def module(name: str) -> str:
+        return name if name in names else f"{name}.__init__"
+
+    return {name_of(path): {module(m) for m in package_imports(path)} & names - {name_of(path)} for path in MODULES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's cycles: each strongly connected set of two or more modules (Tarjan)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            part = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_round_a_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_cycles_finds_a_cycle_and_only_that():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_integrations_use_the_api_and_nothing_imports_them():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -23,8 +23,17 @@ from ...text.tokenizer import Vocab
 from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText
 from ..sentences import described, epoch_order, read_as_sentences, split_sentences
 
-if TYPE_CHECKING:
-    from .model import StructFormer
+
+class MaskedLM(Protocol):
+    """What the recipe reads of its model (model.py's StructFormer): the padding and mask ids and the masked loss."""
+
+    pad: int
+    mask: int
+    device: torch.device
+
+    def masked_loss(self, ids: Tensor, targets: Tensor, products: torch.dtype | None = None) -> tuple[Tensor, int]: ...
+
+    def eval(self) -> Any: ...
 
 ADAM_EPS = 1e-9
 PLATEAU_PATIENCE, PLATEAU_FACTOR = 2, 0.5  # ReduceLROnPlateau(factor 0.5, patience 2, threshold 0)
@@ -58,7 +67,7 @@ def padded(sentences: list[Tensor], pad: int, device: torch.device) -> Tensor:
     return rows.to(device)
 
 
-def masked(ids: Tensor, model: StructFormer, rate: float, generator: torch.Generator | None = None
+def masked(ids: Tensor, model: MaskedLM, rate: float, generator: torch.Generator | None = None
            ) -> tuple[Tensor, Tensor]:
     """(the ids with a random `rate` of the words, never `<unk>`, replaced by the mask; the targets: each masked
     word's id, padding elsewhere)."""
@@ -68,7 +77,7 @@ def masked(ids: Tensor, model: StructFormer, rate: float, generator: torch.Gener
 
 
 @torch.no_grad()
-def held_out(model: StructFormer, sentences: list[Tensor], config: Config, products: torch.dtype | None
+def held_out(model: MaskedLM, sentences: list[Tensor], config: Config, products: torch.dtype | None
              ) -> float:
     """The mean cross entropy at the masked words of held-out sentences, every call masking the same words."""
     model.eval()
