@@ -150,8 +150,9 @@ class Parser:
 
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
-        members = self.members if batch_size is None else \
-            replace(self.members, options=replace(self.members.options, batch_size=batch_size))
+        members = self.members
+        if batch_size is not None:
+            members = replace(members, options=replace(members.options, batch_size=batch_size))
         stream = not isinstance(lines, Sequence) if stream is None else stream
         return parse(members, self._checked(lines, PAUSE), workers=workers, all_layers=all_layers,
                      agreement=agreement, messages=messages, stream=stream)

@@ -16,6 +16,7 @@ from typing import ClassVar
 import torch
 
 from ..errors import InputError
+from ..families import checkpoint
 from ..families.checkpoint import LoadedModel
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
@@ -198,10 +199,8 @@ class _Worker:
 
     @classmethod
     def start(cls, paths: list[str], device: str, threads: int) -> None:
-        from ..families.checkpoint import load
-
         torch.set_num_threads(threads)
-        cls.models = [load(path, device) for path in paths]
+        cls.models = [checkpoint.load(path, device) for path in paths]
 
     @classmethod
     def parse(cls, task: tuple[list, ParseOptions, bool]) -> list[SentenceResult]:
