@@ -27,15 +27,17 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 NO_DROPOUT = {"dropout": 0.0, "dropouth": 0.0, "dropouti": 0.0, "dropoute": 0.0, "wdrop": 0.0}
 PCFG = {"kind": "pcfg", "nonterminals": 6, "preterminals": 8, "rank": 12, "symbol_dim": 16}
-FAMILIES = {"onlstm": {**NO_DROPOUT}, "lstm": {"kind": "lstm", **NO_DROPOUT}, "pcfg": PCFG}
+STRUCTFORMER = {"kind": "structformer", "hidden_size": 32, "n_layers": 2, "heads": 4, "parser_layers": 2, "conv_size": 3,
+                "dropout": 0.0}
+ADAM_LR = {"pcfg": {"lr": 0.01}, "structformer": {"lr": 0.003}}  # tiny.toml's lr is the ON-LSTM's SGD's
+FAMILIES = {"onlstm": {**NO_DROPOUT}, "lstm": {"kind": "lstm", **NO_DROPOUT}, "pcfg": PCFG, "structformer": STRUCTFORMER}
 LINES = ["The old man's dog didn't bark, and the cat sat.", "Profits rose. Analysts were surprised.",
          "a dog saw the man", "It cost 3.5 dollars."]
 GOLD = ROOT / "data" / "synthetic" / "test.trees"
 
 
 def trained(tmp_path, family: str, device: str, name: str = "", **train_settings):
-    settings = {"epochs": 1, "max_steps": 12, "device": device, **({"lr": 0.01} if family == "pcfg"
-                                                                   else {}), **train_settings}
+    settings = {"epochs": 1, "max_steps": 12, "device": device, **ADAM_LR.get(family, {}), **train_settings}
     out = tmp_path / f"{family}-{name or device}"
     result = train(tiny_config(model=FAMILIES[family], train=settings), out, **QUIET)
     return out, result
@@ -63,6 +65,19 @@ def test_the_shipped_models_parse_on_cuda_as_on_the_cpu_in_every_format(name, tm
     for fmt in (f for f in FORMATS if f not in DEPENDENCY):  # no shipped model has dependency heads
         target = tmp_path / f"{fmt}-out" if fmt == "svg" else tmp_path / f"out.{fmt}"
         result = invoke("parse", "--model", name, "--device", "cuda", "--format", fmt, "--output", target, *LINES)
+        assert result.exit_code == 0, result.output
+
+
+def test_a_structformer_parses_on_cuda_as_on_the_cpu_with_its_heads_in_every_format(tmp_path):
+    run, _ = trained(tmp_path, "structformer", "cpu")
+    model = str(run / "best.pt")
+    on = {device: list(gi.load(model, device=device).analyse_many(LINES)) for device in ("cpu", "cuda")}
+    assert agreement(*([r.tree for r in on[device]] for device in ("cpu", "cuda"))) > 0.95
+    heads = [[h for r in on[device] for m in r.members for h in m.heads] for device in ("cpu", "cuda")]
+    assert sum(a == b for a, b in zip(*heads)) >= 0.9 * len(heads[0])  # near-ties may break the other way
+    for fmt in FORMATS:
+        target = tmp_path / f"{fmt}-out" if fmt == "svg" else tmp_path / f"out.{fmt}"
+        result = invoke("parse", "--model", model, "--device", "cuda", "--format", fmt, "--output", target, *LINES)
         assert result.exit_code == 0, result.output
 
 
