@@ -119,7 +119,6 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messa
             messages.note(f"{plural(count, 'line')} of more than {limit} words: {what}")
 
 
-
 def standings(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions) -> Members:
     """The members with their layers and `--weights auto`'s weights chosen on the first chunk of `lines` (what
     `grammar-induce rank` shows: the standings are in `.standings`), no gold trees needed."""
@@ -129,7 +128,6 @@ def standings(models: list[LoadedModel], lines: Iterable[str], options: ParseOpt
     if not sentences:
         raise InputError("no sentences to rank the models on")
     return members.with_layers_on(sentences)
-
 
 
 def _add_agreement(total: list[SpanMetric], part: list[SpanMetric]) -> None:
@@ -170,7 +168,6 @@ def available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-
 def fixed_layers(members: Members, first: list[Line], world: World) -> Members:
     """The members with every layer (and voting weight) fixed: chosen by agreement on the first chunk when asked to
     (on process 0, for every process), else as given."""
@@ -179,7 +176,6 @@ def fixed_layers(members: Members, first: list[Line], world: World) -> Members:
         chosen = members.with_layers_on(sentences).options if world.is_main else None
         return Members(members.models, world.gather_objects(chosen)[0])
     return members.with_layers_on(sentences)
-
 
 
 def in_processes(members: Members, chunks: Iterable, all_layers: bool, workers: int

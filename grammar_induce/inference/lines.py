@@ -42,7 +42,6 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
     return results
 
 
-
 def parse_chunk(members: Members, chunk: list[Line], all_layers: bool) -> list[SentenceResult]:
     """One chunk of tokenized lines parsed, a sentence at a time, with its punctuation put back; a line of several
     sentences gets a tree whose top joins theirs."""
@@ -104,7 +103,6 @@ def _with_punctuation(result: SentenceResult, tokens: list[str], is_word: list[b
     if all(is_word):
         return result
     return replace(result, tree=trees.restore_tokens(result.tree, tokens, is_word), tokens=tokens, is_word=is_word)
-
 
 
 PAUSE = object()  # in the lines to parse: nothing more has come for a moment (parse what has)
