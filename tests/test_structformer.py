@@ -303,5 +303,6 @@ def test_tokens_a_second_count_every_word_read_not_only_the_masked_ones(sf_run):
     """The log's tokens a second are the words an epoch read (a masked LM's loss covers about 30% of them)."""
     words = sum(len(line.split()) for line in (ROOT / "data" / "synthetic" / "valid.txt").read_text().splitlines())
     for record in map(json.loads, (sf_run / "metrics.jsonl").read_text().splitlines()):
-        read = record["tokens_per_s"] * record["seconds"]
-        assert read == pytest.approx(words, rel=0.03), record
+        rate, seconds = record["tokens_per_s"], record["seconds"]
+        rounding = rate * 0.005 + seconds * 0.05  # the record keeps seconds to 0.01 and the rate to 0.1
+        assert rate * seconds == pytest.approx(words, rel=0.01, abs=rounding), record
