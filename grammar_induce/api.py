@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .families.checkpoint import LoadedModel
     from .inference.ensemble import ParseOptions
-    from .inference.executors import ParseSummary
+    from .inference.parsing import ParseSummary
     from .output.formats import SentenceResult
     from .workflows.scoring import Report
 
@@ -75,9 +75,7 @@ class Parser:
     def __init__(self, models: list[LoadedModel], options: ParseOptions, messages: Messages | None = None):
         from .inference.members import Members
 
-        self.members = Members.of(models, options)  # checked: unfit members are refused here, not at the first parse
-        if not self.members.chooses_layers:
-            self.members.with_layers()  # so is a layer the models do not have
+        self.members = Members.of(models, options)  # checked: unfit members (and layers) are refused here, not later
         self.models = models
         self.options = options  # as asked (self.members.options: resolved)
         self.messages = messages or Messages()  # notes of how the models were read (the command line prints them)
@@ -140,13 +138,12 @@ class Parser:
         """The parse path itself: results in input order, and a summary (the layers used, each member's
         agreement with the others when asked) complete once the results are read; `messages` advance as
         chunks are parsed and keep the notes (caps, fallbacks). `workers` > 1 parses
-        in that many processes; under torchrun the processes share the input (see parse.parse). `stream`
+        in that many processes; under torchrun the processes share the input (see inference/parsing.parse). `stream`
         (default: `lines` is an iterator rather than a list) parses a batch at a time, so the first trees
         come as soon as their lines do."""
         from dataclasses import replace
 
-        from .inference.executors import parse
-        from .inference.lines import PAUSE
+        from .inference.parsing import PAUSE, parse
 
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")

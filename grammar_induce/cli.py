@@ -422,7 +422,7 @@ def rank(model_names, input_path, layers, decoder, batch_size, precision, device
     """Rank an ensemble's models without gold trees: how much each one's trees agree with the other family's (or
     the other models') beyond what right-branching trees do; the weights --weights auto gives them."""
     from . import api
-    from .inference.executors import standings
+    from .inference.parsing import standings
 
     if len(model_names) < 2:
         raise click.UsageError("rank compares models with each other: give two or more --model")
@@ -616,7 +616,7 @@ def _read_sentences(arguments: tuple[str, ...], input_path: str | None) -> tuple
     if Path(input_path).is_dir():
         raise InputError(f"{input_path}: is a folder, not a file of sentences")
     if input_path == "-" and not _stdin_is_a_file():  # a pipe or a terminal: lines come over time
-        from .inference.lines import live_lines
+        from .inference.parsing import live_lines
 
         return live_lines(_own_stdin_reader()), True
     return (text for _, text in read_lines(sys.stdin.buffer if input_path == "-" else input_path)), False

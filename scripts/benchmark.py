@@ -311,8 +311,8 @@ def bench_reference_parsing(name: str, device_name: str, count: int, scale_every
 
 def parse(models: list, lines: list[str], options):
     """The parse path as `parse` runs it: the members checked (inference/members.py), then the lines parsed."""
-    from grammar_induce.inference.executors import parse as parse_members
     from grammar_induce.inference.members import Members
+    from grammar_induce.inference.parsing import parse as parse_members
 
     return parse_members(Members.of(models, options), lines)
 

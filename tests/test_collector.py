@@ -1,10 +1,10 @@
-"""runtime/collector.py: a parse's objects, and those from before it, out of the collector's passes while it runs."""
+"""inference/parsing.made_uncollected: a parse's objects, and those from before it, out of the collector's passes while it runs."""
 
 import gc
 
 import pytest
 
-from grammar_induce.runtime.collector import made_uncollected
+from grammar_induce.inference.parsing import made_uncollected
 
 
 @pytest.fixture

@@ -18,9 +18,8 @@ from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.reading import middle_layer
 from grammar_induce.inference.ensemble import ParseOptions, member_agreement
-from grammar_induce.inference.executors import parse
-from grammar_induce.inference.lines import parse_sentences
 from grammar_induce.inference.members import Members, read_sentences, token_ids
+from grammar_induce.inference.parsing import parse, parse_sentences
 from grammar_induce.messages import Messages
 from grammar_induce.output.formats import render, render_lines
 from grammar_induce.text import corpus

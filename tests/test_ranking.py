@@ -42,7 +42,7 @@ LINES = ["the old man saw a dog", "a dog saw the man", "the man saw the old dog 
 
 
 def test_weights_auto_votes_with_the_ranking_of_the_first_chunk(tiny_run, tiny_backward_run, tmp_path):
-    from grammar_induce.inference.executors import standings
+    from grammar_induce.inference.parsing import standings
 
     models = [str(tiny_run / "best.pt"), str(tiny_backward_run / "best.pt")]
     parser = gi.load(*models, weights="auto", layer=(1, 2))

@@ -16,7 +16,7 @@ from grammar_induce.families.structformer import structure
 from grammar_induce.families.structformer.model import StructFormer, before_each_word
 from grammar_induce.families.structformer.settings import StructFormerConfig
 from grammar_induce.families.structformer.trainer import UNK, masked, token_batches
-from grammar_induce.inference.lines import joined
+from grammar_induce.inference.parsing import joined
 from grammar_induce.output.formats import MemberResult, SentenceResult, render
 from grammar_induce.text.heads import attachment, chain, dependency_heads, head_child
 from grammar_induce.text.treebank import TagFilter, category, parse_bracketed, read_gold

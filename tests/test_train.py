@@ -181,8 +181,8 @@ def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
     from grammar_induce.errors import InputError
     from grammar_induce.families.onlstm.model import LSTMLanguageModel
     from grammar_induce.inference.ensemble import ParseOptions
-    from grammar_induce.inference.executors import parse
     from grammar_induce.inference.members import Members
+    from grammar_induce.inference.parsing import parse
 
     out = tmp_path / "lstm"
     result = train(tiny_config(model={"kind": "lstm"}, train={"epochs": 2}), out, **QUIET)

@@ -9,8 +9,8 @@ import torch
 
 from grammar_induce.families import checkpoint
 from grammar_induce.inference.ensemble import ParseOptions
-from grammar_induce.inference.executors import parse
 from grammar_induce.inference.members import Members
+from grammar_induce.inference.parsing import parse
 from grammar_induce.output.formats import ALL_LAYERS, render_lines
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
 

@@ -39,8 +39,9 @@ BATCH_WORDS = 1 << 13  # a batch holds at most this many words (one longer sente
 
 @dataclass(frozen=True)
 class Members:
-    """An ensemble's models (one or more) with the options they parse with. `of` checks them and resolves
-    the precision; `with_layers` fixes every member's layer (the options' layers, or `auto`'s choice)."""
+    """An ensemble's models (one or more) with the options they parse with. `of` checks them, fixes the layers
+    given and resolves the precision; `with_layers` fixes every member's layer (the options' layers, or `auto`'s
+    choice) and the voting weights `auto` chooses."""
 
     models: list[LoadedModel]
     options: ParseOptions
@@ -49,10 +50,14 @@ class Members:
 
     @classmethod
     def of(cls, models: list[LoadedModel], options: ParseOptions) -> Members:
+        """The models checked (fit to parse, alike in splitting text, a layer each that they have: the one given or
+        the middle one, unless `auto` chooses on the first chunk) and the precision resolved."""
         check_members(models)
         if options.labels and (len(models) > 1 or not models[0].model.LABELS):
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
                                + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
+        if not (options.auto_layers and len(models) > 1):
+            options = replace(options, layers=tuple(resolve_layers(options, models)), auto_layers=False)
         weights = resolve_weights(options, [m.config.model.kind for m in models])  # "auto": on the first chunk
         if options.precision != "auto":
             resolved, _ = resolve_precision(models, options)
