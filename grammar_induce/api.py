@@ -79,6 +79,8 @@ class Parser:
         self.models = models
         self.options = options  # as asked (self.members.options: resolved)
         self.messages = messages or Messages()  # notes of how the models were read (the command line prints them)
+        if self.members.chosen:  # what precision `auto` chose, once, for every parse and evaluation
+            self.messages.note(self.members.chosen)
 
     def parse(self, sentence: str) -> nltk.Tree | None:
         """The sentence's unlabeled binary tree (every node labelled X); None for a blank sentence."""
@@ -262,7 +264,7 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
     options = scoring.EvalOptions(gold, TagFilter.from_options(treebank, punct_tags), max_length, skip_bad,
                                   batch_size, baseline_seed, quiet=quiet, dependencies=dependencies)
     if isinstance(predicted, Parser):
-        return scoring.evaluate_models(predicted.models, options, predicted.options)
+        return scoring.evaluate_models(predicted.members, options)
     if isinstance(predicted, Path):
         if pred_format is not None and pred_format not in PRED_FORMATS:
             raise SettingError("pred_format", f"must be one of {', '.join(PRED_FORMATS)}, not {pred_format!r}")

@@ -280,12 +280,14 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
             device, pretokenized: bool = False, labels: bool = False, whole_lines: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
+    from .runtime.distributed import World
 
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
                       weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines)
-    for text in parser.messages.notes:
-        _note(text)
+    if World.from_env().is_main:  # under torchrun, process 0 says it for all
+        for text in parser.messages.notes:
+            _note(text)
     if all(m.model.OWN_TREES for m in parser.models):  # each kind named, not the first one's for all
         kinds = list(dict.fromkeys(type(m.model) for m in parser.models))
         said = " and ".join(f"{kind.DESCRIPTION} ({kind.SEARCH})" for kind in kinds)

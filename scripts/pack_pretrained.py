@@ -26,7 +26,7 @@ from pathlib import Path
 
 from grammar_induce.families import checkpoint, pretrained, registry
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement, layers_named
-from grammar_induce.inference.members import read_sentences
+from grammar_induce.inference.members import Members, read_sentences
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
@@ -72,8 +72,8 @@ def pack(source: Path, target: Path, tokenizer: Tokenizer) -> None:
 
 def score(models: list, gold: str, language: Language, options: ParseOptions):
     """The evaluation report of these models with these settings on the gold trees."""
-    return evaluate_models(models, EvalOptions(gold, TagFilter.from_options(language.treebank, None), quiet=True),
-                           options)
+    return evaluate_models(Members.of(models, options),
+                           EvalOptions(gold, TagFilter.from_options(language.treebank, None), quiet=True))
 
 
 def entry_of(language: Language, gold: str, files: list[str], direction: str | None, models: list,

@@ -312,6 +312,15 @@ def test_auto_says_what_it_chose_for_a_parse_and_a_training_run(with_bf16_units,
           messages=Messages(say=lines.append))
     chosen = next(line for line in lines if line.startswith("precision "))
     assert "auto measured this work at" in chosen
-    result = CliRunner().invoke(main, ["parse", "--model", str(tmp_path / "run" / "best.pt"), "--precision", "auto",
-                                       "the dog barked"])
+    model = str(tmp_path / "run" / "best.pt")
+    result = CliRunner().invoke(main, ["parse", "--model", model, "--precision", "auto", "the dog barked"])
     assert result.exit_code == 0 and "note: precision" in result.output and "auto measured this work at" in result.output
+    # said once, when the models load (before the first tree), and by evaluate as by parse
+    assert result.output.count("note: precision") == 1
+    lines = result.output.splitlines()
+    tree = next(k for k, line in enumerate(lines) if line.startswith("("))
+    assert next(k for k, line in enumerate(lines) if line.startswith("note: precision")) < tree
+    gold = ROOT / "grammar_induce" / "resources" / "synthetic" / "test.trees"
+    result = CliRunner().invoke(main, ["evaluate", "--model", model, "--precision", "auto", "--gold", str(gold)])
+    assert result.exit_code == 0 and result.output.count("note: precision") == 1, result.output
+    assert "auto measured this work at" in result.output

@@ -7,7 +7,7 @@ import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.errors import InputError
 from grammar_induce.inference.ensemble import ParseOptions
-from grammar_induce.inference.members import read_sentences
+from grammar_induce.inference.members import Members, read_sentences
 from grammar_induce.inference.voting import most_voted_tree
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.text.treebank import TagFilter, read_gold
@@ -25,7 +25,7 @@ GOLD = str(ROOT / "data" / "synthetic" / "test.trees")
 
 
 def test_model_report_rows_and_baselines(tiny_model, tmp_path):
-    report = evaluate_models([tiny_model], EvalOptions(GOLD, quiet=True), ParseOptions())
+    report = evaluate_models(Members.of([tiny_model], ParseOptions()), EvalOptions(GOLD, quiet=True))
     expected_rows = {f"layer {l} {k}" for l in (1, 2, 3) for k in ("forget", "input")}
     expected_rows |= {"mean of layers forget", "mean of layers input", "left-branching", "right-branching",
                       "balanced", "random"}
@@ -41,7 +41,7 @@ def test_model_report_rows_and_baselines(tiny_model, tmp_path):
 
 
 def test_max_length(tiny_model):
-    report = evaluate_models([tiny_model], EvalOptions(GOLD, max_length=10, quiet=True), ParseOptions())
+    report = evaluate_models(Members.of([tiny_model], ParseOptions()), EvalOptions(GOLD, max_length=10, quiet=True))
     gold, _ = read_gold(GOLD, TagFilter())
     assert report.sentences == sum(1 for g in gold if len(g.words) <= 10)
 
@@ -73,8 +73,8 @@ def test_labeled_pred_file(tmp_path):
 
 def test_ensemble_rows_members_combinations_and_agreement(tiny_model, tiny_backward_model):
 
-    report = evaluate_models([tiny_model, tiny_backward_model], EvalOptions(GOLD, max_length=12, quiet=True),
-                             ParseOptions(decoder="gap"))
+    report = evaluate_models(Members.of([tiny_model, tiny_backward_model], ParseOptions(decoder="gap")),
+                             EvalOptions(GOLD, max_length=12, quiet=True))
     members = [name for name in report.rows if name[0].isdigit()]
     assert len(members) == 2 and members[0].startswith("1: ") and members[0].endswith("/best.pt L2")
     assert report.main_row == "mbr of 2" and "mean of 2" in report.rows

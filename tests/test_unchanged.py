@@ -96,7 +96,8 @@ def test_evaluate_numbers_are_what_they_were(models):
     gold = str(ROOT / "grammar_induce" / "resources" / "synthetic" / "test.trees")
     for key, numbers in expected.items():
         members, decoder = key.split()
-        report = evaluate_models(models[: int(members)], EvalOptions(gold, quiet=True), ParseOptions(decoder=decoder))
+        report = evaluate_models(Members.of(models[: int(members)], ParseOptions(decoder=decoder)),
+                                 EvalOptions(gold, quiet=True))
         got = report.to_dict()
         # the random row counts its sentences now, not sentences x draws (issue 30; its scores are the same)
         numbers["rows"]["random"]["sentences"] //= EvalOptions(gold).random_draws

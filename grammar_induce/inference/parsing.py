@@ -66,8 +66,6 @@ def parse(members: Members, lines: Iterable[str], *, workers: int = 1, all_layer
     (see chunks_of).
     """
     messages = messages or Messages()
-    if members.chosen:
-        messages.note(members.chosen)
     models, options, world = members.models, members.options, World.from_env()
     summary = ParseSummary(agreement=[SpanMetric() for _ in models] if agreement else None,
                            writes_output=world.is_main, distance=options.distance, auto_layers=members.chooses_layers)

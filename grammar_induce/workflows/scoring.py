@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import trees
 from ..errors import InputError
@@ -22,6 +23,9 @@ from ..metrics import SpanMetric
 from ..text.heads import attachment, chain
 from ..text.predicted import onto_gold, predicted_trees
 from ..text.treebank import GoldTree, TagFilter, read_gold
+
+if TYPE_CHECKING:
+    from ..inference.members import Members
 
 LENGTH_BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 40), (41, 10**9))
 RECALL_LABELS = ("NP", "VP", "PP", "SBAR", "ADJP", "ADVP")  # the categories the PCFG papers report recall of
@@ -151,18 +155,18 @@ def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
     return [g for g in gold if not max_length or len(g.words) <= max_length]
 
 
-def evaluate_models(models: list, options: EvalOptions, parse_options, messages: Messages | None = None) -> Report:
-    """Parse the gold sentences with one or more loaded models and score them: the trees the member path
-    makes (inference/members.py), as `parse` makes them.
+def evaluate_models(members: Members, options: EvalOptions, messages: Messages | None = None) -> Report:
+    """Parse the gold sentences with one or more loaded models, checked (`Members.of`), and score them: the
+    trees the member path makes (inference/members.py), as `parse` makes them.
 
     One model: every layer with both distance kinds and the mean of the layers (a model that yields its
     own trees: those). Several: each member (its chosen layer), every combination that fits them, and how
     much each member agrees with the others. The notes (the gold trees' warnings) go to `messages` and
     into the report.
     """
-    from ..inference.members import Members, auto_weights_note
+    from ..inference.members import auto_weights_note
 
-    members = Members.of(models, parse_options)
+    models = members.models
     noted = _report_messages(messages)
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
     gold = within_length(gold, options.max_length)
