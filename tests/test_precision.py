@@ -324,3 +324,14 @@ def test_auto_says_what_it_chose_for_a_parse_and_a_training_run(with_bf16_units,
     result = CliRunner().invoke(main, ["evaluate", "--model", model, "--precision", "auto", "--gold", str(gold)])
     assert result.exit_code == 0 and result.output.count("note: precision") == 1, result.output
     assert "auto measured this work at" in result.output
+
+
+@pytest.mark.parametrize(("rank", "said"), [("0", 1), ("1", 0)])
+def test_under_torchrun_process_0_alone_says_what_loading_chose(tiny_run, monkeypatch, capsys, rank, said):
+    from grammar_induce import cli
+
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    parser = cli._parser((str(tiny_run / "best.pt"),), (), "forget", None, None, None, None, 64, "auto", "cpu")
+    assert parser.messages.notes[0].startswith("precision ")  # kept on every process
+    assert capsys.readouterr().err.count("note: precision") == said
