@@ -55,8 +55,8 @@ def parse(members: Members, lines: Iterable[str], *, workers: int = 1, all_layer
           agreement: bool = False, messages: Messages | None = None, stream: bool = False
           ) -> tuple[Iterator[SentenceResult], ParseSummary]:
     """The one parse path: lines of text in, each line's SentenceResult out, in input order, a chunk of
-    lines at a time; and a summary to read after the results. `members`: checked (`Members.of`), the layers
-    fixed here.
+    lines at a time; and a summary to read after the results. `members`: checked (`Members.of`: the layers
+    given fixed there, those `auto` chooses chosen here).
 
     Where it runs is chosen here: under torchrun, chunk k goes to process k mod size and process 0 yields
     every result (the others yield none); with `workers` > 1, in that many processes, each with its own
@@ -308,6 +308,7 @@ def tokens_of(model: LoadedModel, line: str | Sequence[str], options: ParseOptio
 
 def words_of(chunk: list[Line]) -> list[list[str]]:
     return [[t for t, word in zip(tokens, is_word) if word] for tokens, is_word, _ in chunk]
+
 
 def _with_punctuation(result: SentenceResult, tokens: list[str], is_word: list[bool]) -> SentenceResult:
     """The result with the punctuation the models did not read put back into its tree."""
