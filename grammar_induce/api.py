@@ -325,10 +325,53 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
         except config_module.ConfigError as e:
             raise SettingError("settings", f"{key}: {e}") from None
     checked = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))
-    result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages)
+    teachers = {name: _tree_maker(name, checked.train.device) for name in getattr(checked.train, "focus", ())
+                if _is_model(name)}
+    result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers)
     if result.stopped_by is not None:  # last.pt is saved: now the signal does what it would have (Ctrl-C raises
         signal.raise_signal(result.stopped_by)  # KeyboardInterrupt), so the caller's script does not carry on
     return result
+
+
+def _is_model(name: str) -> bool:
+    """Whether a focusing teacher is a model (a shipped name, a checkpoint: a zip, as torch saves) or a file of
+    trees."""
+    if pretrained.find(name) is not None:
+        return True
+    try:
+        with open(name, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        raise SettingError("focus", f"{name}: neither a file of trees nor a checkpoint nor a shipped model's name "
+                           "(grammar-induce models lists the names)") from None
+
+
+def _tree_maker(name: str, device: str):
+    """A model teacher of `train.focus` as the training workflow takes it: loaded when it first parses (a run whose
+    teacher's trees are all in the cache never loads it), parsing the training words as they are."""
+    import hashlib
+
+    from .workflows.train import TreeMaker
+
+    spec = ModelSpec.resolve([name])
+    digest = hashlib.blake2b(digest_size=16)
+    for path in spec.paths:
+        digest.update(path.read_bytes())
+    parser: list[Parser] = []
+
+    def parse(sentences: list[list[str]]) -> list:
+        if not parser:
+            parser.append(load(name, whole_lines=True, batch_size=256, device=device))
+        return [result.tree for result in parser[0].analyse_many(sentences)]
+
+    kinds = sorted({_kind_of(path) for path in spec.paths})
+    return TreeMaker("+".join(kinds), digest.hexdigest(), parse)
+
+
+def _kind_of(path: Path) -> str:
+    from .families import checkpoint
+
+    return checkpoint.read(path)["config"].get("model", {}).get("kind", "onlstm")
 
 
 QUICKSTART_CONFIG = Path(__file__).parent / "resources" / "quickstart.toml"

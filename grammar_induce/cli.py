@@ -181,12 +181,19 @@ def config_options(command):
 @precision_option(None)
 @click.option("--keep-epochs", type=click.IntRange(min=0), default=None,
               help="also keep the models of the last N epochs (epoch-K.pt) for a snapshot ensemble")
+@click.option("--init", "init", default=None, metavar="CHECKPOINT",
+              help="a PCFG: start from this trained model of the same sizes (its vocabulary too)")
+@click.option("--focus", "focus", multiple=True, metavar="TREES|MODEL",
+              help="a PCFG: focus it toward a teacher's trees (parse-focusing): a file of trees, one per line of "
+                   "the training text (what parse writes), or a model whose trees of it are made once; repeat for "
+                   "each teacher (train.focus_mode, focus_strength, focus_by, focus_right: --set)")
 @click.option("--resume", is_flag=True, help="continue the run in --out from its last.pt")
 @click.option("--force", is_flag=True, help="overwrite an existing run directory")
 @click.option("--quiet", is_flag=True, help="no progress bars")
 @user_errors
 def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
-          max_minutes, seed, direction, precision, keep_epochs, workers, overrides, resume, force, quiet) -> None:
+          max_minutes, seed, direction, precision, keep_epochs, workers, overrides, init, focus, resume, force,
+          quiet) -> None:
     """Train a model of the config's kind: an ON-LSTM language model (the paper's AWD-LSTM recipe, the default),
     or a PCFG (model.kind = "pcfg", configs/pcfg-ptb.toml)."""
     from . import api
@@ -196,6 +203,7 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         "data.tokenizer": tokenizer, "train.device": device, "train.epochs": epochs, "train.max_steps": max_steps,
         "train.max_minutes": max_minutes, "train.seed": seed, "model.direction": direction,
         "train.keep_epochs": keep_epochs, "data.workers": workers, "train.precision": precision,
+        "train.init": _absolute(init), "train.focus": tuple(map(_file_or_name, focus)) if focus else None,
     }
     settings = {key: value for key, value in flags.items() if value is not None}
     out_dir = out_dir.expanduser() if out_dir else Path("runs") / (config_path or QUICKSTART_CONFIG).stem
@@ -230,6 +238,11 @@ def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
             section, name = key.split(".")
             raw.setdefault(section, {})[name] = value
     return config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))
+
+
+def _file_or_name(spec: str) -> str:
+    """A file's path made absolute (as data files are kept); a shipped model's name as given."""
+    return str(Path(spec).resolve()) if Path(spec).exists() else spec
 
 
 def _absolute(path: str | None) -> str | None:

@@ -227,6 +227,10 @@ def checked_value(section: str, key: str, value: Any, family: Family) -> Any:
     expected = type(fields[key].default)
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
+    if expected is tuple:  # a list of names (TOML has arrays)
+        if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{section}.{key} must be a list of str, got {value!r}")
+        value = tuple(value)
     if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
         raise ConfigError(f"{section}.{key} must be {expected.__name__}, got {value!r}")
     if expected is float and not math.isfinite(value):
@@ -263,7 +267,18 @@ def load(path: Path) -> dict[str, Any]:
         value = raw.get("data", {}).get(key)
         if isinstance(value, str) and value and not Path(value).is_absolute():
             raw["data"][key] = str((path.parent / value).resolve())
+    train = raw.get("train", {})
+    if isinstance(train.get("init"), str) and train["init"]:
+        train["init"] = _beside(path, train["init"])
+    if isinstance(train.get("focus"), list):  # a file beside the config; a shipped model's name stays a name
+        train["focus"] = [_beside(path, v) if isinstance(v, str) and (path.parent / v).exists() else v
+                          for v in train["focus"]]
     return raw
+
+
+def _beside(config: Path, value: str) -> str:
+    """A path the config names, relative to the config's folder (as its data files are)."""
+    return value if Path(value).is_absolute() else str((config.parent / value).resolve())
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -315,6 +330,8 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     return repr(value)
 
 

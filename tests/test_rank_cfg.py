@@ -26,8 +26,9 @@ def random_grammar(seed: int) -> SimpleNamespace:
                            left=draw(NT + T, R).softmax(0), right=draw(NT + T, R).softmax(0))
 
 
-def structure(g: SimpleNamespace, ids: torch.Tensor, lengths: list[int]) -> RankSpaceCFG:
-    return RankSpaceCFG(g.root, g.head, g.left, g.right, g.emission[:, ids].permute(1, 2, 0), lengths)
+def structure(g: SimpleNamespace, ids: torch.Tensor, lengths: list[int], span_bias=None) -> RankSpaceCFG:
+    return RankSpaceCFG(g.root, g.head, g.left, g.right, g.emission[:, ids].permute(1, 2, 0), lengths,
+                        span_bias=span_bias)
 
 
 def padded(sentences: list[list[int]]) -> tuple[torch.Tensor, list[int]]:
@@ -97,7 +98,7 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient(tensor_sums):
         chart = rank_cfg.Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None],
                                [None, None])
         weights = torch.tensor([1.0, 0.5, 2.0, -1.0], dtype=torch.double)  # each sentence's gradient seeded apart
-        return rank_cfg._Inside.apply(first, to_children, root, chart, lengths, None) * weights
+        return rank_cfg._Inside.apply(first, to_children, root, chart, lengths, None, None) * weights
 
     inputs = tuple(t.detach().clone().requires_grad_() for t in (s.leaves, s.to_children, s.root))
     assert torch.autograd.gradcheck(log_z, inputs)
@@ -150,3 +151,76 @@ def test_each_span_is_labelled_with_its_most_probable_nonterminal():
     for span, label in labels.items():
         mass = [sum(float(g.root @ labelled(t, 0, 4, span, a)[:NT]) for t in all_trees(0, 4)) for a in range(NT)]
         assert label == max(range(NT), key=lambda a: mass[a])
+
+
+def random_bias(sentences: list[list[int]], seed: int) -> torch.Tensor:
+    """(B, n+1, n+1) a log weight for every span, drawn (the focus's votes are counts; any real number must do)."""
+    n = max(map(len, sentences))
+    return torch.randn(len(sentences), n + 1, n + 1, generator=torch.Generator().manual_seed(seed),
+                       dtype=torch.double) * 1.5
+
+
+def test_a_focused_partition_and_its_marginals_equal_brute_force_over_every_tree(tensor_sums):
+    """Parse-focusing's objective: log of the sum over trees of p(sentence, tree) exp(sum of its spans' biases) (the
+    whole sentence's and single words' biases too: a constant of every tree, and none), and the marginals of that
+    reweighted distribution."""
+    g = random_grammar(3)
+    sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]
+    ids, lengths = padded(sentences)
+    bias = random_bias(sentences, 4)
+    s = structure(g, ids, lengths, bias)
+    for b, words in enumerate(sentences):
+        weighted = {spans: p * math.exp(sum(float(bias[b, i, j]) for i, j in spans))
+                    for spans, p in brute_force(g, words).items()}
+        z = sum(weighted.values())
+        assert s.partition[b].item() == pytest.approx(math.log(z), rel=1e-9)
+        for i in range(len(words)):
+            for j in range(i + 2, len(words) + 1):
+                expected = sum(p for spans, p in weighted.items() if (i, j) in spans) / z
+                assert float(s.marginals[b, i, j]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_focused_partition_carries_the_exact_gradient_to_the_rules_and_emissions(tensor_sums):
+    g = random_grammar(5)
+    sentences = [[3, 1, 4, 6], [2, 6, 1]]
+    ids, lengths = padded(sentences)
+    bias = random_bias(sentences, 6)
+    factors = [x.clone().requires_grad_() for x in (g.root, g.head, g.left, g.right, g.emission)]
+
+    def log_z(root, head, left, right, emission):
+        return RankSpaceCFG(root, head, left, right, emission[:, ids].permute(1, 2, 0), lengths,
+                            span_bias=bias).partition
+
+    assert torch.autograd.gradcheck(log_z, tuple(factors))
+    # and that gradient is the brute force's: d/d(emission) of log sum_t p(t) exp(bias(t)) by autograd through it
+    emission = g.emission.clone().requires_grad_()
+    weighted = [g.root @ symbol_inside(SimpleNamespace(**{**vars(g), "emission": emission}), words, t, 0, len(words))[:NT]
+                * math.exp(sum(float(bias[b, i, j]) for i, j in spans_of(t, 0, len(words))))
+                for b, words in enumerate(sentences) for t in all_trees(0, len(words))]
+    brute = sum(torch.log(sum(weighted[k] for k in range(len(weighted)) if k in rows))
+                for rows in (range(5), range(5, 7)))  # 5 trees of 4 words, 2 of 3
+    brute.backward()
+    ours = factors[4].detach().clone().requires_grad_()
+    RankSpaceCFG(g.root, g.head, g.left, g.right, ours[:, ids].permute(1, 2, 0), lengths,
+                 span_bias=bias).partition.sum().backward()
+    assert torch.allclose(ours.grad, emission.grad, atol=1e-9)
+
+
+def test_a_strong_focus_on_one_tree_concentrates_the_marginals_on_it():
+    """A large bias on one tree's spans (a single teacher at a large strength): its spans' marginals go to one, every
+    other span's to zero; in float32, through the C sums where they are built, as training runs."""
+    g = random_grammar(7)
+    words = [3, 1, 4, 1, 5, 2, 6]
+    teacher = ((0, (1, 2, 2), 1), ((3, 4, 4), (5, 6, 6), 5), 3)  # ((w0 (w1 w2)) ((w3 w4) (w5 w6)))
+    chosen = spans_of(teacher, 0, 7)
+    bias = torch.zeros(1, 8, 8)
+    for i, j in chosen:
+        bias[0, i, j] = 30.0
+    f32 = SimpleNamespace(**{k: v.float() for k, v in vars(g).items()})
+    plain, focused = structure(f32, torch.tensor([words]), [7]), structure(f32, torch.tensor([words]), [7], bias)
+    assert float(plain.marginals[0, 0, 3]) < 0.9  # the grammar alone is not sure of the teacher's spans
+    for i in range(7):
+        for j in range(i + 2, 8):
+            expected = 1.0 if (i, j) in chosen else 0.0
+            assert float(focused.marginals[0, i, j]) == pytest.approx(expected, abs=1e-4)
+    assert trees.spans(focused.argmax([[str(w) for w in words]])[0], whole=True) == chosen

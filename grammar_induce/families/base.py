@@ -27,6 +27,7 @@ from ..runtime.precision import FULL_PARTS
 from .reading import Reading, middle_layer
 
 if TYPE_CHECKING:
+    from .focus import SpanVotes
     from ..config import Config
     from ..runtime.distributed import World
     from ..text.tokenizer import Tokenizer, Vocab
@@ -131,6 +132,7 @@ class TrainingText:
     valid: Any
     test: Any
     notes: list[str]  # lines for the log about the text (skipped lines, the token cache)
+    focus: SpanVotes | None = None  # the teachers' span votes of each training sentence (families/focus.py), if focused
 
 
 def perplexity_overflows(loss: float) -> bool:

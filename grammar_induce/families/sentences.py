@@ -14,13 +14,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import Config, TrainConfig, at_least
+from ..config import Config, ConfigError, TrainConfig, at_least
 from ..errors import InputError
 from ..messages import plural
 from ..runtime import distributed, precision
 from ..runtime.clipping import clip_and_step
 from ..text import corpus
 from ..text.tokenizer import Vocab, tokenizer_of
+from . import focus
 from .base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
 
 ADAM_BETAS = (0.75, 0.999)  # TN-PCFG's (and compound PCFG's) optimiser
@@ -30,16 +31,28 @@ PROBE_WORDS = 20  # `auto` precision's probe: a training batch of sentences this
 @dataclass(frozen=True)
 class SentenceTrainConfig(TrainConfig):
     """[train] of a kind fitted to whole sentences: the longest training sentence, and a length curriculum
-    (start_length > 0: the first epoch's longest, + length_step an epoch)."""
+    (start_length > 0: the first epoch's longest, + length_step an epoch); a trained model of the same sizes to start
+    from (`init`, its vocabulary too); and parse-focusing (families/focus.py): the teachers whose trees focus it
+    (`focus`: files of trees aligned with the training text, shipped names or checkpoints), how their votes count
+    (`focus_by`), a right-branching voter's weight, the mode and the strength."""
 
     max_length: int = 40
     start_length: int = 0
     length_step: int = 10
+    init: str = ""
+    focus: tuple[str, ...] = ()
+    focus_mode: str = "soft"
+    focus_strength: float = 1.0
+    focus_by: str = "teacher"
+    focus_right: float = 0.0
 
     def validate(self) -> None:
         super().validate()
         at_least(1, "train", self, "max_length")
-        at_least(0, "train", self, "start_length", "length_step")
+        at_least(0, "train", self, "start_length", "length_step", "focus_strength", "focus_right")
+        for key, allowed in (("focus_mode", focus.MODES), ("focus_by", focus.COUNTS)):
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"train.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
 
 
 def split_sentences(ids: Tensor) -> list[Tensor]:
@@ -124,10 +137,12 @@ def held_out(model, sentences: list[Tensor], device: torch.device, products: tor
 
 
 def sentence_step(model, optimizer: torch.optim.Optimizer, words: Tensor, lengths: list[int], clip: float,
-                  products: torch.dtype | None) -> float:
-    """One optimizer step on the batch's mean negative log-likelihood; returns that mean."""
+                  products: torch.dtype | None, span_bias: Tensor | None = None) -> float:
+    """One optimizer step on the batch's mean negative log-likelihood (focused by `span_bias`, where given); returns
+    that mean."""
     optimizer.zero_grad(set_to_none=True)
-    loss = -model.log_likelihood(words, lengths, products).mean()
+    focused = {} if span_bias is None else {"span_bias": span_bias.to(words.device)}
+    loss = -model.log_likelihood(words, lengths, products, **focused).mean()
     loss.backward()
     clip_and_step(optimizer, model.parameters(), clip)
     return loss.item()
@@ -161,7 +176,18 @@ class SentenceTrainer(Trainer):
         return nll / max(1, count)
 
     def describe(self) -> str:
-        return described(self.model, self.text, self.device)
+        cfg, focus_votes = self.config.train, self.text.focus
+        lines = [described(self.model, self.text, self.device)]
+        if cfg.init:
+            lines.append(f"started from {cfg.init}")
+        if focus_votes is not None:
+            how = f"strength {cfg.focus_strength:g}" if cfg.focus_mode == "soft" else "others weigh 1e-4"
+            lines.append(f"focused ({cfg.focus_mode}, {how}; votes by {cfg.focus_by}"
+                         + (f", a right-branching voter of weight {cfg.focus_right:g}" if cfg.focus_right else "")
+                         + f") by {', '.join(cfg.focus)}: {focus_votes.covered:,} of {len(focus_votes):,} "
+                         "sentences have teacher trees; the training loss is the focused objective's, the held-out "
+                         "one the plain likelihood")
+        return "\n".join(lines)
 
     def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
         cfg = self.config.train
@@ -171,9 +197,11 @@ class SentenceTrainer(Trainer):
         return len(self.batches)
 
     def steps(self, position: EpochPosition) -> Iterator[Step]:
+        cfg, votes = self.config.train, self.text.focus
         for batch in self.batches[position.start :]:
             words, lengths = padded([self.text.train[k] for k in batch], self.device)
-            nll = sentence_step(self.model, self.optimizer, words, lengths, self.config.train.clip, self.products)
+            bias = None if votes is None else votes.bias(batch, lengths, cfg.focus_mode, cfg.focus_strength)
+            nll = sentence_step(self.model, self.optimizer, words, lengths, cfg.clip, self.products, bias)
             loss_sum, units = nll * len(lengths), sum(lengths) + len(lengths)
             running = (position.loss_sum + loss_sum) / (position.units + units)
             yield Step(loss_sum, units, sum(lengths), 1, {"ppl": f"{math.exp(min(running, 50)):.1f}"})

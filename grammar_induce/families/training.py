@@ -134,9 +134,10 @@ MakeTrainer = Callable[[Config, ModelKind, "str | None"], Trainer]  # (config, m
 
 def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: int,
         resumed: tuple[dict[str, Any], TrainState] | None, *, device: torch.device, world: distributed.World,
-        quiet: bool, messages: Messages, precision_line: str) -> Result:
+        quiet: bool, messages: Messages, precision_line: str, initial: dict[str, torch.Tensor] | None = None) -> Result:
     """The loop itself, in a folder the caller holds (`train`'s run directory, a distillation's round): a model
-    of the config built under its seed (or last.pt's, `resumed`), its recipe, epochs until done or stopped."""
+    of the config built under its seed (or last.pt's, `resumed`), its recipe, epochs until done or stopped.
+    `initial`: the weights a new run starts from (a trained model's, float16 read as the model's dtype)."""
     if device.type == "cpu":
         memory.keep_freed_memory()
     torch.manual_seed(config.train.seed)
@@ -144,6 +145,8 @@ def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: in
     payload, saved = resumed or (None, None)
     if payload:
         model.load_state_dict(payload["state_dict"])
+    elif initial is not None:
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in initial.items()})
     trainer = make_trainer(config, model, saved.phase if saved else None)
     trainer.rng = random.Random(config.train.seed)
     if payload:

@@ -10,6 +10,11 @@ probabilities with one log scale per span (the largest part of each sum divided 
 underflows and no logarithm or exponential is taken per rank entry. The scales carry no gradient: the
 value a span stands for is x * exp(scale), and the gradient through x alone is the exact one.
 
+A span bias (`span_bias`, log weights (B, n+1, n+1)) multiplies each span's value by exp(bias[i, j]) by adding it to
+the span's scale: the partition becomes sum over trees of p(tree) exp(sum of its spans' biases), what parse-focusing
+trains (Park and Kim 2024: each tree reweighted by its spans' teacher votes), and its marginals are that
+distribution's. Being in the scale it carries no gradient of its own, and the passes keep their shape.
+
 A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlogZ/dx[i, j, r] (x is
 homogeneous in each span's weight), so one backward pass gives every span's marginal. That pass is written out
 (`_outside`, the outside pass, each split point's gradient added in place into its children's): `marginals` runs it
@@ -57,12 +62,13 @@ class RankSpaceCFG:
     whose binary rules factor through rank r: `root` (NT,) p(S -> A); `head` (NT, r) U; `left`, `right`
     (NT + T, r) V and W; `emission` (B, n, T) log p(T -> w_i) of each word. `products`: the dtype of the rank-space
     products (None: float32). The partition carries gradients to all of them; marginals, trees and labels are
-    computed without."""
+    computed without. `span_bias` (B, n+1, n+1): each span's log weight (width 2 and more; None: none), see above."""
 
     def __init__(self, root: Tensor, head: Tensor, left: Tensor, right: Tensor, emission: Tensor,
-                 lengths: Sequence[int], products: torch.dtype | None = None):
+                 lengths: Sequence[int], products: torch.dtype | None = None, span_bias: Tensor | None = None):
         nt = head.shape[0]
         self.lengths, self.products, self.n = list(lengths), products, emission.shape[1]
+        self.span_bias = None if span_bias is None else span_bias.detach()
         self.root_rule, self.head, self.left_nt, self.right_nt = root, head, left[:nt], right[:nt]
         self.to_children = torch.cat([head.t() @ self.left_nt, head.t() @ self.right_nt], dim=1)  # (r, 2r): U^T V, U^T W
         self.root = root @ head  # (r,): p_root U
@@ -77,7 +83,8 @@ class RankSpaceCFG:
         top = self.leaf_scale
         chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(self.lengths)), [None, None],
                       [None, None])
-        chart.log_z = _Inside.apply(self.leaves, self.to_children, self.root, chart, self.lengths, self.products)
+        chart.log_z = _Inside.apply(self.leaves, self.to_children, self.root, chart, self.lengths, self.products,
+                                    self.span_bias)
         return chart
 
     @property
@@ -285,7 +292,7 @@ class _Inside(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, first: Tensor, to_children: Tensor, root: Tensor, chart: Chart, lengths: Sequence[int],
-                products: torch.dtype | None) -> Tensor:
+                products: torch.dtype | None, span_bias: Tensor | None) -> Tensor:
         rank, n = root.shape[0], first.shape[1]
         rounded = _rounded(to_children, products)  # once, not per width
         sums = native.Inside(n) if native.usable(root, first) else None
@@ -299,6 +306,9 @@ class _Inside(torch.autograd.Function):
         add_children(1, first)
         for w in range(2, n + 1):
             x, scale, weights, norm = _combine(chart, w, n, sums)
+            if span_bias is not None:  # each span's weight, in its scale (see the module's docstring)
+                starts = torch.arange(n - w + 1, device=span_bias.device)
+                scale = scale + span_bias[:, starts, starts + w].to(scale.dtype)
             chart.x.append(x)
             chart.scale.append(scale)
             chart.weights.append(weights)
@@ -321,7 +331,7 @@ class _Inside(torch.autograd.Function):
         for w in range(2, n):
             grad_children += _product(chart.x[w].reshape(-1, rank).t(), grads[w].reshape(-1, 2 * rank), products)
         grad_root = whole.grad_root
-        return grads[1], grad_children, grad_root, None, None, None
+        return grads[1], grad_children, grad_root, None, None, None, None
 
 
 class _Whole:

@@ -211,7 +211,7 @@ def _load(folder: Path, key: str) -> Entry | None:
         n, limit = int(meta["tokens"]), int(meta["id_limit"])
         if (folder / "ids.bin").stat().st_size != n * dtype.itemsize or n < 1:
             return None
-        if _file_hash(folder / "ids.bin") != meta["ids_hash"]:  # zeroed, overwritten: not what was written
+        if file_hash(folder / "ids.bin") != meta["ids_hash"]:  # zeroed, overwritten: not what was written
             return None
         ids = torch.from_file(str(folder / "ids.bin"), shared=False, size=n, dtype=dtype)
         if _largest(ids) >= limit:
@@ -224,7 +224,7 @@ def _load(folder: Path, key: str) -> Entry | None:
         return None
 
 
-def _file_hash(path: Path) -> str:
+def file_hash(path: Path) -> str:
     digest = hashlib.blake2b(digest_size=20)
     with open(path, "rb") as f:
         while block := f.read(1 << 22):
@@ -265,7 +265,7 @@ def _build(path: str, tokenizer: Tokenizer, root: Path, key: str, workers: int, 
         meta = {"format": FORMAT, "key": key, "source": str(Path(path).resolve()), "dtype": dtype, "tokens": tokens,
                 "id_limit": len(vocab), "sentences": sentences, "blank_lines": blank,
                 "vocab": vocab.words if own else None, "counts": dict(zip(words, counts)) if own else {},
-                "ids_hash": _file_hash(work / "ids.bin"), "vocab_hash": _words_hash(vocab.words) if own else None}
+                "ids_hash": file_hash(work / "ids.bin"), "vocab_hash": _words_hash(vocab.words) if own else None}
         (work / "provisional.bin").unlink()
         (work / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
         if (root / key).exists() and _load(root / key, key) is None:

@@ -1,13 +1,19 @@
 """`train`: a config's family trained on its text files in a run directory (its lock, what a resume may change,
 `auto` precision measured on the recipe's probe), through the one loop (families/training.py) with the family's
-recipe (`ModelKind.TRAINER`); a trained model's perplexity on a file, as its recipe validates.
+recipe (`ModelKind.TRAINER`); the teachers' trees that focus a grammar (`train.focus`: files read aligned with the
+training text, models' trees made once and kept in chunks in the cache); a trained model's perplexity on a file, as
+its recipe validates.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
+import json
 import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +23,27 @@ from .. import config as config_module
 from ..config import Config, ConfigError
 from ..errors import InputError, UserError
 from ..families import checkpoint, registry
-from ..families.base import ModelKind, Trainer, exp_loss
+from ..families.base import ModelKind, Trainer, TrainingText, exp_loss
+from ..families.focus import SpanVotes, Teacher
 from ..families.training import Result, TrainState, fit, resume_state
-from ..files import refuse_overwriting
-from ..messages import Messages
+from ..files import atomic_write, read_lines, refuse_overwriting
+from ..messages import Messages, plural
 from ..runtime import distributed, memory, precision, rundir
-from ..text import corpus
+from ..text import aligned, corpus
 from ..text.tokenizer import Vocab
+from ..trees import Tree, to_brackets
+
+FOCUS_CHUNK = 2000  # sentences a model teacher parses between two saved chunks of its trees
+
+
+@dataclass(frozen=True)
+class TreeMaker:
+    """A focusing teacher that is a model (a shipped name, a checkpoint): its family (its model kind), what it is
+    (its files' hash: the cache of its trees is its own) and how it parses sentences given as words."""
+
+    family: str
+    identity: str
+    parse: Callable[[list[list[str]]], list[Tree]]
 
 
 def recipe_of(kind: type[ModelKind]) -> type[Trainer]:
@@ -46,11 +66,12 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -
 
 
 def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = False, quiet: bool = False,
-          messages: Messages | None = None) -> Result:
+          messages: Messages | None = None, teachers: Mapping[str, TreeMaker] | None = None) -> Result:
     """Train a model of the config's family into `out_dir` (config.toml, metrics.jsonl, best.pt, last.pt).
 
     Every input is checked before the run directory is touched; see `rundir` for its lock. `messages`:
-    where the log lines and notes go (by default nowhere; the notes are kept).
+    where the log lines and notes go (by default nowhere; the notes are kept). `teachers`: the focusing teachers of
+    `train.focus` that are models, by the name the config gives them (the others are files of trees).
     """
     messages = messages or Messages()
     memory.ask_for_huge_pages()  # before any tensor (faulting a batch in 4 KiB pages costs about 5% of a CPU step)
@@ -73,7 +94,11 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         _check_its_own(payload, out_dir)
         _check_resumable(payload, config, out_dir / "last.pt")
         _note_changed_text(payload, config, saved, messages)
-    text = recipe.read_text(config, world, Vocab(payload["vocab"]) if payload else None)
+    start = _starting_model(config) if not payload else None  # a resumed run has its own weights
+    vocab_from = payload or start
+    text = recipe.read_text(config, world, Vocab(vocab_from["vocab"]) if vocab_from else None)
+    if getattr(config.train, "focus", ()):  # a family that trains on sentences, focused
+        text = dataclasses.replace(text, focus=focus_votes(config, text, teachers or {}, messages))
     kept = run_precision(payload, requested, device) if payload else None
     if kept:
         config, probe = dataclasses.replace(config, train=dataclasses.replace(config.train, precision=kept)), None
@@ -85,10 +110,27 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
         world.barrier()
         result = fit(config, out_dir, lambda cfg, model, phase: recipe(cfg, model, text, device, world, phase),
                      len(text.vocab), (payload, saved) if payload and saved else None, device=device, world=world,
-                     quiet=quiet, messages=messages, precision_line=said)
+                     quiet=quiet, messages=messages, precision_line=said,
+                     initial=start["state_dict"] if start else None)
         gc.collect()  # now: a DDP wrapper can sit in reference cycles, and freed at exit it can abort the process
         world.close()
     return result
+
+
+def _starting_model(config: Config) -> dict[str, Any] | None:
+    """The checkpoint a new run starts from (`train.init`: a trained model of the run's kind and sizes, whose
+    vocabulary the text is read with), checked; None without one."""
+    if not getattr(config.train, "init", ""):
+        return None
+    path = Path(config.train.init)
+    payload = checkpoint.read(path)
+    theirs, ours = payload["config"].get("model", {}), config.to_dict()["model"]
+    differ = [key for key in ours if theirs.get(key, ours[key]) != ours[key]]
+    if differ:
+        key = differ[0]
+        raise InputError(f"{path}: train.init must be a model of the run's kind and sizes: it has model.{key} = "
+                         f"{theirs[key]!r}, the run {ours[key]!r}")
+    return payload
 
 
 def run_precision(payload: dict[str, Any], requested: str, device: torch.device) -> str | None:
@@ -155,3 +197,57 @@ def _check_its_own(payload: dict[str, Any], out_dir: Path) -> None:
     if theirs != kind:
         raise InputError(f"{out_dir / 'last.pt'}: holds a {theirs} model, but the run in {out_dir} is a {kind} run "
                          f"(config.toml): --resume goes on only from the run's own last.pt (was it copied here?)")
+
+
+def focus_votes(config: Config, text: TrainingText, teachers: Mapping[str, TreeMaker], messages: Messages) -> SpanVotes:
+    """The span votes of `train.focus`'s teachers over the training sentences (2 to max_length words; the others are
+    never trained on): a file's trees, read aligned with the training file's lines, or a model's, made once (in
+    chunks, kept in the cache: a stopped run parses on from its last chunk)."""
+    cfg, data = config.train, config.data
+    reader = corpus.training_reader(data)
+    lines = aligned.training_lines(data.train, reader)
+    numbered = [(n, words) for n, words in lines if words]
+    sentences = [words for _, words in numbered]
+    if len(sentences) != len(text.train):
+        raise InputError(f"{data.train}: read as {plural(len(sentences), 'sentence')} here but "
+                         f"{len(text.train):,} by the token cache (was the file changed during the run?)")
+    keep = [2 <= len(words) <= cfg.max_length for words in sentences]
+    found = []
+    for name in cfg.focus:
+        if name in teachers:
+            maker = teachers[name]
+            trees = _model_trees(name, maker, sentences, keep, config, messages)
+            spans = [None if tree is None else aligned.spans_over(tree, words, reader, f"{name}'s tree", f"{data.train}:{n}")
+                     for tree, (n, words) in zip(trees, numbered)]
+            found.append(Teacher(name, maker.family, spans))
+        else:
+            found.append(Teacher(name, f"file {name}", aligned.file_spans(Path(name), data.train, lines, reader, keep)))
+    return SpanVotes(found, [len(words) for words in sentences], cfg.focus_by, cfg.focus_right)
+
+
+def _model_trees(name: str, maker: TreeMaker, sentences: list[list[str]], keep: list[bool], config: Config,
+                 messages: Messages) -> list[Tree | None]:
+    """A model teacher's trees of the kept sentences (None for the others), from its chunks in the cache, parsing
+    the chunks it lacks (each saved as it is made)."""
+    data = config.data
+    key = hashlib.blake2b(json.dumps([maker.identity, corpus.file_hash(Path(data.train)),
+                                      corpus.training_reader(data).to_dict(), config.train.max_length]).encode(),
+                          digest_size=12).hexdigest()
+    folder = corpus.cache_root(data.cache_dir) / "focus" / key
+    folder.mkdir(parents=True, exist_ok=True)
+    chunks = [(range(first, min(first + FOCUS_CHUNK, len(sentences))), folder / f"trees-{first // FOCUS_CHUNK:05d}.txt")
+              for first in range(0, len(sentences), FOCUS_CHUNK)]
+    missing = sum(not path.exists() for _, path in chunks)
+    if missing:
+        messages.say(f"focus: {name} parses {plural(sum(keep), 'training sentence')} of 2 to "
+                     f"{config.train.max_length} words, {plural(missing, 'chunk')} to go, each kept in {folder} as "
+                     "it is made (a stopped run goes on from the last)")
+    found: list[Tree | None] = []
+    for rows, path in chunks:
+        if not path.exists():
+            wanted = [k for k in rows if keep[k]]
+            made = dict(zip(wanted, maker.parse([sentences[k] for k in wanted])))
+            text = "".join((to_brackets(made[k]) if k in made else "") + "\n" for k in rows)
+            atomic_write(path, lambda f, text=text: f.write(text.encode("utf-8")))
+        found.extend(aligned.parse_tree_line(text, f"{path}:{n}") for n, text in read_lines(path))
+    return found

@@ -98,17 +98,20 @@ class TNPCFG(ModelKind):
                        self.right_mlp(symbols).softmax(0))
 
     def structure(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
-                  grammar: Grammar | None = None) -> RankSpaceCFG:
+                  grammar: Grammar | None = None, span_bias: Tensor | None = None) -> RankSpaceCFG:
         """The sentences `words` (B, n) ids padded at the end under the grammar, as a structure (its partition, span
-        marginals, MBR trees and labels). `products`: the dtype of the rank-space products (None: float32)."""
+        marginals, MBR trees and labels). `products`: the dtype of the rank-space products (None: float32);
+        `span_bias` (B, n+1, n+1): each span's log weight, as parse-focusing trains (None: the plain grammar)."""
         g = grammar or self.grammar()
         emission = g.emission[:, words].permute(1, 2, 0)  # (B, n, T) log p(T -> w_i); its gradient as (T, V) is
         # laid out as the softmax's (indexing the transpose, log_softmax's backward copied it back: 7% of a step)
-        return RankSpaceCFG(g.root, g.head, g.left, g.right, emission, lengths, products)
+        return RankSpaceCFG(g.root, g.head, g.left, g.right, emission, lengths, products, span_bias)
 
-    def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None) -> Tensor:
-        """log p(sentence) under the grammar, per sentence (B,)."""
-        return self.structure(words, lengths, products).partition
+    def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
+                       span_bias: Tensor | None = None) -> Tensor:
+        """log p(sentence) under the grammar, per sentence (B,); with `span_bias`, the log of the sum over trees of
+        p(tree, sentence) exp(sum of its spans' biases): the focused objective."""
+        return self.structure(words, lengths, products, span_bias=span_bias).partition
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,

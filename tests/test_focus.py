@@ -1,0 +1,183 @@
+"""Parse-focusing (families/focus.py, text/aligned.py, workflows/train.py): the teachers' votes and the span biases
+they make, by hand; a grammar trained toward a teacher's trees, from a file or a model (whose trees are made once, in
+chunks kept in the cache); the refusal of a file that does not match the training text; a start from a trained
+grammar; resume. The focused partition itself against brute force: tests/test_rank_cfg.py."""
+
+import math
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from grammar_induce import trees
+from grammar_induce.errors import InputError
+from grammar_induce.families import checkpoint, sentences
+from grammar_induce.families.focus import HARD_FLOOR, SpanVotes, Teacher
+from grammar_induce.workflows import train as train_workflow
+from grammar_induce.workflows.train import TreeMaker, train
+
+from .conftest import QUIET
+from .test_pcfg import pcfg_config
+
+
+def test_votes_count_each_teacher_or_each_family_once_and_the_right_branching_voter():
+    """Three teachers of two families over one sentence of 5 words; a second sentence no teacher has."""
+    a = Teacher("a", "pcfg", [frozenset({(0, 2), (2, 5), (3, 5)}), None])
+    b = Teacher("b", "pcfg", [frozenset({(0, 2), (2, 4)}), None])
+    c = Teacher("c", "onlstm", [frozenset({(0, 2), (3, 5)}), None])
+    by_teacher = SpanVotes([a, b, c], [5, 3])
+    assert by_teacher.votes(0) == {(0, 2): 3.0, (2, 5): 1.0, (3, 5): 2.0, (2, 4): 1.0}
+    assert by_teacher.votes(1) == {} and by_teacher.covered == 1
+    by_family = SpanVotes([a, b, c], [5, 3], by="family", right=0.5)
+    assert by_family.votes(0) == {(0, 2): 2.0, (2, 5): 0.5 + 0.5, (3, 5): 0.5 + 1.0 + 0.5, (2, 4): 0.5,
+                                  (1, 5): 0.5}  # right-branching: (1, 5), (2, 5), (3, 5)
+    assert by_family.votes(1) == {}  # no teacher tree: the right-branching voter alone does not focus it
+
+
+def test_the_bias_is_strength_times_votes_soft_and_the_papers_floor_hard():
+    votes = SpanVotes([Teacher("a", "pcfg", [frozenset({(0, 2)}), frozenset({(1, 3)})])], [4, 3])
+    soft = votes.bias([1, 0], [3, 4], "soft", 2.5)
+    assert soft.shape == (2, 5, 5)
+    expected = torch.zeros(2, 5, 5)
+    expected[0, 1, 3] = 2.5
+    expected[1, 0, 2] = 2.5
+    assert torch.equal(soft, expected)
+    hard = votes.bias([0], [4], "hard", 99.0)[0]
+    for i in range(5):
+        for j in range(5):
+            wanted = 0.0 if j - i < 2 or (i, j) in {(0, 2), (0, 4)} else HARD_FLOOR
+            assert float(hard[i, j]) == pytest.approx(wanted), (i, j)
+
+
+def training_words(config) -> list[list[str]]:
+    return [line.split() for line in Path(config.data.train).read_text().splitlines()]
+
+
+def teacher_file(config, path: Path, shape=trees.left_branching) -> Path:
+    """A tree of `shape` (left-branching: what a grammar of the English-like synthetic text does not make) of each
+    line of the training text."""
+    path.write_text("".join(trees.to_brackets(shape(w)) + "\n" if w else "\n" for w in training_words(config)))
+    return path
+
+
+def share_of_teacher_trees(run: Path, config) -> float:
+    """The share of the training sentences (3 to 12 words) whose MBR tree is left-branching."""
+    from grammar_induce import api
+
+    parser = api.load(run / "best.pt")
+    words = [w for w in training_words(config) if 3 <= len(w) <= 12][:120]
+    found = [trees.spans(tree_of(t)) for t in parser.parse_many(words)]
+    return sum(f == trees.spans(trees.left_branching(w)) for f, w in zip(found, words)) / len(words)
+
+
+def tree_of(nltk_tree) -> trees.Tree:
+    return trees.from_nested(nltk_tree)
+
+
+def test_a_grammar_focused_by_a_file_of_trees_learns_them_and_keeps_the_settings(tmp_path):
+    config = pcfg_config(epochs=2, lr=0.02)
+    focused = replace(config, train=replace(config.train, focus=(str(teacher_file(config, tmp_path / "rb.txt")),),
+                                            focus_strength=4.0))
+    train(config, tmp_path / "plain", **QUIET)
+    train(focused, tmp_path / "focused", **QUIET)
+    plain_share, focused_share = (share_of_teacher_trees(tmp_path / run, config) for run in ("plain", "focused"))
+    assert focused_share > plain_share + 0.3, (plain_share, focused_share)
+    saved = checkpoint.load(tmp_path / "focused" / "best.pt").config.train
+    assert (saved.focus, saved.focus_mode, saved.focus_strength) == (focused.train.focus, "soft", 4.0)
+    assert 'focus = ["' in (tmp_path / "focused" / "config.toml").read_text()
+
+
+def test_a_focus_file_that_does_not_match_the_training_text_is_refused_naming_the_line(tmp_path):
+    config = pcfg_config(epochs=1)
+    lines = teacher_file(config, tmp_path / "rb.txt").read_text().splitlines()
+
+    def refused(text: str, match: str) -> None:
+        path = tmp_path / "teacher.txt"
+        path.write_text(text)
+        with pytest.raises(InputError, match=match):
+            train(replace(config, train=replace(config.train, focus=(str(path),))), tmp_path / "run", **QUIET)
+        assert not (tmp_path / "run").exists()
+
+    refused("\n".join(lines[:-1]) + "\n", rf"teacher.txt: 499 trees for the 500 lines of .*valid.txt: a focus file "
+                                          r"has a tree \(or a blank line\) for each line")
+    words = training_words(config)[2]
+    other = lines[:2] + [trees.to_brackets(trees.left_branching(["zebra", *words[1:]]))] + lines[3:]
+    assert words[0] != "zebra"
+    refused("\n".join(other) + "\n", rf"teacher.txt:3: the tree's words are not those of .*valid.txt:3 \(word 1 is "
+                                     rf"'zebra' against '{words[0]}'\)")
+    refused("\n".join(lines[:4] + ["(a (b c"] + lines[5:]) + "\n", r"teacher.txt:5: unbalanced brackets")
+
+
+def test_a_model_teachers_trees_are_made_once_in_chunks_and_read_back(tmp_path, monkeypatch):
+    """A model teacher parses the training sentences in chunks, each kept as it is made: a run stopped among them
+    goes on from the last, and a second run with the same teacher and text parses nothing."""
+    config = pcfg_config(epochs=1, max_steps=2)
+    config = replace(config, data=replace(config.data, cache_dir=str(tmp_path / "cache")),
+                     train=replace(config.train, focus=("teacher",)))
+    monkeypatch.setattr(train_workflow, "FOCUS_CHUNK", 100)
+    asked = []
+
+    def parse(sentences):
+        asked.append(len(sentences))
+        if len(asked) == 3:
+            raise KeyboardInterrupt  # stopped while making the third chunk
+        return [trees.right_branching(w) for w in sentences]
+
+    teachers = {"teacher": TreeMaker("pcfg", "a tiny teacher", parse)}
+    with pytest.raises(KeyboardInterrupt):
+        train(config, tmp_path / "run", teachers=teachers, **QUIET)
+    chunks = sorted((tmp_path / "cache" / "focus").glob("*/trees-*.txt"))
+    assert [c.name for c in chunks] == ["trees-00000.txt", "trees-00001.txt"]
+    kept = [w for w in training_words(config) if 2 <= len(w) <= config.train.max_length]
+    train(config, tmp_path / "run", teachers=teachers, **QUIET)
+    assert len(asked) == 3 + 3 and sum(asked[3:]) + sum(asked[:2]) == len(kept)  # chunks 3 to 5, then nothing again
+    train(config, tmp_path / "again", teachers=teachers, **QUIET)
+    assert len(asked) == 6
+    first = chunks[0].read_text().splitlines()
+    assert first[0] == trees.to_brackets(trees.right_branching(training_words(config)[0]))
+
+
+def test_a_run_starts_from_a_trained_grammar_of_the_same_sizes_and_refuses_another(tmp_path):
+    config = pcfg_config(epochs=1)
+    train(config, tmp_path / "first", **QUIET)
+    start = tmp_path / "first" / "best.pt"
+    tuned = replace(config, train=replace(config.train, init=str(start), lr=1e-9, max_steps=1))
+    train(tuned, tmp_path / "tuned", **QUIET)
+    before, after = checkpoint.load(start), checkpoint.load(tmp_path / "tuned" / "last.pt")
+    assert after.vocab.words == before.vocab.words
+    for key, value in before.model.state_dict().items():
+        assert torch.allclose(after.model.state_dict()[key], value, atol=1e-6), key
+    other = replace(tuned, model=replace(config.model, rank=6))
+    with pytest.raises(InputError, match=rf"{start}: train.init must be a model of the run's kind and sizes: it has "
+                                         r"model.rank = 8, the run 6"):
+        train(other, tmp_path / "other", **QUIET)
+
+
+def test_a_focused_run_resumes_to_the_same_weights_after_a_signal(tmp_path, monkeypatch):
+    config = pcfg_config(checkpoint_minutes=1e-9)
+    config = replace(config, train=replace(config.train, focus=(str(teacher_file(config, tmp_path / "rb.txt")),),
+                                           focus_mode="hard"))
+    train(config, tmp_path / "straight", **QUIET)
+    original, calls = sentences.sentence_step, {"n": 0}
+
+    def step(*args, **kwargs):
+        calls["n"] += 1
+        assert args[-1] is not None  # the batch's span bias reaches the step
+        value = original(*args, **kwargs)
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return value
+
+    monkeypatch.setattr(sentences, "sentence_step", step)
+    train(config, tmp_path / "interrupted", **QUIET)
+    monkeypatch.setattr(sentences, "sentence_step", original)
+    train(config, tmp_path / "interrupted", resume=True, **QUIET)
+    a = torch.load(tmp_path / "straight" / "last.pt", weights_only=True)
+    b = torch.load(tmp_path / "interrupted" / "last.pt", weights_only=True)
+    assert b["training_state"]["epoch"] == 3
+    for key in a["state_dict"]:
+        assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
+    assert math.isfinite(b["training_state"]["best_loss"])
