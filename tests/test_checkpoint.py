@@ -81,6 +81,22 @@ def test_truncated_foreign_and_future_checkpoints_are_refused(tiny_run, tmp_path
         assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
+def test_a_checkpoint_with_flipped_bytes_is_refused_not_loaded(tiny_run, tmp_path):
+    """64 bytes flipped inside the weights leave a file torch still loads (its zip's CRCs are not checked), and the
+    damaged model parsed on; now the stored CRCs are checked and the file refused, naming what is damaged."""
+    data = bytearray((tiny_run / "best.pt").read_bytes())
+    weights = max(torch.load(tiny_run / "best.pt", weights_only=True)["state_dict"].values(), key=torch.Tensor.numel)
+    at = bytes(data).index(weights.numpy().tobytes()[:64])  # the largest tensor's first bytes, stored as they are
+    data[at : at + 64] = bytes(b ^ 0xFF for b in data[at : at + 64])
+    damaged = tmp_path / "damaged.pt"
+    damaged.write_bytes(bytes(data))
+    torch.load(damaged, weights_only=True)  # what torch alone does: no complaint
+    sole_line_error(invoke("parse", "--model", damaged, "a b"),
+                    f"{damaged}: damaged checkpoint (")
+    with pytest.raises(InputError, match="does not match the CRC stored with it"):
+        checkpoint.load(damaged)
+
+
 def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.pt"

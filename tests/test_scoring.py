@@ -269,3 +269,13 @@ def test_label_recall_shows_no_figure_where_no_gold_constituent_is_and_has_the_r
         if line.startswith(("right-branching", "random")):
             assert line.split()[-len(header.split()) + column] == "-"
     assert report.to_dict()["label_recall"]["random"]["ADVP"] is None
+
+
+def test_a_jsonl_file_read_as_json_is_a_one_line_error_naming_the_line(tmp_path):
+    """`--pred x.jsonl --pred-format json` read each record as a tree and crashed (AttributeError on a dict)."""
+    gold = written(tmp_path / "gold.txt", "(S (NP (DT the) (NN dog)) (VP (VBD barked)))\n")
+    pred = written(tmp_path / "pred.jsonl", '{"tokens": ["the", "dog", "barked"], "tree": [["the", "dog"], "barked"]}\n')
+    sole_line_error(invoke("evaluate", "--pred", pred, "--pred-format", "json", "--gold", gold),
+                    f"{pred}:1: not a json line of parse's output (expected a tree as nested lists; this is a jsonl "
+                    "record: --pred-format jsonl)")
+    assert invoke("evaluate", "--pred", pred, "--pred-format", "jsonl", "--gold", gold).exit_code == 0

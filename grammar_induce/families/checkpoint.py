@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import io
 import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,7 @@ def read(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: is a folder, not a checkpoint file{hint}")
     if not path.is_file():
         raise InputError(f"{path}: no such checkpoint file")
+    _check_stored_crcs(path)
     try:
         with warnings.catch_warnings():  # torch's warnings about a foreign file's pickle protocol
             warnings.simplefilter("ignore")
@@ -93,6 +95,23 @@ def read(path: Path) -> dict[str, Any]:
             f"{path}: checkpoint format version {payload['format_version']}, this grammar-induce reads {FORMAT_VERSION}"
         )
     return payload
+
+
+def _check_stored_crcs(path: Path) -> None:
+    """Refuse a zip (as torch saves) whose bytes no longer match the CRC stored with each of its files: flipped bytes
+    in the weights would otherwise load, and parse, silently otherwise. (Reading the file once more costs about as
+    much as loading it.)"""
+    if not _is_zip(path):
+        return  # not ours: torch.load says what it is
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise InputError(f"{path}: not a grammar-induce checkpoint or corrupt (not a whole zip archive: "
+                         f"{clipped(str(e), 120)})") from None
+    if bad is not None:
+        raise InputError(f"{path}: damaged checkpoint ({bad.rsplit('/', 1)[-1]} does not match the CRC stored with it: "
+                         "the file was changed or corrupted after it was written)")
 
 
 def _load_failure(error: Exception, path: Path) -> str:

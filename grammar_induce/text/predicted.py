@@ -40,9 +40,12 @@ def _json_tree(path: Path, lineno: int, text: str, fmt: str) -> object:
     try:
         value = json.loads(text)
         tree = value["tree"] if fmt == "jsonl" else value
+        if not (tree is None or isinstance(tree, (str, list))):  # a jsonl record read as json, say
+            raise TypeError
     except (ValueError, KeyError, TypeError):
+        other = "; this is a jsonl record: --pred-format jsonl" if fmt == "json" and text.lstrip()[:1] == "{" else ""
         raise InputError(f"{path}:{lineno}: not a {fmt} line of parse's output (expected "
-                         + ('{"tree": ...}' if fmt == "jsonl" else "a tree as nested lists") + ")") from None
+                         + ('{"tree": ...}' if fmt == "jsonl" else "a tree as nested lists") + f"{other})") from None
     return "" if tree is None else tree
 
 
