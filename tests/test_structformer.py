@@ -306,3 +306,20 @@ def test_tokens_a_second_count_every_word_read_not_only_the_masked_ones(sf_run):
         rate, seconds = record["tokens_per_s"], record["seconds"]
         rounding = rate * 0.005 + seconds * 0.05  # the record keeps seconds to 0.01 and the rate to 0.1
         assert rate * seconds == pytest.approx(words, rel=0.01, abs=rounding), record
+
+
+def test_an_input_distance_asked_of_a_structformer_is_a_one_line_error_naming_the_model(sf_run, tiny_run, tmp_path):
+    """A StructFormer has its parser's distances alone: `--distance input` ended in an IndexError traceback in parse,
+    evaluate, ensembles and the API."""
+    from .conftest import sole_line_error
+
+    model = sf_run / "best.pt"
+    said = (f"--distance input: {model} (a StructFormer masked language model) has no input distances; it has "
+            "parser distances (forget)")
+    sole_line_error(invoke("parse", "--model", model, "--distance", "input", "the dog barked"), said)
+    sole_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--model", model, "--distance", "input",
+                           "the dog barked"), said)
+    sole_line_error(invoke("evaluate", "--model", model, "--distance", "input", "--gold", SYNTHETIC_GOLD), said)
+    with pytest.raises(ValueError, match="distance input: .* has no input distances"):
+        gi.load(model, distance="input")
+    assert invoke("parse", "--model", tiny_run / "best.pt", "--distance", "input", "the dog barked").exit_code == 0

@@ -53,6 +53,13 @@ class Members:
         """The models checked (fit to parse, alike in splitting text, a layer each that they have: the one given or
         the middle one, unless `auto` chooses on the first chunk) and the precision resolved."""
         check_members(models)
+        for loaded in models:  # a distance the model lacks (a StructFormer has its parser's alone)
+            model = loaded.model
+            if not model.OWN_TREES and options.distance not in model.DISTANCES:
+                has = ", ".join(model.DISTANCE_NAMES.get(k, k) + (f" ({k})" if k in model.DISTANCE_NAMES else "")
+                                for k in model.DISTANCES)
+                raise SettingError("distance", f"{options.distance}: {loaded.source} ({model.DESCRIPTION}) has no "
+                                   f"{options.distance} distances; it has {has}")
         if options.labels and (len(models) > 1 or not models[0].model.LABELS):
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
                                + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
