@@ -344,6 +344,7 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @click.option("--input", "input_path", default=None,
               help="file of sentences, one per line, or - for stdin [default: stdin when it is not a terminal]")
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
+@click.option("--force", is_flag=True, help="write --output over a checkpoint or a training run's file")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True,
               help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, drawn in text, "
               "CoNLL-U dependency heads (a StructFormer's), SVG pictures (--output DIR: a file per line) or one HTML "
@@ -361,10 +362,8 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
               "default), jsonl and ascii")
 @model_options
 @user_errors
-def parse(model_names, sentences, input_path, output_path, fmt, agreement, workers, pretokenized, whole_lines, labels,
-          layers,
-          distance, decoder, combine, right_voter, weights, batch_size, precision,
-          device) -> None:
+def parse(model_names, sentences, input_path, output_path, force, fmt, agreement, workers, pretokenized, whole_lines,
+          labels, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
     from .files import check_folder_output, check_output, refuse_overwriting
     from .messages import Messages, progress_bar
@@ -376,7 +375,7 @@ def parse(model_names, sentences, input_path, output_path, fmt, agreement, worke
     if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
         check_folder_output(output_path, pictures.PICTURE_FILE)
     else:
-        check_output(output_path)
+        check_output(output_path, force)
     lines, stream = _read_sentences(sentences, input_path)
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                      batch_size, precision, device, pretokenized, labels, whole_lines)
@@ -506,10 +505,12 @@ def _input_files(input_path: str | None) -> list[str]:
 @click.option("--deps", is_flag=True, help="also score the model's dependency heads (a StructFormer's): attachment "
               "against the gold trees by Collins' head rules, directed and undirected, beside left and right chains")
 @click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--force", is_flag=True, help="write --json, --save-trees or --report over a checkpoint or a "
+              "training run's file")
 @model_options
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, report_path, report_sentences, baseline_seed, deps, quiet, layers, distance, decoder, combine,
+             save_trees, report_path, report_sentences, baseline_seed, deps, quiet, force, layers, distance, decoder, combine,
              right_voter, weights, batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api
@@ -521,7 +522,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
         raise click.UsageError("give one of --model and --pred, not both")
     outputs = {"--json": json_path, "--save-trees": save_trees, "--report": report_path}
     for path in outputs.values():
-        check_output(path)
+        check_output(path, force)
     gold = gold or str(QUICKSTART_GOLD)
     gold_files = files_under(Path(gold)) if Path(gold).is_dir() else [gold] if Path(gold).exists() else []
     settings = {"max_length": max_length, "treebank": preset, "punct_tags": punct_tags, "skip_bad": skip_bad,
@@ -599,14 +600,15 @@ def models() -> None:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--output", "output_path", type=click.Path(path_type=Path), default=Path("curves.svg"),
               show_default=True, help="the SVG to write")
+@click.option("--force", is_flag=True, help="write over a checkpoint or a training run's file")
 @user_errors
-def plot(run_dirs, output_path) -> None:
+def plot(run_dirs, output_path, force) -> None:
     """Draw the learning curves of one or more run directories in one chart."""
     from .files import check_output, files_under, refuse_overwriting
     from .messages import plural
     from .output.draw import write_curves
 
-    check_output(output_path)
+    check_output(output_path, force)
     refuse_overwriting({"--output": output_path}, [f for run_dir in run_dirs for f in files_under(run_dir)])
     write_curves(list(run_dirs), output_path)
     click.echo(f"learning curves of {plural(len(run_dirs), 'run')} in {output_path.resolve()}")

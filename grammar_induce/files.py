@@ -98,13 +98,16 @@ def files_under(folder: Path) -> list[Path]:
     return [p for p in Path(folder).rglob("*") if p.is_file()] if Path(folder).is_dir() else []
 
 
-def check_output(path: Path | None) -> None:
-    """Refuse before the work, not after it, an output that could not be written."""
+def check_output(path: Path | None, force: bool = False) -> None:
+    """Refuse before the work, not after it, an output that could not be written, and one that would replace what
+    is not an output of this kind (a checkpoint, a training run's files) unless `force`."""
     if path is None or _is_special(path):
         return  # a device or a FIFO is written through
     path = _target(Path(path))
     if path.is_dir():
         raise InputError(f"{path}: is a folder, not a file")
+    if not force and (what := _kept_file(path)):
+        raise InputError(f"{path}: is {what}: not written over (write elsewhere, or add --force)")
     if not path.parent.is_dir():
         raise InputError(f"{path}: the folder {path.parent} does not exist")
     try:  # the one sure test that a file can be made there (read-only and pseudo filesystems)
@@ -113,6 +116,26 @@ def check_output(path: Path | None) -> None:
         os.unlink(probe)
     except OSError as e:
         raise InputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from None
+
+
+# what marks a folder as a training run's (runtime/rundir.py writes them): its files are the run's
+RUN_MARKS = (".lock", "config.toml", "metrics.jsonl", "last.pt")
+
+
+def _kept_file(path: Path) -> str:
+    """What an existing file is, where an output must not replace it: a checkpoint (a zip, as torch saves one), or a
+    file of a training run's folder; "" for any other."""
+    if not path.is_file():
+        return ""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) == b"PK\x03\x04":
+                return "a checkpoint (a zip archive, as torch saves one)"
+    except OSError:
+        return ""
+    if sum((path.parent / mark).exists() for mark in RUN_MARKS) >= 2:
+        return f"a file of the training run in {path.parent.resolve()}"
+    return ""
 
 
 _STANDARD = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}

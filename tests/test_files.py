@@ -107,12 +107,13 @@ def test_lines_are_written_whole_or_not_at_all(tmp_path):
 
 def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(run_copy, tmp_path):
     best, metrics = (run_copy / "best.pt").read_bytes(), (run_copy / "metrics.jsonl").read_bytes()
-    one_line_error(invoke("parse", "--model", run_copy / "best.pt", "--output", run_copy / "best.pt", "a b"),
+    one_line_error(invoke("parse", "--model", run_copy / "best.pt", "--output", run_copy / "best.pt", "--force", "a b"),
                    "--output is also an input")
     (tmp_path / "link.pt").symlink_to(run_copy / "best.pt")  # the same file through a link
-    one_line_error(invoke("parse", "--model", run_copy / "best.pt", "--output", tmp_path / "link.pt", "a b"), "is also an input")
-    one_line_error(invoke("plot", run_copy, "--output", run_copy / "metrics.jsonl"), "is also an input")
-    one_line_error(invoke("plot", run_copy, "--output", run_copy / "curves.svg"), "is also an input")
+    one_line_error(invoke("parse", "--model", run_copy / "best.pt", "--output", tmp_path / "link.pt", "--force", "a b"),
+                   "is also an input")
+    one_line_error(invoke("plot", run_copy, "--output", run_copy / "metrics.jsonl", "--force"), "is also an input")
+    one_line_error(invoke("plot", run_copy, "--output", run_copy / "curves.svg", "--force"), "is also an input")
     assert (run_copy / "best.pt").read_bytes() == best and (run_copy / "metrics.jsonl").read_bytes() == metrics
     sentences = tmp_path / "s.txt"
     sentences.write_text("a b c\n")
@@ -123,6 +124,29 @@ def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(run_copy
     saved = pred.read_text()
     one_line_error(invoke("evaluate", "--pred", pred, "--save-trees", pred), "--save-trees is also an input")
     assert pred.read_text() == saved
+
+
+def test_no_output_replaces_a_checkpoint_or_a_run_folders_file_without_force(run_copy, tmp_path):
+    """`parse --output RUN/best.pt` turned a checkpoint into a tree (exit 0), and evaluate's outputs replaced a run's
+    last.pt, metrics.jsonl and config.toml; each is refused now, naming what the file is, and --force writes."""
+    kept = {name: (run_copy / name).read_bytes() for name in ("best.pt", "last.pt", "metrics.jsonl", "config.toml")}
+    elsewhere = tmp_path / "model.pt"
+    elsewhere.write_bytes(kept["best.pt"])
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the dog barked\n")
+    one_line_error(invoke("parse", "--input", sentences, "--output", elsewhere),
+                   f"{elsewhere}: is a checkpoint (a zip archive, as torch saves one): not written over (write "
+                   "elsewhere, or add --force)")
+    for flag, name in (("--json", "last.pt"), ("--save-trees", "metrics.jsonl"), ("--report", "config.toml")):
+        one_line_error(invoke("evaluate", "--model", elsewhere, "--gold", SYNTHETIC_GOLD, flag, run_copy / name),
+                       "not written over")
+    one_line_error(invoke("evaluate", "--model", elsewhere, "--gold", SYNTHETIC_GOLD, "--json", run_copy / "config.toml"),
+                   f"is a file of the training run in {run_copy.resolve()}")
+    assert {name: (run_copy / name).read_bytes() for name in kept} == kept
+    assert invoke("parse", "--input", sentences, "--output", tmp_path / "trees.txt").exit_code == 0
+    assert invoke("parse", "--input", sentences, "--output", tmp_path / "trees.txt").exit_code == 0  # its own output
+    forced = invoke("parse", "--model", elsewhere, "--input", sentences, "--output", run_copy / "config.toml", "--force")
+    assert forced.exit_code == 0 and (run_copy / "config.toml").read_text().startswith("("), forced.output
 
 
 @pytest.mark.slow
