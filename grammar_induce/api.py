@@ -333,6 +333,32 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     return result
 
 
+def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int = 0, max_length: int = 40) -> list[nltk.Tree]:
+    """`n` sentences drawn from a PCFG (a shipped name or a checkpoint) with their trees: each node labelled with its
+    symbol (`NT-k`, and `T-k` over each word), every sentence of 2 to `max_length` words; the same `seed`, the same
+    sentences."""
+    import nltk
+    import torch
+
+    from .families import checkpoint
+    from .families.pcfg.sampling import sample as draw
+
+    for setting, value, least in (("n", n, 1), ("max_length", max_length, 2), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise SettingError(setting, f"must be a whole number of at least {least}, not {value!r}")
+    spec = ModelSpec.resolve([model])
+    if len(spec.paths) != 1:
+        raise SettingError("model", f"{model}: names {len(spec.paths)} models; sentences are drawn from one PCFG")
+    loaded = checkpoint.load(spec.paths[0])
+    if not hasattr(loaded.model, "grammar"):
+        raise SettingError("model", f"{model}: {loaded.model.DESCRIPTION} is not a grammar to draw sentences from "
+                           "(a PCFG is: model.kind = \"pcfg\")")
+    with torch.no_grad():
+        grammar = loaded.model.grammar()
+    drawn = draw(grammar, loaded.vocab.words, n, torch.Generator().manual_seed(seed), max_length)
+    return [nltk.Tree.fromstring(s.ptb) for s in drawn]
+
+
 def _is_model(name: str) -> bool:
     """Whether a focusing teacher is a model (a shipped name, a checkpoint: a zip, as torch saves) or a file of
     trees."""

@@ -589,6 +589,28 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
 
 
 @main.command()
+@click.option("--model", "model_name", default="ptb-pcfg", show_default=True,
+              help="a PCFG: a shipped model's name or a checkpoint")
+@click.option("-n", "count", type=click.IntRange(min=1), default=10, show_default=True, help="how many sentences")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="the same seed, the same sentences")
+@click.option("--max-length", type=click.IntRange(min=2), default=40, show_default=True,
+              help="the longest sentence (longer draws are drawn again)")
+@click.option("--format", "fmt", type=click.Choice(["ptb", "text", "jsonl"]), default="ptb", show_default=True,
+              help="ptb: each tree with its symbols (NT-k over spans, T-k over words); text: the words; jsonl: both")
+@user_errors
+def sample(model_name, count, seed, max_length, fmt) -> None:
+    """Draw sentences with their trees from a PCFG (the root, rules through the rank factors, emissions)."""
+    import json
+
+    from . import api
+
+    for tree in api.sample(model_name, count, seed=seed, max_length=max_length):
+        ptb = tree.pformat(margin=10**9)
+        words = " ".join(tree.leaves())
+        click.echo(ptb if fmt == "ptb" else words if fmt == "text" else json.dumps({"words": tree.leaves(), "tree": ptb}))
+
+
+@main.command()
 def models() -> None:
     """List the models that ship with grammar-induce (use a name with --model, or gi.load(name))."""
     from .families.pretrained import catalogue, table
