@@ -181,3 +181,22 @@ def test_a_focused_run_resumes_to_the_same_weights_after_a_signal(tmp_path, monk
     for key in a["state_dict"]:
         assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
     assert math.isfinite(b["training_state"]["best_loss"])
+
+
+def test_train_focus_on_the_command_line_keeps_the_teachers_and_refuses_what_is_none(tmp_path):
+    from grammar_induce.config import to_toml
+
+    from .conftest import invoke, sole_line_error
+
+    config = pcfg_config(epochs=1, max_steps=1)
+    path = tmp_path / "pcfg.toml"
+    path.write_text(to_toml(config))
+    teacher = teacher_file(config, tmp_path / "teacher.txt")
+    result = invoke("train", "--config", path, "--focus", teacher, "--set", "train.focus_strength=2", "--out",
+                    tmp_path / "run", "--quiet")
+    assert result.exit_code == 0, result.output
+    saved = checkpoint.load(tmp_path / "run" / "last.pt").config.train
+    assert saved.focus == (str(teacher.resolve()),) and saved.focus_strength == 2.0
+    sole_line_error(invoke("train", "--config", path, "--focus", "no-such-teacher", "--out", tmp_path / "other"),
+                    "focus no-such-teacher: neither a file of trees nor a checkpoint nor a shipped model's name")
+    assert not (tmp_path / "other").exists()
