@@ -76,14 +76,17 @@ def brute_force(g, words):
 def test_partition_and_marginals_equal_brute_force_over_every_tree(tensor_sums):
     g = random_grammar(0)
     sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]
-    s = structure(g, *padded(sentences))
-    for b, words in enumerate(sentences):
-        trees_p = brute_force(g, words)
-        z = sum(trees_p.values())
+    assert_brute_force(structure(g, *padded(sentences)), [brute_force(g, words) for words in sentences])
+
+
+def assert_brute_force(s: RankSpaceCFG, by_sentence: list[dict]) -> None:
+    """The structure's partition and span marginals are those of {spans: weight} over every tree of each sentence."""
+    for b, weighted in enumerate(by_sentence):
+        z, n = sum(weighted.values()), max(j for spans in weighted for _, j in spans)
         assert s.partition[b].item() == pytest.approx(math.log(z), rel=1e-9)
-        for i in range(len(words)):
-            for j in range(i + 2, len(words) + 1):
-                expected = sum(p for spans, p in trees_p.items() if (i, j) in spans) / z
+        for i in range(n):
+            for j in range(i + 2, n + 1):
+                expected = sum(p for spans, p in weighted.items() if (i, j) in spans) / z
                 assert float(s.marginals[b, i, j]) == pytest.approx(expected, abs=1e-6)
 
 
@@ -168,16 +171,9 @@ def test_a_focused_partition_and_its_marginals_equal_brute_force_over_every_tree
     sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]
     ids, lengths = padded(sentences)
     bias = random_bias(sentences, 4)
-    s = structure(g, ids, lengths, bias)
-    for b, words in enumerate(sentences):
-        weighted = {spans: p * math.exp(sum(float(bias[b, i, j]) for i, j in spans))
-                    for spans, p in brute_force(g, words).items()}
-        z = sum(weighted.values())
-        assert s.partition[b].item() == pytest.approx(math.log(z), rel=1e-9)
-        for i in range(len(words)):
-            for j in range(i + 2, len(words) + 1):
-                expected = sum(p for spans, p in weighted.items() if (i, j) in spans) / z
-                assert float(s.marginals[b, i, j]) == pytest.approx(expected, abs=1e-6)
+    assert_brute_force(structure(g, ids, lengths, bias),
+                       [{spans: p * math.exp(sum(float(bias[b, i, j]) for i, j in spans))
+                         for spans, p in brute_force(g, words).items()} for b, words in enumerate(sentences)])
 
 
 def test_a_focused_partition_carries_the_exact_gradient_to_the_rules_and_emissions(tensor_sums):
