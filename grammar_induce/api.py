@@ -333,16 +333,19 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     return result
 
 
-def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int = 0, max_length: int = 40) -> list[nltk.Tree]:
+def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = None,
+           max_length: int = 40) -> list[nltk.Tree]:
     """`n` sentences drawn from a PCFG (a shipped name or a checkpoint) with their trees: each node labelled with its
-    symbol (`NT-k`, and `T-k` over each word), every sentence of 2 to `max_length` words; the same `seed`, the same
-    sentences."""
+    symbol (`NT-k`, and `T-k` over each word), every sentence of 2 to `max_length` words; the same `seed` (default:
+    the project's one, config.SEED), the same sentences."""
     import nltk
     import torch
 
+    from .config import SEED
     from .families import checkpoint
     from .families.pcfg.sampling import sample as draw
 
+    seed = SEED if seed is None else seed
     for setting, value, least in (("n", n, 1), ("max_length", max_length, 2), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise SettingError(setting, f"must be a whole number of at least {least}, not {value!r}")

@@ -592,7 +592,7 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
 @click.option("--model", "model_name", default="ptb-pcfg", show_default=True,
               help="a PCFG: a shipped model's name or a checkpoint")
 @click.option("-n", "count", type=click.IntRange(min=1), default=10, show_default=True, help="how many sentences")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="the same seed, the same sentences")
+@seed_option("of the draws (the same seed, the same sentences)")
 @click.option("--max-length", type=click.IntRange(min=2), default=40, show_default=True,
               help="the longest sentence (longer draws are drawn again)")
 @click.option("--format", "fmt", type=click.Choice(["ptb", "text", "jsonl"]), default="ptb", show_default=True,

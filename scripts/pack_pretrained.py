@@ -155,7 +155,8 @@ def describe_teachers(made: dict | None) -> str:
     teachers = ", ".join(f"{names.get(kind, kind)} {'/'.join(Path(path).parts[-3:])}"
                          for kind, path in zip(kinds, made["teachers"]))
     own_trees = [registry.kind_of(kind).OWN_TREES for kind in kinds]
-    combined = f"layers {layers_named(made['layers'], own_trees)}, {made['decoder']} decoder, span voting"
+    decoder = f"{made['decoder']} decoder, " if made["decoder"] else ""  # None: each member's own (no distances read)
+    combined = f"layers {layers_named(made['layers'], own_trees)}, {decoder}span voting"
     if made.get("weights"):
         combined += f" (weights {','.join(f'{w:g}' for w in made['weights'])})"
     if made.get("right_voter"):
@@ -176,7 +177,8 @@ def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tup
     for key, path in (("valid_ppl", perplexity_files[0]), ("test_ppl", perplexity_files[1])):
         if path:
             entry[key] = log[name][key] = round(perplexity(shipped, path, key.removesuffix("_ppl")), 2)
-    log[name]["run"] = _run_summary(source.parent, source.with_suffix(".metrics.jsonl"))
+    log[name]["run"] = _run_summary(source.parent, source.with_suffix(".metrics.jsonl"),
+                                    (shipped.provenance or {}).get("metrics"))
     return {name: entry}
 
 
@@ -225,13 +227,15 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
             if k != "name" and v is not None and not (k == "direction" and own_trees) and v != ""}
 
 
-def _run_summary(run_dir: Path, beside: Path | None = None) -> dict:
+def _run_summary(run_dir: Path, beside: Path | None = None, kept: list[dict] | None = None) -> dict:
     """The run's epochs as its metrics.jsonl recorded them (float32 weights); `beside`: the metrics of a checkpoint
-    kept outside its run folder (../shared/models/pcfg-ptb-h200/seed2.metrics.jsonl), used when the folder has none."""
+    kept outside its run folder (../shared/models/pcfg-ptb-h200/seed2.metrics.jsonl), used when the folder has none;
+    `kept`: those a kept teacher carries in its provenance (scripts/keep_teacher.py), used when there is neither."""
     metrics = run_dir / "metrics.jsonl"
     if beside is not None and not metrics.exists():
         metrics = beside
-    history = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    history = kept if kept is not None and not metrics.exists() else \
+        [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     epochs = [h for h in history if "valid_ppl" in h]
     return {"epochs": len(epochs), "valid_ppl": [h["valid_ppl"] for h in epochs],
             "seconds": round(sum(h.get("seconds", 0) for h in epochs), 1), "last": history[-1] if history else None}
@@ -242,7 +246,8 @@ def to_toml(entries: dict[str, dict]) -> str:
     lines = ["# Written by scripts/pack_pretrained.py: the shipped models and what they measured (see its docstring)."]
     for name, entry in entries.items():
         lines.append(f"\n[{json.dumps(name)}]")
-        lines += [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in entry.items()]
+        lines += [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in entry.items()
+                  if value is not None]  # TOML has no null: an unset field takes its default
     return "\n".join(lines) + "\n"
 
 

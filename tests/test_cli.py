@@ -143,15 +143,17 @@ def test_out_of_memory_on_a_gpu_is_one_line(monkeypatch):
 
 
 def test_every_seed_flag_has_the_one_default():
-    """--seed seeds a training (a model, a student) and defaults to config.SEED everywhere (train: its config's,
-    which is SEED unless the config sets one); evaluate's random baseline has a seed of its own, named so."""
+    """--seed seeds a training (a model, a student) or a PCFG's draws and defaults to config.SEED everywhere (train:
+    its config's, which is SEED unless the config sets one); evaluate's random baseline has a seed of its own, named
+    so."""
     from grammar_induce.config import SEED, TrainConfig
 
     seeds = {name: next(p for p in command.params if p.name == "seed")
              for name, command in main.commands.items()
              if any(p.name == "seed" and p.expose_value for p in command.params)}
-    assert set(seeds) == {"train", "distill"}
-    assert seeds["distill"].default == SEED == TrainConfig().seed and seeds["train"].default is None
+    assert set(seeds) == {"train", "distill", "sample"}
+    assert seeds["distill"].default == seeds["sample"].default == SEED == TrainConfig().seed
+    assert seeds["train"].default is None
     assert all(f"[default: {'the config' + chr(39) + 's, else ' if n == 'train' else ''}{SEED}]" in p.help
                for n, p in seeds.items())
     baseline = next(p for p in main.commands["evaluate"].params if p.name == "baseline_seed")
