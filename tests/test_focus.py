@@ -101,7 +101,7 @@ def test_a_focus_file_that_does_not_match_the_training_text_is_refused_naming_th
             train(replace(config, train=replace(config.train, focus=(str(path),))), tmp_path / "run", **QUIET)
         assert not (tmp_path / "run").exists()
 
-    refused("\n".join(lines[:-1]) + "\n", rf"teacher.txt: 499 trees for the 500 lines of .*valid.txt: a focus file "
+    refused("\n".join(lines[:-1]) + "\n", r"teacher.txt: 499 trees for the 500 lines of .*valid.txt: a focus file "
                                           r"has a tree \(or a blank line\) for each line")
     words = training_words(config)[2]
     other = lines[:2] + [trees.to_brackets(trees.left_branching(["zebra", *words[1:]]))] + lines[3:]

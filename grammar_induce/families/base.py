@@ -27,10 +27,10 @@ from ..runtime.precision import FULL_PARTS
 from .reading import Reading, middle_layer
 
 if TYPE_CHECKING:
-    from .focus import SpanVotes
     from ..config import Config
     from ..runtime.distributed import World
     from ..text.tokenizer import Tokenizer, Vocab
+    from .focus import SpanVotes
 
 
 class ModelKind(nn.Module):
