@@ -365,11 +365,12 @@ def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = No
 def _is_model(name: str) -> bool:
     """Whether a focusing teacher is a model (a shipped name, a checkpoint: a zip, as torch saves) or a file of
     trees."""
+    from .files import is_zip
+
     if pretrained.find(name) is not None:
         return True
     try:
-        with open(name, "rb") as f:
-            return f.read(4) == b"PK\x03\x04"
+        return is_zip(name)
     except OSError:
         raise SettingError("focus", f"{name}: neither a file of trees nor a checkpoint nor a shipped model's name "
                            "(grammar-induce models lists the names)") from None
@@ -378,14 +379,10 @@ def _is_model(name: str) -> bool:
 def _tree_maker(name: str, device: str):
     """A model teacher of `train.focus` as the training workflow takes it: loaded when it first parses (a run whose
     teacher's trees are all in the cache never loads it), parsing the training words as they are."""
-    import hashlib
-
+    from .text.corpus import file_hash
     from .workflows.train import TreeMaker
 
     spec = ModelSpec.resolve([name])
-    digest = hashlib.blake2b(digest_size=16)
-    for path in spec.paths:
-        digest.update(path.read_bytes())
     parser: list[Parser] = []
 
     def parse(sentences: list[list[str]]) -> list:
@@ -394,7 +391,7 @@ def _tree_maker(name: str, device: str):
         return [result.tree for result in parser[0].analyse_many(sentences)]
 
     kinds = sorted({_kind_of(path) for path in spec.paths})
-    return TreeMaker("+".join(kinds), digest.hexdigest(), parse)
+    return TreeMaker("+".join(kinds), " ".join(file_hash(path) for path in spec.paths), parse)
 
 
 def _kind_of(path: Path) -> str:

@@ -122,15 +122,20 @@ def check_output(path: Path | None, force: bool = False) -> None:
 RUN_MARKS = (".lock", "config.toml", "metrics.jsonl", "last.pt")
 
 
+def is_zip(path: str | Path) -> bool:
+    """Whether the file is a zip archive, as torch.save writes a checkpoint (OSError where it cannot be read)."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
 def _kept_file(path: Path) -> str:
     """What an existing file is, where an output must not replace it: a checkpoint (a zip, as torch saves one), or a
     file of a training run's folder; "" for any other."""
     if not path.is_file():
         return ""
     try:
-        with open(path, "rb") as f:
-            if f.read(4) == b"PK\x03\x04":
-                return "a checkpoint (a zip archive, as torch saves one)"
+        if is_zip(path):
+            return "a checkpoint (a zip archive, as torch saves one)"
     except OSError:
         return ""
     if sum((path.parent / mark).exists() for mark in RUN_MARKS) >= 2:

@@ -20,7 +20,7 @@ import torch
 from .. import config as config_module
 from ..config import Config, ConfigError
 from ..errors import InputError
-from ..files import atomic_write
+from ..files import atomic_write, is_zip
 from ..messages import clipped
 from ..text.tokenizer import Tokenizer, Vocab
 from . import registry
@@ -99,9 +99,9 @@ def read(path: Path) -> dict[str, Any]:
 
 def _check_stored_crcs(path: Path) -> None:
     """Refuse a zip (as torch saves) whose bytes no longer match the CRC stored with each of its files: flipped bytes
-    in the weights would otherwise load, and parse, silently otherwise. (Reading the file once more costs about as
+    in the weights would otherwise load, and parse, silently. (Reading the file once more costs about as
     much as loading it.)"""
-    if not _is_zip(path):
+    if not is_zip(path):
         return  # not ours: torch.load says what it is
     try:
         with zipfile.ZipFile(path) as archive:
@@ -120,16 +120,9 @@ def _load_failure(error: Exception, path: Path) -> str:
     text = str(error).strip()
     if "GLOBAL" in text or "Unsupported global" in text:  # a pickled class or function
         return "it holds Python objects, not only plain data; they are refused because loading them could run code"
-    if not _is_zip(path) or "Weights only load failed" in text or isinstance(error, (KeyError, EOFError)):
+    if not is_zip(path) or "Weights only load failed" in text or isinstance(error, (KeyError, EOFError)):
         return "not a torch file"
     return clipped(text, 200) if text else type(error).__name__
-
-
-def _is_zip(path: Path) -> bool:
-    """Whether the file is a zip archive, as torch.save writes (random bytes, whatever torch's unpickler
-    then trips on, are not)."""
-    with open(path, "rb") as f:
-        return f.read(4) == b"PK\x03\x04"
 
 
 def _mismatch(error: Exception) -> str:

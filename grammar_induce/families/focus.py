@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..text.aligned import Spans
+
 MODES = ("soft", "hard")
 COUNTS = ("teacher", "family")
 HARD_FLOOR = math.log(1e-4)  # the log weight of a span no teacher has, in hard mode (the paper's 1e-4)
-
-Spans = frozenset[tuple[int, int]]
 
 
 @dataclass(frozen=True)

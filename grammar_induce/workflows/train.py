@@ -26,7 +26,7 @@ from ..families import checkpoint, registry
 from ..families.base import ModelKind, Trainer, TrainingText, exp_loss
 from ..families.focus import SpanVotes, Teacher
 from ..families.training import Result, TrainState, fit, resume_state
-from ..files import atomic_write, read_lines, refuse_overwriting
+from ..files import read_lines, refuse_overwriting, write_text
 from ..messages import Messages, plural
 from ..runtime import distributed, memory, precision, rundir
 from ..text import aligned, corpus
@@ -248,6 +248,6 @@ def _model_trees(name: str, maker: TreeMaker, sentences: list[list[str]], keep: 
             wanted = [k for k in rows if keep[k]]
             made = dict(zip(wanted, maker.parse([sentences[k] for k in wanted])))
             text = "".join((to_brackets(made[k]) if k in made else "") + "\n" for k in rows)
-            atomic_write(path, lambda f, text=text: f.write(text.encode("utf-8")))
+            write_text(path, text)
         found.extend(aligned.parse_tree_line(text, f"{path}:{n}") for n, text in read_lines(path))
     return found

@@ -24,7 +24,6 @@ class Sampled:
     words: list[str]
     tree: trees.Tree
     labels: dict[tuple[int, int], str]
-
     ptb: str  # the tree with its symbols, preterminals over the words: (NT-3 (T-7 the) (T-2 dog))
 
 
