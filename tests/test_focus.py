@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from nltk import Tree
 
 from grammar_induce import trees
 from grammar_induce.errors import InputError
@@ -200,3 +201,17 @@ def test_train_focus_on_the_command_line_keeps_the_teachers_and_refuses_what_is_
     sole_line_error(invoke("train", "--config", path, "--focus", "no-such-teacher", "--out", tmp_path / "other"),
                     "focus no-such-teacher: neither a file of trees nor a checkpoint nor a shipped model's name")
     assert not (tmp_path / "other").exists()
+
+
+def test_a_model_teachers_leaves_read_already_match_the_training_words():
+    """A model teacher is given the training words as read (lowercased, digits as N); reading its leaves again lowers
+    the N, which must not make the tree's words differ from the sentence's (the CTB run of issue 69 stopped on it)."""
+    from grammar_induce.text.aligned import spans_over
+    from grammar_induce.text.tokenizer import Tokenizer
+    reader = Tokenizer("whitespace", lowercase=True, replace_digits=True)
+    words = reader("一九九8年 Paris rose")
+    assert words == ["一九九N年", "paris", "rose"]
+    tree = Tree.fromstring("(S (X 一九九N年 paris) (X rose))")
+    assert spans_over(tree, words, reader, "teacher", "train.txt:1") == frozenset({(0, 2)})
+    with pytest.raises(InputError, match=r"train.txt:1 \(word 2 is 'london' against 'paris'\)"):
+        spans_over(Tree.fromstring("(S (X 一九九N年 london) (X rose))"), words, reader, "teacher", "train.txt:1")

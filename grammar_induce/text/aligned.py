@@ -28,8 +28,12 @@ def spans_over(tree: trees.Tree, words: Sequence[str], reader: Tokenizer, where:
     leaves = trees.leaves(tree)
     kept = [k for k, leaf in enumerate(leaves) if reader.is_word(leaf)] or list(range(len(leaves)))
     read = [reader.normalize(leaves[k]) for k in kept]
-    if read != list(words):
-        differ = next((k for k, (a, b) in enumerate(zip(read, words)) if a != b), min(len(read), len(words)))
+    # The training words are read already; reading them again need not leave them as they are (lowercasing the digit
+    # mark N), so both sides are compared read the same way: a model teacher's leaves are the words it was given.
+    if read != [reader.normalize(word) for word in words]:
+        differ = next((k for k, (a, b) in enumerate(zip(read, words)) if a != reader.normalize(b)),
+                      min(len(read), len(words)))
+        read = [leaves[k] for k in kept]
         detail = (f"{plural(len(read), 'word')} against {len(words)}" if len(read) != len(words)
                   else f"word {differ + 1} is {read[differ]!r} against {words[differ]!r}")
         raise InputError(f"{where}: the tree's words are not those of {line} ({detail})")
