@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .inference.ensemble import ParseOptions
     from .inference.parsing import ParseSummary
     from .output.formats import SentenceResult
+    from .workflows.grammar import GrammarReport
     from .workflows.scoring import Report
 
 LABEL = "X"  # the one label of every constituent: the trees are unlabeled
@@ -96,11 +97,32 @@ class Parser:
 
     def analyse(self, sentence: str) -> SentenceResult:
         """Everything parsing found: the words, every layer's forget and input distances per member, their
-        gap scores and trees, and the tree. `.to_dict()` is a line of `--format jsonl`."""
+        gap scores and trees, the tree, and each constituent's confidence (`.spans`). `.to_dict()` is a line of
+        `--format jsonl`."""
         return next(self.analyse_many([sentence]))
 
+    def grammar(self, text: Iterable[str] | str | Path | None = None, gold: str | Path | None = None, *,
+                treebank: str = "ptb", top: int = 5) -> GrammarReport:
+        """What the induced PCFG (one model) learned: each symbol's share of the root rule and of the rules'
+        children, its `top` most probable rules (a nonterminal) or words (a preterminal); with `text` (a file or
+        sentences), how often each nonterminal labels a constituent of its trees and its most frequent spans; with
+        `gold` trees, each nonterminal's best-matching category (`.label_map()`; many-to-one, learned from those
+        trees). `.table()`, `.to_dict()`, `.map_json()` show it."""
+        from .text.treebank import TagFilter
+        from .workflows.grammar import read_grammar
+
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise SettingError("top", f"must be a whole number of at least 1, not {top!r}")
+        name = ""
+        if isinstance(text, (str, Path)):
+            from .files import read_lines
+
+            name, text = str(text), (line for _, line in read_lines(Path(text)))
+        return read_grammar(self.members, text, name or ("the sentences given" if text is not None else ""),
+                            None if gold is None else str(gold), TagFilter.from_options(treebank, None), top)
+
     def analyse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[SentenceResult]:
-        return self.run(lines, batch_size=batch_size)[0]
+        return self.run(lines, batch_size=batch_size, confidence=True)[0]
 
     @staticmethod
     def _checked(lines: Iterable[str | Sequence[str]], pause: object) -> Iterator[str | list[str]]:
@@ -135,15 +157,14 @@ class Parser:
             yield line if isinstance(line, str) else list(line)
 
     def run(self, lines: Iterable[str], *, batch_size: int | None = None, workers: int = 1, all_layers: bool = True,
-            agreement: bool = False, messages: Messages | None = None, stream: bool | None = None
-            ) -> tuple[Iterator[SentenceResult], ParseSummary]:
+            agreement: bool = False, messages: Messages | None = None, stream: bool | None = None,
+            confidence: bool | None = None) -> tuple[Iterator[SentenceResult], ParseSummary]:
         """The parse path itself: results in input order, and a summary (the layers used, each member's
         agreement with the others when asked) complete once the results are read; `messages` advance as
         chunks are parsed and keep the notes (caps, fallbacks). `workers` > 1 parses
         in that many processes; under torchrun the processes share the input (see inference/parsing.parse). `stream`
         (default: `lines` is an iterator rather than a list) parses a batch at a time, so the first trees
-        come as soon as their lines do."""
-        from dataclasses import replace
+        come as soon as their lines do. `confidence`: each constituent's (default: as `load` was asked)."""
 
         from .inference.parsing import PAUSE, parse
 
@@ -152,6 +173,8 @@ class Parser:
         members = self.members
         if batch_size is not None:
             members = replace(members, options=replace(members.options, batch_size=batch_size))
+        if confidence is not None:
+            members = replace(members, options=replace(members.options, confidence=confidence))
         stream = not isinstance(lines, Sequence) if stream is None else stream
         return parse(members, self._checked(lines, PAUSE), workers=workers, all_layers=all_layers,
                      agreement=agreement, messages=messages, stream=stream)
@@ -163,7 +186,9 @@ class Parser:
 def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, distance: str = "forget",
          decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
          device: str | None = None, right_voter: float | None = None, pretokenized: bool = False,
-         labels: bool = False, weights: Sequence[float] | str | None = None, whole_lines: bool = False) -> Parser:
+         labels: bool = False, weights: Sequence[float] | str | None = None, whole_lines: bool = False,
+         confidence: bool = False, calibration: str | Path | None = None, label_map: str | Path | None = None
+         ) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `decoder`: paper or gap; `combine`:
@@ -173,13 +198,26 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     (NT-k) instead of X (one model that induces them). `weights`: span voting's weight of each model, "family"
     (each model weighs one over the number of models of its kind) or "auto" (by agreement, no gold: `rank`).
     A str of several sentences gets a tree per sentence, under one node (`whole_lines`: one tree over them all).
+    `confidence`: `analyse` gives each constituent how sure the parser is of it (`SentenceResult.spans`: a PCFG's
+    span marginal, an ensemble's share of the vote, ...; inference/ensemble.confidences); `calibration`: a file
+    `evaluate --calibrate` wrote, mapping them to the share of such brackets a treebank had. `label_map`: a file
+    `grammar --gold TREES --save-map` wrote: the induced labels renamed by the treebank categories they match best
+    (implies `labels`; a mapping learned from gold trees, not supervised labels).
     `parse_many` also takes lists of tokens (one sentence each)."""
     from .families import checkpoint
     from .runtime.distributed import resolve_device
 
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized,
-                            labels, weights, whole_lines)
+                            labels, weights, whole_lines, confidence)
+    if calibration is not None:
+        from .inference.calibration import Calibration
+
+        options = replace(options, calibration=Calibration.read(Path(calibration)))
+    if label_map is not None:
+        from .workflows.grammar import read_label_map
+
+        options = replace(options, labels=True, label_map=read_label_map(label_map))
     where = resolve_device(device or "auto")
     return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=list(spec.notes)))
 
@@ -187,14 +225,16 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
                   combine: str | None, batch_size: int, precision: str, right_voter: float | None = None,
                   pretokenized: bool = False, labels: bool = False,
-                  weights: Sequence[float] | str | None = None, whole_lines: bool = False) -> ParseOptions:
+                  weights: Sequence[float] | str | None = None, whole_lines: bool = False,
+                  confidence: bool = False) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
     from .config import PRECISIONS
     from .families.reading import DISTANCES
     from .inference.ensemble import COMBINERS, ParseOptions
     from .trees import DECODERS
 
-    for setting, flag in (("pretokenized", pretokenized), ("labels", labels), ("whole_lines", whole_lines)):
+    for setting, flag in (("pretokenized", pretokenized), ("labels", labels), ("whole_lines", whole_lines),
+                          ("confidence", confidence)):
         if not isinstance(flag, bool):
             raise SettingError(setting, f"must be True or False, not {flag!r}")
     if isinstance(layer, bool):
@@ -221,7 +261,8 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
                         decoder=decoder or spec.decoder,
                         combine=combine or spec.combine or defaults.combine, batch_size=batch_size, precision=precision,
                         right_voter=spec.right_voter if right_voter is None else right_voter,
-                        pretokenized=pretokenized, labels=labels, weights=_weights(weights), whole_lines=whole_lines)
+                        pretokenized=pretokenized, labels=labels, weights=_weights(weights), whole_lines=whole_lines,
+                        confidence=confidence)
 
 
 def _weights(weights: Sequence[float] | str | None) -> tuple[float, ...] | str:

@@ -17,7 +17,7 @@ from .families.pretrained import DEFAULT_MODEL, shown
 from .families.reading import DISTANCES
 from .inference.ensemble import COMBINERS
 from .messages import clipped
-from .output.formats import ALL_LAYERS, DEPENDENCY, FORMATS, LABELLED, PICTURES
+from .output.formats import ALL_LAYERS, CONFIDENT, DEPENDENCY, FORMATS, LABELLED, PICTURES
 from .runtime import memory
 from .trees import DECODERS
 
@@ -290,14 +290,16 @@ MODEL_HELP = ("checkpoint (best.pt) or a shipped model's name (grammar-induce mo
 
 
 def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
-            device, pretokenized: bool = False, labels: bool = False, whole_lines: bool = False):
+            device, pretokenized: bool = False, labels: bool = False, whole_lines: bool = False,
+            confidence: bool = False, calibration: Path | None = None, label_map: str | None = None):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
     from .runtime.distributed import World
 
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
-                      weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines)
+                      weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines,
+                      confidence=confidence, calibration=calibration, label_map=label_map)
     if World.from_env().is_main:  # under torchrun, process 0 says it for all
         for text in parser.messages.notes:
             _note(text)
@@ -360,16 +362,26 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @click.option("--labels", is_flag=True,
               help="label constituents with a PCFG's induced symbols (NT-k), shown in --format ptb (then the "
               "default), jsonl and ascii")
+@click.option("--confidence/--no-confidence", default=None,
+              help="give each constituent how sure the parser is of it (a PCFG's span marginal, an ensemble's share of "
+              "the vote, ...): jsonl's `spans`, the pictures' shading [default: on for jsonl, svg and html]")
+@click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="map the confidences through this file (evaluate --calibrate writes it, fitted on gold trees)")
+@click.option("--label-map", metavar="FILE|NAME", default=None,
+              help="rename a PCFG's induced labels by this file (grammar --gold TREES --save-map writes it: a mapping "
+              "learned from a treebank, not supervised labels), or by the map a shipped model carries (--label-map "
+              "ptb-pcfg); implies --labels")
 @model_options
 @user_errors
 def parse(model_names, sentences, input_path, output_path, force, fmt, agreement, workers, pretokenized, whole_lines,
-          labels, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
+          labels, confidence, calibration, label_map, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
     from .files import check_folder_output, check_output, refuse_overwriting
     from .messages import Messages, progress_bar
     from .output import pictures
     from .output.formats import render_lines
 
+    labels = labels or label_map is not None
     if labels:
         fmt = _labelled_format(fmt)
     if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
@@ -377,8 +389,11 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
     else:
         check_output(output_path, force)
     lines, stream = _read_sentences(sentences, input_path)
+    if confidence is None:
+        confidence = fmt in CONFIDENT
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
-                     batch_size, precision, device, pretokenized, labels, whole_lines)
+                     batch_size, precision, device, pretokenized, labels, whole_lines, confidence or bool(calibration),
+                     calibration, label_map)
     models = parser.models
     if fmt in DEPENDENCY and not any(m.model.DEPENDENCIES for m in models):
         raise click.UsageError(f"--format {fmt} writes dependency heads, and {_kinds_named(models)} "
@@ -504,14 +519,23 @@ def _input_files(input_path: str | None) -> list[str]:
 @renamed_option("--seed", "--baseline-seed (it seeds only the random baseline's trees)")
 @click.option("--deps", is_flag=True, help="also score the model's dependency heads (a StructFormer's): attachment "
               "against the gold trees by Collins' head rules, directed and undirected, beside left and right chains")
+@click.option("--calibrate", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="fit a map from the model's confidences to the share of such brackets that are gold constituents "
+              "(isotonic) and write it here, for parse --calibration")
+@click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="map the confidences through this file first (to check a map fitted on other trees)")
+@click.option("--label-map", metavar="FILE|NAME", default=None,
+              help="score a PCFG's induced labels renamed by this file (grammar --save-map writes it) or a shipped "
+              "model's map: labelled F1")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option("--force", is_flag=True, help="write --json, --save-trees or --report over a checkpoint or a "
               "training run's file")
 @model_options
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, report_path, report_sentences, baseline_seed, deps, quiet, force, layers, distance, decoder, combine,
-             right_voter, weights, batch_size, precision, device) -> None:
+             save_trees, report_path, report_sentences, baseline_seed, deps, calibrate, calibration, label_map, quiet,
+             force, layers,
+             distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
     from . import api
     from .files import check_output, files_under, refuse_overwriting, write_all
@@ -520,7 +544,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 
     if model_names and pred_path is not None:
         raise click.UsageError("give one of --model and --pred, not both")
-    outputs = {"--json": json_path, "--save-trees": save_trees, "--report": report_path}
+    outputs = {"--json": json_path, "--save-trees": save_trees, "--report": report_path, "--calibrate": calibrate}
     for path in outputs.values():
         check_output(path, force)
     gold = gold or str(QUICKSTART_GOLD)
@@ -529,15 +553,20 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
                 "baseline_seed": baseline_seed, "quiet": quiet}
     if pred_path is None:
         parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
-                         batch_size, precision, device)
-        refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files)
+                         batch_size, precision, device, labels=label_map is not None, calibration=calibration,
+                         label_map=label_map)
+        refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files + _input_files(calibration)
+                           + _input_files(label_map if label_map and Path(label_map).exists() else None))
         if len(parser.models) == 1:
             _ignored(["combine", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)), "with one model")
         _no_votes(weights)
         report = api.evaluate(parser, gold, dependencies=deps, **settings)
     else:
-        if deps:
-            raise click.UsageError("--deps scores a model's dependency heads: give --model, not --pred")
+        for flag, given in (("--deps scores a model's dependency heads", deps),
+                            ("--calibrate and --calibration map a model's confidences", calibrate or calibration),
+                            ("--label-map renames a model's induced labels", label_map)):
+            if given:
+                raise click.UsageError(f"{flag}: give --model, not --pred")
         refuse_overwriting(outputs, [pred_path, *gold_files])
         _ignored(["layers", "distance", "decoder", "combine", "right_voter", "weights", "batch_size", "precision",
                   "device"],
@@ -545,7 +574,8 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
         report = api.evaluate(pred_path, gold, pred_format=pred_format, **settings)
     texts = {json_path: lambda: scoring.report_json(report) + "\n",
              save_trees: lambda: "".join(to_brackets(t) + "\n" for t in report.predicted),
-             report_path: lambda: scoring.report_html(report, report_sentences)}
+             report_path: lambda: scoring.report_html(report, report_sentences),
+             calibrate: lambda: scoring.fitted_calibration(report, gold).to_json() + "\n"}
     # the files first, all of them or none: the table is printed only when every one was written
     write_all([(path, lambda f, text=text: f.write(text().encode("utf-8"))) for path, text in texts.items() if path])
     click.echo(report.table())
@@ -608,6 +638,56 @@ def sample(model_name, count, seed, max_length, fmt) -> None:
         ptb = tree.pformat(margin=10**9)
         words = " ".join(tree.leaves())
         click.echo(ptb if fmt == "ptb" else words if fmt == "text" else json.dumps({"words": tree.leaves(), "tree": ptb}))
+
+
+@main.command()
+@click.option("--model", "model_name", default="ptb-pcfg", show_default=True,
+              help="a PCFG: a shipped model's name or a checkpoint")
+@click.option("--text", "text_path", default=None,
+              help="sentences (a file, one per line) on which to count how often each nonterminal labels a "
+              "constituent, and its most frequent spans")
+@click.option("--gold", default=None, help="gold trees: each nonterminal's best-matching category on them")
+@click.option("--treebank", "preset", type=click.Choice(["ptb", "ctb"]), default="ptb", show_default=True,
+              help="which leaves of the gold trees are words")
+@click.option("--save-map", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="write the best matches (with --gold) as a label map for parse --label-map")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "html"]), default="table", show_default=True,
+              help="a table of the most used symbols, every symbol as JSON, or one HTML page of every symbol")
+@click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
+              help="the table shows this many nonterminals and preterminals (json and html: all)")
+@click.option("--rules", type=click.IntRange(min=1), default=5, show_default=True,
+              help="each nonterminal's most probable rules, and each preterminal's words, to show")
+@click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
+@click.option("--force", is_flag=True, help="write --output or --save-map over a checkpoint or a training run's file")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="sentences run through the model together")
+@device_option
+@user_errors
+def grammar(model_name, text_path, gold, preset, save_map, fmt, top, rules, output_path, force, batch_size,
+            device) -> None:
+    """Show what an induced PCFG learned: each symbol's share of the rules, its most probable rules or words, its
+    usage and spans on a text, and its best-matching treebank category on gold trees."""
+    import json
+
+    from . import api
+    from .files import check_output, refuse_overwriting, write_all
+    from .workflows.grammar import grammar_html
+
+    if save_map is not None and gold is None:
+        raise click.UsageError("--save-map writes the labels' best matches on gold trees: give --gold")
+    for path in (output_path, save_map):
+        check_output(path, force)
+    parser = api.load(model_name, batch_size=batch_size, device=device)
+    refuse_overwriting({"--output": output_path, "--save-map": save_map},
+                       [m.source for m in parser.models] + _input_files(text_path) + _input_files(gold))
+    report = parser.grammar(text_path, gold, treebank=preset, top=rules)
+    shown_text = {"table": lambda: report.table(top), "json": lambda: json.dumps(report.to_dict(), indent=1),
+                  "html": lambda: grammar_html(report)}[fmt]
+    outputs = [(path, lambda f, text=text: f.write((text() + "\n").encode("utf-8")))
+               for path, text in ((output_path, shown_text), (save_map, report.map_json)) if path]
+    write_all(outputs)
+    if output_path is None:
+        click.echo(shown_text())
 
 
 @main.command()

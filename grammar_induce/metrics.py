@@ -53,3 +53,43 @@ class SpanMetric:
     def to_dict(self) -> dict[str, float]:
         return {"sentences": self.sentences, "sentence_f1": self.sentence_f1, "corpus_f1": self.corpus_f1,
                 "precision": self.precision, "recall": self.recall}
+
+
+CONFIDENCE_BINS = 10  # calibration: confidence in tenths, [0, 0.1), ..., [0.9, 1]
+
+
+@dataclass(frozen=True)
+class CalibrationBin:
+    """The predicted brackets whose confidence fell in [low, high): how many, their mean confidence and the share of
+    them that are gold constituents (a calibrated parser's share is its mean confidence)."""
+
+    low: float
+    high: float
+    brackets: int
+    mean_confidence: float
+    gold_share: float
+
+    @property
+    def gap(self) -> float:
+        return self.gold_share - self.mean_confidence
+
+    def to_dict(self) -> dict[str, float]:
+        return {"from": self.low, "to": self.high, "brackets": self.brackets,
+                "mean_confidence": self.mean_confidence, "gold_share": self.gold_share}
+
+
+def calibration(scored: list[tuple[float, bool]], bins: int = CONFIDENCE_BINS) -> list[CalibrationBin]:
+    """The brackets (confidence, is a gold constituent) in `bins` equal bins of confidence (1 falls in the last); empty
+    bins are left out."""
+    found: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    for confidence, gold in scored:
+        found[min(int(confidence * bins), bins - 1)].append((confidence, gold))
+    return [CalibrationBin(k / bins, (k + 1) / bins, len(part), sum(c for c, _ in part) / len(part),
+                           sum(g for _, g in part) / len(part))
+            for k, part in enumerate(found) if part]
+
+
+def calibration_error(found: list[CalibrationBin]) -> float:
+    """The expected calibration error: the bins' |gold share - mean confidence| weighted by their brackets."""
+    total = sum(b.brackets for b in found)
+    return sum(b.brackets * abs(b.gap) for b in found) / total if total else 0.0

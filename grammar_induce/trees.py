@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 Tree = str | list
 
@@ -293,22 +294,23 @@ def random_tree(words: Sequence[str], rng: random.Random) -> Tree:
     return [random_tree(words[:cut], rng), random_tree(words[cut:], rng)]
 
 
-def node_labels(tree: Tree, labels: Mapping[tuple[int, int], str], is_word: Sequence[bool] | None = None,
-                order: str = "open") -> list[str]:
+def node_labels(tree: Tree, labels: Mapping[tuple[int, int], Any], is_word: Sequence[bool] | None = None,
+                order: str = "open", default: Any = "X") -> list[Any]:
     """Each node's label, in the order `walk` opens the nodes (`order="close"`: closes them, as `rebuild` makes
-    them): `labels` of the words it covers (i, j), else X. `is_word`: per leaf, whether it is a word (else
-    punctuation put back, which a span's word offsets do not count); default: every leaf."""
-    opened: list[str] = []
-    closed: list[str] = []
+    them): `labels` of the words it covers (i, j), else `default`. `is_word`: per leaf, whether it is a word (else
+    punctuation put back, which a span's word offsets do not count); default: every leaf. (Any value by word span
+    goes onto the nodes so: a constituent's confidence too.)"""
+    opened: list[Any] = []
+    closed: list[Any] = []
     starts: list[tuple[int, int]] = []
     leaf = word = 0
     for event in walk(tree):
         if event is OPEN:
             starts.append((len(opened), word))
-            opened.append("X")
+            opened.append(default)
         elif event is CLOSE:
             k, first = starts.pop()
-            opened[k] = labels.get((first, word), "X")
+            opened[k] = labels.get((first, word), default)
             closed.append(opened[k])
         else:
             word += 1 if is_word is None or is_word[leaf] else 0

@@ -75,7 +75,11 @@ def test_the_student_parses_evaluates_and_votes_like_any_model(student, tiny_run
     assert members[0]["forget"] and all(len(row) == 3 for row in members[0]["forget"] + members[0]["input"])
     assert members[1].keys() == {"tree"}  # a student has no distances, no layer, no direction: no empty fields either
     alone = cli("parse", "--model", student / "best.pt", "--format", "jsonl", "a b c")
-    assert json.loads(alone.stdout).keys() == {"tokens", "words", "tree"}
+    record = json.loads(alone.stdout)
+    assert record.keys() == {"tokens", "words", "tree", "spans"}  # its CRF's marginals: how sure it is of each span
+    assert [(s["start"], s["end"]) for s in record["spans"]] == [(0, 2), (0, 3)] or \
+        [(s["start"], s["end"]) for s in record["spans"]] == [(0, 3), (1, 3)]
+    assert all(0 <= s["confidence"] <= 1 for s in record["spans"])
     mean = cli("parse", "--model", tiny_run / "best.pt", "--model", student / "best.pt", "--combine", "mean", "a b c")
     assert mean.exit_code == 1 and "--combine mean needs gap scores" in mean.output
     assert cli("parse", "--model", student / "best.pt", "--format", "html", "a b c").exit_code == 0

@@ -391,7 +391,7 @@ def test_auto_precision_is_measured_per_member_in_an_ensemble_of_two_families(ti
     assert members.options.member_precisions == ("bf16", "fp32") and members.options.precision == "auto"
     assert f"{pcfg.source}: precision auto -> fp32" in members.chosen
     seen = []
-    monkeypatch.setattr(members_module, "read_sentences", lambda loaded, *args: seen.append(args[-1]) or [])
+    monkeypatch.setattr(members_module, "read_sentences", lambda loaded, *args: seen.append(args[4]) or [])
     members.read([["the", "dog", "barked"]])
     assert seen == [torch.bfloat16, None]
     alike = members_module.Members.of([tiny_model, tiny_model], ParseOptions(precision="auto"))

@@ -3,6 +3,7 @@ it: by its factory name through the `spacy_factories` entry point. Skipped where
 
 import pytest
 
+import grammar_induce
 from grammar_induce import trees
 from grammar_induce.errors import InputError
 from grammar_induce.families import pretrained
@@ -165,3 +166,22 @@ def test_a_tree_as_deep_as_a_long_line_is_stored_read_and_written():
     assert sent._.parse_string.count("(X") == 1199 and trees.leaves(trees.from_nested(sent._.tree)) == words
     again = Doc(nlp.vocab).from_bytes(doc.to_bytes())
     assert again[:]._.parse_string == sent._.parse_string and len(list(again[:]._.constituents)) == 2399
+
+
+def test_each_constituent_has_the_confidence_the_api_gives_it_and_it_survives_serialisation():
+    from spacy.tokens import Doc
+
+    nlp = english("ptb-pcfg", confidence=True)
+    doc = nlp("The old man saw a dog in the park.")
+    sent = next(doc.sents)
+    words = [t.text for t in sent if not t.is_punct]
+    result = grammar_induce.load("ptb-pcfg", confidence=True).analyse(sent.text)
+    by_words = {" ".join(result.words[s.start : s.end]): s.confidence for s in result.spans}
+    found = {" ".join(t.text for t in c if not t.is_punct): c._.induced_confidence
+             for c in sent._.constituents if c._.induced_confidence is not None}
+    assert found == pytest.approx(by_words) and len(found) == len(words) - 1  # a binary tree: n - 1 constituents
+    assert all(c._.induced_confidence is None for c in sent._.constituents if len(c) == 1)
+    again = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert [c._.induced_confidence for c in next(again.sents)._.constituents] == \
+        [c._.induced_confidence for c in sent._.constituents]
+    assert all(c._.induced_confidence is None for c in next(english("ptb-pcfg")(doc.text).sents)._.constituents)

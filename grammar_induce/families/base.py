@@ -45,6 +45,7 @@ class ModelKind(nn.Module):
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log
     FP32_PARTS: ClassVar[str] = FULL_PARTS  # and what stays float32
     LABELS: ClassVar[bool] = False  # its readings carry induced labels of its tree's spans (Reading.labels)
+    CONFIDENCE: ClassVar[bool] = False  # read(..., confidence=True) gives its tree's spans their probabilities
     DEPENDENCIES: ClassVar[bool] = False  # its readings carry dependency heads (Reading.heads)
     DECODER: ClassVar[str] = "paper"  # the decoder its distances are read with unless one is asked for
     # a kind that yields trees: the longest line its own search parses exactly, and what it does with longer ones
@@ -88,7 +89,8 @@ class ModelKind(nn.Module):
         """Each sentence's reading. `tokens`: (B, T) ids of `<eos> w1 ... wn <eos>` in the model's order (a
         backward model's reversed), padded with `<eos>`, the rows sorted by length (the longest last);
         `words`: each row's words in reading order. `n_layers`: only the lowest layers are needed;
-        `products`: the dtype of the matrix products (None: float32)."""
+        `products`: the dtype of the matrix products (None: float32). A kind with CONFIDENCE takes `confidence=True`
+        too: its tree's spans' probabilities (`Reading.confidence`)."""
         raise NotImplementedError(f"{self.DESCRIPTION} yields nothing to parse with")
 
 

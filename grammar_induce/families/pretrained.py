@@ -38,6 +38,7 @@ class Pretrained:
     language: str = "en"
     direction: str = "forward"  # an ON-LSTM's: forward, backward, or forward+backward for a pair
     teachers: str = ""  # a distilled student's: what it learned from (its checkpoint's provenance, described)
+    label_map: str = ""  # a PCFG's: a file in MODELS_DIR, its labels' best matches on a treebank (grammar --save-map)
 
     @property
     def paths(self) -> list[Path]:

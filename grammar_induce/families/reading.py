@@ -25,6 +25,8 @@ class Reading:
     labels: dict[tuple[int, int], str] | None = None  # the own tree's spans' induced labels (a PCFG's `NT-k`)
     heads: list[int] | None = None  # dependency heads, per word: 1-based, 0 for the root (a StructFormer's)
     decoder: str = "paper"  # the decoder its distances are read with unless one is asked for (its kind's DECODER)
+    # the own tree's spans' probabilities under the model (a PCFG's span marginal, a student's CRF marginal), asked for
+    confidence: dict[tuple[int, int], float] | None = None
 
     @property
     def n_layers(self) -> int:

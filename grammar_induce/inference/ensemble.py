@@ -9,7 +9,7 @@ one layer's distances with a decoder (or is its own), and several members' trees
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from ..families.reading import Reading, middle_layer
 from ..messages import plural
 from ..metrics import SpanMetric
 from ..trees import Tree
+from .calibration import Calibration
 
 if TYPE_CHECKING:
     from ..families.checkpoint import LoadedModel
@@ -39,6 +40,9 @@ class ParseOptions:
     pretokenized: bool = False  # lines are tokens separated by spaces (segmented Chinese, say): not split again
     whole_lines: bool = False  # a line of several sentences is parsed as one (else a tree per sentence, joined)
     labels: bool = False  # keep a model's induced labels (a PCFG's NT-k) of its tree's spans, where one model parses
+    confidence: bool = False  # give each span of a tree how sure it is (`confidences`)
+    calibration: Calibration | None = None  # the confidences mapped to how often such brackets are right (fitted)
+    label_map: Mapping[str, str] | None = None  # induced label -> a treebank's category (learned from gold trees)
     # span voting: each member's weight (one per member; (): 1 each), or "family": each member weighs one over
     # the number of members of its model kind, so that each family (ON-LSTMs, PCFGs, students) votes as one, or
     # "auto": each member's lead in agreement over right-branching trees (rank_members), on the first chunk
@@ -164,6 +168,54 @@ def combine(sentences: list[list[Reading]], layers: list[int], options: ParseOpt
     if sentences and len(sentences[0]) == 1:
         return [members[0].tree(layers[0], options.distance, options.decoder) for members in sentences]
     return COMBINERS[options.combine](sentences, layers, options)
+
+
+def confidences(members: list[Reading], layers: list[int], options: ParseOptions, tree: Tree
+                ) -> dict[tuple[int, int], float] | None:
+    """How sure each span of `tree` (the ensemble's tree of one sentence, over its words; the whole sentence too)
+    is, in [0, 1]; None where a model has no such number (a StructFormer alone: one layer of distances).
+
+    - one model of trees of its own: its probability of the span (a PCFG's span marginal, a student's CRF marginal);
+    - one model of distances with several layers (an ON-LSTM): the share of its layers whose trees (by the same
+      decoder) have the span;
+    - an ensemble: the span's share of the vote, each member's tree weighing its voting weight and the right-branching
+      voter its weight (`--combine mean`: each member's tree one vote, no right voter).
+
+    With `options.calibration`, each number is mapped through it (what share of such brackets a treebank had)."""
+    found = _raw_confidences(members, layers, options, tree)
+    if found is None or options.calibration is None:
+        return found
+    return {span: options.calibration(value) for span, value in found.items()}
+
+
+def _raw_confidences(members: list[Reading], layers: list[int], options: ParseOptions, tree: Tree
+                     ) -> dict[tuple[int, int], float] | None:
+    spans = trees.spans(tree, whole=True)
+    if len(members) == 1:
+        reading = members[0]
+        if reading.confidence is not None:
+            return {span: reading.confidence.get(span, 0.0) for span in spans}
+        if not reading.has_gaps or reading.n_layers < 2:
+            return None
+        voters = [reading.tree(layer, options.distance, options.decoder) for layer in range(1, reading.n_layers + 1)]
+        weights = [1.0] * len(voters)
+    else:
+        voters = [p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
+        own = options.weights if isinstance(options.weights, tuple) and options.weights else None
+        voting = options.combine == "mbr"
+        weights = list(own) if voting and own else [1.0] * len(voters)
+        if voting and options.right_voter:
+            voters.append(trees.right_branching(trees.leaves(tree)))
+            weights.append(options.right_voter)
+    return vote_shares(spans, voters, weights)
+
+
+def vote_shares(spans: set[tuple[int, int]], voters: list[Tree], weights: Sequence[float]
+                ) -> dict[tuple[int, int], float]:
+    """Each span's weighted share of the voters' trees that have it (the whole sentence: 1)."""
+    total = sum(weights) or 1.0
+    found = [trees.spans(voter, whole=True) for voter in voters]
+    return {span: sum(w for w, has in zip(weights, found) if span in has) / total for span in spans}
 
 
 def layers_named(layers: Sequence[int], own_trees: Sequence[bool], sep: str = ",") -> str:

@@ -121,7 +121,7 @@ class Members:
         resolved = self.options.member_precisions or (self.options.precision,) * len(self.models)
         layers = self.options.layers if self.layers_fixed and not all_layers else (None,) * len(self.models)
         return [read_sentences(loaded, sentences, self.options.batch_size, progress, layer,
-                               precision.product_dtype(chosen))
+                               precision.product_dtype(chosen), self.options.confidence)
                 for loaded, layer, chosen in zip(self.models, layers, resolved)]
 
     def with_layers(self, readings: Readings | None = None) -> Members:
@@ -239,12 +239,13 @@ def check_members(models: list[LoadedModel]) -> None:
 @torch.no_grad()
 def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
                    progress: Callable[[int], object] | None = None, n_layers: int | None = None,
-                   products: torch.dtype | None = None) -> list[Reading | None]:
+                   products: torch.dtype | None = None, confidence: bool = False) -> list[Reading | None]:
     """One model's reading of each sentence (a list of words as written); empty sentences get None.
 
     Sentences are sorted by length and padded at the end: a model reads from the start, so padding never
     changes what it makes of earlier positions. `n_layers`: only the lowest layers are needed; `products`:
-    the dtype of the matrix products (None: float32; see runtime/precision.py).
+    the dtype of the matrix products (None: float32; see runtime/precision.py); `confidence`: the spans' probabilities
+    of a kind of trees of its own (`Reading.confidence`).
     """
     direction = loaded.config.model.reading_order
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
@@ -253,6 +254,8 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     def read(batch: list[int]) -> list[Reading]:
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
+        if confidence and loaded.model.CONFIDENCE:
+            return loaded.model.read(tokens, words, n_layers, products, confidence=True)
         return loaded.model.read(tokens, words, n_layers, products)
 
     batches = list(_batches(order, sentences, batch_size))

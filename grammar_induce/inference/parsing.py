@@ -30,7 +30,7 @@ from ..output.formats import MemberResult, SentenceResult
 from ..runtime.distributed import World
 from ..structures import cky
 from ..text.tokenizer import sentence_starts
-from .ensemble import ParseOptions, member_agreement
+from .ensemble import ParseOptions, confidences, member_agreement
 from .members import Members, chunk_lines
 
 Line = tuple[list[str], list[bool], list[int]]  # a line's tokens, which of them the models read, where sentences start
@@ -235,21 +235,26 @@ def distributed(members: Members, chunks: Iterator, all_layers: bool, world: Wor
 
 def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bool = False) -> list[SentenceResult]:
     """Each sentence's combined tree and every member's distances and tree (the members' layers fixed)."""
-    parsed = next(members.parse(sentences, all_layers, at_once=True), None)
+    o = members.options
+    # a single model's confidence may be its layers' agreement: every layer read
+    parsed = next(members.parse(sentences, all_layers or o.confidence, at_once=True), None)
     if parsed is None:  # no sentences
         return []
-    readings, combined = parsed.readings, iter(parsed.trees)
-    layers, o = members.options.layers, members.options
+    readings, combined, layers = parsed.readings, iter(parsed.trees), list(parsed.options.layers)
     results = []
     for k, words in enumerate(sentences):
         if not words:
             results.append(SentenceResult(words, None))
             continue
         own = readings[0][k].labels if o.labels and len(readings) == 1 else None
-        results.append(SentenceResult(words, next(combined), labels=own, members=[
+        if own and o.label_map:
+            own = {span: o.label_map.get(label, label) for span, label in own.items()}
+        tree, sentence = next(combined), [member[k] for member in readings]
+        sure = confidences(sentence, layers, parsed.options, tree) if o.confidence else None
+        results.append(SentenceResult(words, tree, labels=own, confidence=sure, members=[
             MemberResult(p.direction, p.to_dict(), p.tree(layer, o.distance, o.decoder), m.source, layer,
                          p.gaps(layer, o.distance), p.heads)
-            for p, layer, m in zip([member[k] for member in readings], layers, members.models)]))
+            for p, layer, m in zip(sentence, layers, members.models)]))
     return results
 
 
@@ -277,7 +282,8 @@ def joined(results: list[SentenceResult]) -> SentenceResult:
     if len(results) == 1:
         return results[0]
     offsets = list(itertools.accumulate((len(r.words) for r in results[:-1]), initial=0))
-    labels = {(i + at, j + at): x for r, at in zip(results, offsets) for (i, j), x in (r.labels or {}).items()}
+    labels, sure = ({(i + at, j + at): x for r, at in zip(results, offsets) for (i, j), x in (getattr(r, name) or {}).items()}
+                    for name in ("labels", "confidence"))
     members = [MemberResult(parts[0].direction,
                             {kind: [_chained(rows) for rows in zip(*(p.values[kind] for p in parts))]
                              for kind in parts[0].values},
@@ -289,7 +295,8 @@ def joined(results: list[SentenceResult]) -> SentenceResult:
     return SentenceResult(_chained(r.words for r in results), [r.tree for r in results], members,
                           _chained(r.tokens or r.words for r in results),
                           _chained(r.is_word or [True] * len(r.words) for r in results),
-                          _chained(r.read or r.words for r in results), labels if results[0].labels is not None else None)
+                          _chained(r.read or r.words for r in results), labels if results[0].labels is not None else None,
+                          sure if results[0].confidence is not None else None)
 
 
 def _chained(lists: Iterable[list]) -> list:

@@ -17,7 +17,9 @@ asks for them (`"labels": true`): then a constituent's `labels` is its symbol, `
 and `tree` carry them. `tree` is the sentence's nltk.Tree. A model with dependency heads (a StructFormer) also
 gives each token `induced_head` (the head Token; None for a sentence's root) and `induced_dep` ("root", "dep", or
 "punct" for punctuation, which hangs from the word before it, as `--format conll` writes it): spaCy's own `head` and
-`dep_` are left to the pipeline's parser.
+`dep_` are left to the pipeline's parser. With `"confidence": true`, a constituent's `induced_confidence` is how sure
+the parser is of it (`grammar_induce.load(confidence=True)`: a PCFG's span marginal, an ensemble's share of the vote;
+None for a single token, or where the model gives none).
 
 Registered through the `spacy_factories` entry point; nothing else in grammar_induce imports this module.
 """
@@ -40,7 +42,7 @@ from ..families import pretrained
 NAME = "grammar_induce"
 DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",
                                   "decoder": None, "combine": None, "right_voter": None, "batch_size": 64,
-                                  "precision": "fp32", "device": None, "labels": False}
+                                  "precision": "fp32", "device": None, "labels": False, "confidence": False}
 COPIED = "models"  # the folder of a local checkpoint's copy, inside the component's folder of nlp.to_disk
 
 
@@ -89,6 +91,10 @@ def _stored_labels(span: Span) -> tuple[dict[tuple[int, int], str] | None, list[
     return (None if rows is None else {(i, j): label for i, j, label in rows}), is_word
 
 
+def _induced_confidence(span: Span) -> float | None:
+    return span.doc.user_data.get((NAME, "confidence", span.start, span.end))
+
+
 def _labels(span: Span) -> tuple[str, ...]:
     label = span.doc.user_data.get((NAME, "label", span.start, span.end))
     return () if label is None else (label,)
@@ -106,7 +112,7 @@ def _induced_dep(token: Token) -> str | None:
 
 def _register_extensions() -> None:
     getters = {"parse_string": _parse_string, "constituents": _constituents, "children": _children,
-               "parent": _parent, "tree": _tree, "labels": _labels}
+               "parent": _parent, "tree": _tree, "labels": _labels, "induced_confidence": _induced_confidence}
     for name, getter in getters.items():
         if not Span.has_extension(name):
             Span.set_extension(name, getter=getter)
@@ -148,11 +154,14 @@ class GrammarInduce:
             sentences = [sent for doc in batch for sent in _sentences(doc)]
             positions = [[token.i for token in sent if not token.is_space] for sent in sentences]
             tokens = [[sent.doc[i].text for i in kept] for sent, kept in zip(sentences, positions)]
-            for sent, kept, result in zip(sentences, positions, self.parser.analyse_many(tokens)):
+            results, _ = self.parser.run(tokens, confidence=bool(self.options.get("confidence")))
+            for sent, kept, result in zip(sentences, positions, results):
                 if result.tree is not None:
                     _store(sent, result.tree, kept)
                 if result.tree is not None and result.labels:
                     _store_labels(sent, result.tree, result.labels, result.is_word, kept)
+                if result.tree is not None and result.confidence:
+                    _store_confidence(sent, result.tree, result.confidence, result.is_word, kept)
                 if result.tree is not None and result.heads is not None:
                     _store_heads(sent, result.token_heads(), kept)
             yield from batch
@@ -247,12 +256,26 @@ def _store_labels(sent: Span, tree: trees.Tree, labels: dict, is_word: list[bool
         data[NAME, "label", *span] = next(names)
 
 
+def _store_confidence(sent: Span, tree: trees.Tree, confidence: dict, is_word: list[bool] | None,
+                      positions: list[int]) -> None:
+    """Each constituent's confidence, by its doc span (the sentence's by its own span, as `_store` keeps its root)."""
+    data = sent.doc.user_data
+    values = trees.node_labels(tree, confidence, is_word, order="close", default=None)
+    spans = list(_node_spans(tree, positions))
+    for span, value in zip(spans, values):
+        if value is not None:
+            data[NAME, "confidence", *span] = value
+    if spans and values[-1] is not None:
+        data[NAME, "confidence", sent.start, sent.end] = values[-1]
+
+
 @Language.factory(NAME, default_config=DEFAULT_CONFIG)
 def make_grammar_induce(nlp: Language, name: str, model: str | list[str], layer: Any, distance: str,
                         decoder: str | None, combine: str | None, right_voter: float | None, batch_size: int,
-                        precision: str, device: str | None, labels: bool = False) -> GrammarInduce:
+                        precision: str, device: str | None, labels: bool = False, confidence: bool = False
+                        ) -> GrammarInduce:
     """The factory spaCy calls for nlp.add_pipe("grammar_induce", config={...}): the model (a shipped name or a
     checkpoint path, or a list of them for an ensemble) and every option of `grammar_induce.load`."""
     return GrammarInduce(nlp, name, model, layer=layer, distance=distance, decoder=decoder, combine=combine,
                          right_voter=right_voter, batch_size=batch_size, precision=precision, device=device,
-                         labels=labels)
+                         labels=labels, confidence=confidence)

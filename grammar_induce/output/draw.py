@@ -70,11 +70,12 @@ def _layout(tree: Tree, centers: Sequence[float]) -> _Node:
 
 def tree_svg(words: Sequence[str], tree: Tree, distances: Sequence[Sequence[float]] = (), layer: int = 0,
              span_colors: dict[tuple[int, int], str] | None = None, caption: str = "",
-             heads: Sequence[tuple[int, str]] = ()) -> str:
+             heads: Sequence[tuple[int, str]] = (), confidence: dict[tuple[int, int], float] | None = None) -> str:
     """One sentence: its tree above the words and, under each word, one bar per layer for its
     distance (the `layer` row, counted from 1, marked; each row scaled from its sentence's lowest
     to its highest distance); under them, where given, the dependency `heads` (per word: its head's 1-based
-    number, 0 for the root, and the relation) as arcs from head to dependent."""
+    number, 0 for the root, and the relation) as arcs from head to dependent. `confidence` (by the words a node
+    covers): each node's dot shaded by it (white 0 to dark blue 1) and written beside it."""
     widths = [max(text_width(w), 2 * FONT) for w in words]
     label = 3 * FONT if distances else 0
     centers, x = [], MARGIN + label
@@ -91,7 +92,7 @@ def tree_svg(words: Sequence[str], tree: Tree, distances: Sequence[Sequence[floa
              f'viewBox="0 0 {x + MARGIN:.0f} {height:.0f}"><style>{STYLE}</style>')]
     if caption:
         parts.append(f'<text x="{MARGIN}" y="{MARGIN + FONT}" class="small">{xml_escape(caption)}</text>')
-    parts += _tree_lines(root, top, baseline, span_colors or {}, len(words))
+    parts += _tree_lines(root, top, baseline, span_colors or {}, len(words), confidence or {})
     parts += [f'<text x="{c:.1f}" y="{baseline:.1f}" text-anchor="middle" class="word">{xml_escape(w)}</text>'
               for c, w in zip(centers, words)]
     parts += _distance_bars(distances, layer, centers, baseline + 8)
@@ -100,8 +101,21 @@ def tree_svg(words: Sequence[str], tree: Tree, distances: Sequence[Sequence[floa
     return "".join(parts)
 
 
-def _tree_lines(root: _Node, top: float, baseline: float, span_colors: dict, n_words: int) -> list[str]:
-    """Lines from each node to its children, and a dot per node coloured by its span's status."""
+def confidence_color(value: float) -> str:
+    """A constituent's confidence as a shade: white at 0 to dark blue (#08306b) at 1."""
+    value = min(max(value, 0.0), 1.0)
+    return "#" + "".join(f"{round(255 + (dark - 255) * value):02x}" for dark in (0x08, 0x30, 0x6B))
+
+
+CONFIDENCE_LEGEND = ("the dot of each constituent is shaded by how sure the parser is of it (white 0, dark blue 1) and "
+                     "the number beside it says it: a PCFG's span marginal, an ensemble's share of the vote, a "
+                     "student's CRF marginal, an ON-LSTM's share of its layers")
+
+
+def _tree_lines(root: _Node, top: float, baseline: float, span_colors: dict, n_words: int,
+                confidence: dict[tuple[int, int], float]) -> list[str]:
+    """Lines from each node to its children, and a dot per node coloured by its span's status (or shaded by its
+    confidence, written beside it)."""
     def y(node: _Node) -> float:
         return baseline - FONT - 2 if node.height == 0 else top + (root.height - node.height) * LEVEL
 
@@ -116,8 +130,15 @@ def _tree_lines(root: _Node, top: float, baseline: float, span_colors: dict, n_w
                          f'stroke="{PLAIN}" stroke-width="1"/>')
             todo.append(child)
         whole = node.start == 0 and node.end == n_words
-        parts.append(f'<circle cx="{node.x:.1f}" cy="{y(node):.1f}" r="{3 if whole else 4}" fill="{color}" '
-                     f'class="span" data-span="{node.start} {node.end}"/>')
+        sure = confidence.get((node.start, node.end))
+        if sure is None:
+            parts.append(f'<circle cx="{node.x:.1f}" cy="{y(node):.1f}" r="{3 if whole else 4}" fill="{color}" '
+                         f'class="span" data-span="{node.start} {node.end}"/>')
+            continue
+        parts.append(f'<circle cx="{node.x:.1f}" cy="{y(node):.1f}" r="5" fill="{confidence_color(sure)}" '
+                     f'stroke="{PLAIN}" class="span" data-span="{node.start} {node.end}" data-confidence="{sure:.4f}">'
+                     f'<title>confidence {sure:.3f}</title></circle>'
+                     f'<text x="{node.x + 7:.1f}" y="{y(node) - 4:.1f}" class="small">{sure:.2f}</text>')
     return parts
 
 
@@ -272,20 +293,25 @@ def _nested(svg: str, x: int) -> str:
 
 
 def parse_page(sentences: Iterable[tuple[list[str], Tree, list[tuple[str, Tree, list[list[float]], int]],
-                                         Sequence[tuple[int, str]]]]) -> str:
+                                         Sequence[tuple[int, str]], dict[tuple[int, int], float]]]) -> str:
     """Every sentence's picture: (words, combined tree, members as (name, tree, distances per layer, the
-    layer its tree came from, marked), dependency heads per word or ()). With one member, its tree and distances;
-    with several, the combined tree, then each member's; the heads under the first."""
-    body = []
-    for words, tree, members, heads in sentences:
+    layer its tree came from, marked), dependency heads per word or (), each node's confidence or {}). With one
+    member, its tree and distances; with several, the combined tree, then each member's; the heads under the
+    first; a legend of the shading where a tree has confidences."""
+    body, shaded = [], False
+    for words, tree, members, heads, confidence in sentences:
         if not words:
             continue
+        shaded |= bool(confidence)
         if len(members) == 1:
-            pictures = [tree_svg(words, tree, members[0][2], members[0][3], heads=heads)]
+            pictures = [tree_svg(words, tree, members[0][2], members[0][3], heads=heads, confidence=confidence)]
         else:
-            pictures = [tree_svg(words, tree, caption=f"combined ({len(members)} models)", heads=heads)]
+            pictures = [tree_svg(words, tree, caption=f"combined ({len(members)} models)", heads=heads,
+                                 confidence=confidence)]
             pictures += [tree_svg(words, t, d, layer, caption=name) for name, t, d, layer in members]
         body.append(f'<div class="sentence"><div class="pictures">{"".join(pictures)}</div></div>')
+    if shaded:
+        body.insert(0, f'<p class="legend">{html_escape(CONFIDENCE_LEGEND)}</p>')
     return page("grammar-induce: parsed sentences", body)
 
 

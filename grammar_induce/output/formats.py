@@ -10,6 +10,7 @@ import json
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .. import trees
 from ..trees import Tree
@@ -39,6 +40,16 @@ class MemberResult:
         return self.values.get("input", [])
 
 
+class Span(NamedTuple):
+    """One constituent of a parsed sentence: words start..end-1, its induced label and how sure the parser is of
+    it (inference/ensemble.confidences says what the number is for each kind of model)."""
+
+    start: int
+    end: int
+    label: str | None
+    confidence: float | None
+
+
 @dataclass(frozen=True)
 class SentenceResult:
     words: list[str]  # what the models read, as written
@@ -48,6 +59,14 @@ class SentenceResult:
     is_word: list[bool] | None = None  # per token: one of `words` (else punctuation)
     read: list[str] | None = None  # `words` as the models read them (lowercased, numbers as N, ...)
     labels: dict[tuple[int, int], str] | None = None  # induced labels of the tree's spans over `words` (asked for)
+    confidence: dict[tuple[int, int], float] | None = None  # how sure each span over `words` is (asked for)
+
+    @property
+    def spans(self) -> list[Span]:
+        """The tree's constituents of two or more words (the whole sentence too), over `words`, end exclusive, in
+        order, each with its induced label and its confidence where they were asked for (else None)."""
+        found = sorted(set(self.confidence or {}) | set(self.labels or {}))
+        return [Span(i, j, (self.labels or {}).get((i, j)), (self.confidence or {}).get((i, j))) for i, j in found]
 
     def token_heads(self) -> list[tuple[int, str]]:
         """Each token's head (its 1-based token number, 0 for the root) and relation: a word's head is the one its
@@ -72,12 +91,16 @@ class SentenceResult:
         (over every token; null for a blank line), and what one model's reading shows (every layer's `forget`
         and `input` distances, those it has; nothing for a model that makes trees of its own; `heads`, per word,
         where it has dependencies), or per member of an ensemble its `direction`, `layer`, reading and tree; with
-        induced labels, `labels`: [start, end, label] per span of words (end exclusive)."""
+        induced labels, `labels`: [start, end, label] per span of words (end exclusive); with confidences, `spans`:
+        {start, end, label, confidence} per span of words (the whole sentence too)."""
         record: dict = {"tokens": self.tokens or self.words, "words": self.read or self.words}
         if self.tree is None:
             return record | {"tree": None}
         if self.labels:
             record["labels"] = [[i, j, label] for (i, j), label in sorted(self.labels.items())]
+        if self.confidence is not None:
+            record["spans"] = [{"start": s.start, "end": s.end, "label": s.label,
+                                "confidence": round(s.confidence, 4)} for s in self.spans]
         if len(self.members) == 1:
             member = self.members[0]
             return record | member.values | _heads(member) | {"tree": self.tree}
@@ -188,6 +211,7 @@ LABELLED = ("ptb", "jsonl", "ascii")  # the formats that show induced labels (`p
 PICTURES = ("svg", "html")  # drawn by `draw`, not line by line
 FORMATS = (*RENDERERS, *PICTURES)
 DEPENDENCY = ("conll",)  # the formats that need a model with dependency heads
+CONFIDENT = ("jsonl", *PICTURES)  # the formats that show each constituent's confidence (`parse --confidence`)
 ALL_LAYERS = frozenset({"jsonl"})  # formats that print every layer's distances, so every layer must run
 
 

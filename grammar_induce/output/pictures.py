@@ -58,27 +58,48 @@ def _write_pictures(results: Iterable[SentenceResult], distance: str, folder: Pa
 
 
 def _sentence_svg(result: SentenceResult, distance: str) -> str:
-    tokens, tree, members, heads = _drawn(result, distance)
+    tokens, tree, members, heads, confidence = _drawn(result, distance)
+    caption = "confidence: shade and number (0 white, 1 dark blue)" if confidence else ""
     if len(members) == 1:
         _, _, rows, layer = members[0]
-        return draw.tree_svg(tokens, tree, rows, layer, heads=heads)
-    return draw.tree_svg(tokens, tree, heads=heads)
+        return draw.tree_svg(tokens, tree, rows, layer, heads=heads, confidence=confidence, caption=caption)
+    return draw.tree_svg(tokens, tree, heads=heads, confidence=confidence, caption=caption)
 
 
 Member = tuple[str, Tree, list[list[float | None]], int]  # name, tree, distances per layer, the layer read
 
 
-def _drawn(result: SentenceResult, distance: str) -> tuple[list[str], Tree, list[Member], list[tuple[int, str]]]:
+Drawn = tuple[list[str], Tree, list[Member], list[tuple[int, str]], dict[tuple[int, int], float]]
+
+
+def _drawn(result: SentenceResult, distance: str) -> Drawn:
     """What a picture shows: every token, the tree, each member as (name, tree, its `distance`
     distances per layer, its layer), the members' trees and distances spread over every token (no bar
-    under punctuation), and each token's dependency head where a member has them (SentenceResult.token_heads)."""
+    under punctuation), each token's dependency head where a member has them (SentenceResult.token_heads), and each
+    node's confidence by the tokens it covers (where asked for)."""
     heads = result.token_heads() if result.heads is not None else []
+    confidence = _token_confidence(result)
     if result.tokens is None:
         return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
-                                            for m in result.members], heads
+                                            for m in result.members], heads, confidence
     return result.tokens, result.tree, [
         (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
-         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members], heads
+         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members], heads, confidence
+
+
+def _token_confidence(result: SentenceResult) -> dict[tuple[int, int], float]:
+    """Each node's confidence (given by the words it covers) by the tokens it covers, as the picture lays it out."""
+    if not result.confidence:
+        return {}
+    spans: list[tuple[int, int]] = []
+
+    def node(kids: list[tuple[int, int]]) -> tuple[int, int]:
+        spans.append((kids[0][0], kids[-1][1]))
+        return spans[-1]
+
+    trees.rebuild(result.tree, node, lambda word, k: (k, k + 1))
+    values = trees.node_labels(result.tree, result.confidence, result.is_word, order="close", default=None)
+    return {span: value for span, value in zip(spans, values) if value is not None}
 
 
 def _member_name(member: MemberResult) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .. import trees
 from ..trees import Tree
 from .cky import best_trees
 
@@ -84,6 +85,17 @@ class TreeCRF:
         """The distribution over the trees that cross none of each sentence's `kept` spans."""
         forbidden = crossing_mask(kept, self.scores.shape[1] - 1).to(self.scores.device)
         return TreeCRF(self.scores.masked_fill(forbidden, -1e9), self.lengths)
+
+
+def span_values(chart: Tensor, tree: Tree) -> dict[tuple[int, int], float]:
+    """`chart` (N+1, N+1) read at each span of two or more words of `tree` (the whole sentence too): a chart of
+    span marginals gives the tree's spans their probabilities."""
+    found = sorted(trees.spans(tree, whole=True))
+    if not found:
+        return {}
+    starts, ends = zip(*found)
+    values = chart[list(starts), list(ends)].float().tolist()
+    return dict(zip(found, values))
 
 
 def crossing_mask(kept: Sequence[Iterable[tuple[int, int]]], n: int) -> Tensor:

@@ -57,6 +57,14 @@ class GoldTree:
     labels: tuple[tuple[int, int, str], ...] = ()  # (start, end, category) of every constituent kept, unary chains too
     heads: tuple[int, ...] = ()  # each word's dependency head by Collins' head rules (text/heads.py), 0 the root
 
+    def categories(self) -> dict[tuple[int, int], str]:
+        """Each constituent of two or more words with its category (a unary chain's outermost: S over VP is S)."""
+        found: dict[tuple[int, int], str] = {}
+        for start, end, category in self.labels:  # inner before outer: the last one a span gets is its outermost
+            if end - start >= 2 and category:
+                found[start, end] = category
+        return found
+
 
 def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
               messages: Messages | None = None) -> tuple[list[GoldTree], int]:

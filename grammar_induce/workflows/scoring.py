@@ -17,9 +17,10 @@ from .. import trees
 from ..errors import InputError
 from ..families.pretrained import shown
 from ..families.reading import DISTANCES
-from ..inference.ensemble import agreement_table
+from ..inference.calibration import Calibration
+from ..inference.ensemble import agreement_table, confidences
 from ..messages import Messages, plural, progress_bar
-from ..metrics import SpanMetric
+from ..metrics import CalibrationBin, SpanMetric, calibration, calibration_error
 from ..text.heads import attachment, chain
 from ..text.predicted import onto_gold, predicted_trees
 from ..text.treebank import GoldTree, TagFilter, read_gold
@@ -65,6 +66,13 @@ class Report:
     label_recall: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
     # row -> (directed, undirected) attachment score against Collins' head rules (evaluate --deps)
     dependencies: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the main row's brackets the F1 counts: (its confidence, whether it is a gold constituent); none without confidences
+    brackets: list[tuple[float, bool]] = field(default_factory=list)
+    labelled: SpanMetric | None = None  # the main row's induced labels under a label map, against the gold categories
+
+    @property
+    def calibration(self) -> list[CalibrationBin]:
+        return calibration(self.brackets)
 
     def to_dict(self) -> dict:
         return {
@@ -78,6 +86,9 @@ class Report:
                                  for row, labels in self.label_recall.items()}} if self.label_recall else {}),
             **({"dependencies": {row: {"directed": d, "undirected": u} for row, (d, u) in self.dependencies.items()}}
                if self.dependencies else {}),
+            **({"labelled": self.labelled.to_dict()} if self.labelled is not None else {}),
+            **({"calibration": {"row": self.main_row, "expected_calibration_error": calibration_error(self.calibration),
+                                "bins": [b.to_dict() for b in self.calibration]}} if self.calibration else {}),
         }
 
     def table(self) -> str:
@@ -94,6 +105,13 @@ class Report:
             lines.append("\n" + label_recall_table(self.label_recall))
         if self.dependencies:
             lines.append("\n" + dependency_table(self.dependencies))
+        if self.calibration:
+            lines.append("\n" + calibration_table(self.main_row, self.calibration))
+        if self.labelled is not None:
+            m = self.labelled
+            lines.append(f"\nlabelled (the induced labels renamed by the label map, a mapping learned from gold trees): "
+                         f"corpus F1 {100 * m.corpus_f1:.1f}, prec {100 * m.precision:.1f}, recall {100 * m.recall:.1f}, "
+                         f"sentence F1 {100 * m.sentence_f1:.1f}")
         if self.agreement:
             lines.append("\n" + agreement_table(self.agreement))
         lines += [f"\ngold words unknown to {shown(name)}: {100 * count / max(total, 1):.1f}% ({count:,} of {total:,})"
@@ -107,6 +125,17 @@ class Report:
             lines.append(f"{bucket:10s} {count:6d} "
                          + " ".join(f"{100 * self.by_length[r][bucket].sentence_f1:16.1f}" for r in rows))
         return "\n".join(lines)
+
+
+def calibration_table(row: str, bins: list[CalibrationBin]) -> str:
+    """How far a row's confidences mean what they say: per confidence bin, its brackets (those the F1 counts), their
+    mean confidence and the share of them that are gold constituents."""
+    lines = [f"calibration of {row} (the brackets the F1 counts, by confidence; calibrated: gold share = confidence)",
+             f"{'confidence':12s} {'brackets':>9s} {'mean':>6s} {'gold share':>11s} {'gap':>6s}"]
+    lines += [f"{f'{b.low:.1f}-{b.high:.1f}':12s} {b.brackets:9,d} {b.mean_confidence:6.2f} {b.gold_share:11.2f} "
+              f"{b.gap:+6.2f}" for b in bins]
+    lines.append(f"expected calibration error {calibration_error(bins):.3f}")
+    return "\n".join(lines)
 
 
 def label_recall_table(recall: dict[str, dict[str, tuple[float, int]]]) -> str:
@@ -167,6 +196,7 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
     from ..inference.members import auto_weights_note
 
     models = members.models
+    members = replace(members, options=replace(members.options, confidence=True))  # for the calibration
     noted = _report_messages(messages)
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
     gold = within_length(gold, options.max_length)
@@ -193,7 +223,10 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
         names = model.DISTANCE_NAMES
         predicted = _layer_rows(readings[0], members.options.decoder, names)
         main_row = names.get(members.options.distance) or f"layer {members.options.layers[0]} {members.options.distance}"
-    report = replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown)
+    report = replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown,
+                     brackets=_confident_brackets(members, readings, predicted[main_row], gold))
+    if members.options.label_map is not None:
+        report.labelled = labelled_score(readings[0], predicted[main_row], gold, dict(members.options.label_map))
     if options.dependencies:
         k, model = next(((k, m.model) for k, m in enumerate(models) if m.model.DEPENDENCIES), (0, models[0].model))
         if not model.DEPENDENCIES:
@@ -201,6 +234,40 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
                              "has none: a StructFormer (model.kind = \"structformer\") has them")
         report.dependencies = dependency_scores(f"{model.NAME} heads", [p.heads for p in readings[k]], gold)
     return report
+
+
+def _confident_brackets(members: Members, readings: list[list], predicted: list[trees.Tree], gold: list[GoldTree]
+                        ) -> list[tuple[float, bool]]:
+    """The main row's brackets the F1 counts, each with its confidence (inference/ensemble.confidences) and whether
+    it is a gold constituent; none where the models give no confidence (a StructFormer alone)."""
+    layers, options = list(members.options.layers), members.options
+    scored = []
+    for sentence, tree, g in zip(zip(*readings), predicted, gold):
+        sure = confidences(list(sentence), layers, options, tree)
+        if sure is None:
+            return []
+        truth = trees.spans(g.tree)
+        scored += [(sure[span], span in truth) for span in trees.spans(tree)]
+    return scored
+
+
+def fitted_calibration(report: Report, gold: str) -> Calibration:
+    """`evaluate --calibrate`: the map from the main row's confidences to the share of such brackets that are gold."""
+    if not report.brackets:
+        raise InputError(f"--calibrate: {report.main_row} gives no confidences to calibrate")
+    return Calibration.fit(report.brackets, f"{gold} ({report.main_row}, {plural(report.sentences, 'sentence')})")
+
+
+def labelled_score(readings: list, predicted: list, gold: list[GoldTree], label_map: dict[str, str]) -> SpanMetric:
+    """Labelled span F1 of the induced labels renamed by `label_map` against the gold categories (the spans the
+    unlabelled F1 counts: two or more words, not the whole sentence; a unary chain's outermost category)."""
+    total = SpanMetric()
+    for reading, tree, g in zip(readings, predicted, gold):
+        labels = reading.labels or {}
+        found = {(i, j, label_map.get(labels.get((i, j), ""), labels.get((i, j), ""))) for i, j in trees.spans(tree)}
+        truth = {(i, j, c) for (i, j), c in g.categories().items() if (i, j) != (0, len(g.words))}
+        total += SpanMetric.of(found, truth)
+    return total
 
 
 def _report_messages(messages: Messages | None) -> Messages:

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from ... import trees
 from ...structures.rank_cfg import RankSpaceCFG
+from ...structures.tree_crf import span_values
 from ..base import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceTrainConfig, SentenceTrainer
@@ -68,7 +69,7 @@ class TNPCFG(ModelKind):
     NAME, DESCRIPTION, SEARCH, OWN_TREES = "pcfg", "a TN-PCFG", "MBR CKY over span marginals", True
     BF16_PARTS = "the rank-space products (leaves and every span's children) in bfloat16"
     FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
-    LABELS = True
+    LABELS = CONFIDENCE = True
     LONGEST = PARSE_LIMIT, "gave them right-branching trees (its chart grows with the square of the length)"
     TRAINER = SentenceTrainer
     CONFIG = PCFGConfig, SentenceTrainConfig
@@ -115,10 +116,11 @@ class TNPCFG(ModelKind):
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None) -> list[Reading]:
+             products: torch.dtype | None = None, confidence: bool = False) -> list[Reading]:
         """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
-        nonterminal (`NT-k`); a sentence of more than PARSE_LIMIT words gets the right-branching tree. The rows
-        are `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
+        nonterminal (`NT-k`) and (`confidence`) given its marginal; a sentence of more than PARSE_LIMIT words gets
+        the right-branching tree (no confidence). The rows are `<eos> w1 ... wn <eos>`, sorted by length (the
+        longest last)."""
         g = self.grammar()
         readings = [Reading(list(w), [], [], "forward", trees.right_branching(w), {}) for w in words]
         short = [k for k, w in enumerate(words) if len(w) <= PARSE_LIMIT]
@@ -127,9 +129,11 @@ class TNPCFG(ModelKind):
             ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
             structure = self.structure(ids, lengths, products, g)
             best = structure.argmax([words[k] for k in part])  # MBR: the most expected spans
-            for k, tree, labels in zip(part, best, structure.labels(best)):
+            marginals = structure.marginals if confidence else None
+            for b, (k, tree, labels) in enumerate(zip(part, best, structure.labels(best))):
                 readings[k] = Reading(list(words[k]), [], [], "forward", tree,
-                                      {span: f"NT-{a}" for span, a in labels.items()})
+                                      {span: f"NT-{a}" for span, a in labels.items()},
+                                      confidence=None if marginals is None else span_values(marginals[b], tree))
         return readings
 
     @staticmethod

@@ -34,6 +34,7 @@ class SpanParser(ModelKind):
     (of the BiLSTM) and `dropout` of the model config."""
 
     NAME, DESCRIPTION, SEARCH, OWN_TREES = "student", "a distilled student", "CKY", True  # it scores spans: CKY
+    CONFIDENCE = True  # its CRF's span marginals
     BF16_PARTS = "the BiLSTM's products in bfloat16 when parsing"  # it trains in float32
     READS_IN_LANES = True  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
     # `distill` fits it (not `train`): with this recipe, on these targets (what a teacher's trees give it to learn)
@@ -149,25 +150,33 @@ class SpanParser(ModelKind):
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None) -> list[Reading]:
-        """Each sentence's CKY tree, the batch in parts small enough that its (B, N+1, N+1) span scores fit
-        in SCORE_CELLS (the rows are sorted by length, the longest last)."""
+             products: torch.dtype | None = None, confidence: bool = False) -> list[Reading]:
+        """Each sentence's CKY tree (and, `confidence`, its spans' marginals under the CRF), the batch in parts
+        small enough that its (B, N+1, N+1) span scores fit in SCORE_CELLS (the rows are sorted by length, the
+        longest last)."""
         step = max(1, SCORE_CELLS // (len(words[-1]) + 1) ** 2)
-        found: list[Tree] = []
+        found: list[tuple[Tree, dict[tuple[int, int], float] | None]] = []
         for start in range(0, len(words), step):
             part = words[start : start + step]
             rows = tokens[start : start + step, : len(part[-1]) + 2]
-            found += self.trees(rows.to(self.device), [len(w) for w in part], part, products)
-        return [Reading(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
+            found += self.trees(rows.to(self.device), [len(w) for w in part], part, products, confidence)
+        return [Reading(list(w), [], [], "forward", tree, confidence=sure) for w, (tree, sure) in zip(words, found)]
 
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]],
-              products: torch.dtype | None = None) -> list[Tree]:
-        """Each sentence's highest-scoring tree: CKY over every span's score; past cky.EXACT_LIMIT words the
-        greedy split, which scores only the spans it looks at (memory linear in the length)."""
+              products: torch.dtype | None = None, confidence: bool = False
+              ) -> list[tuple[Tree, dict[tuple[int, int], float] | None]]:
+        """Each sentence's highest-scoring tree: CKY over every span's score, with (`confidence`) its spans'
+        marginals; past cky.EXACT_LIMIT words the greedy split, which scores only the spans it looks at (memory
+        linear in the length; no marginals)."""
         if max(lengths) <= cky.EXACT_LIMIT:
-            return tree_crf.TreeCRF(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths).argmax(words)
-        return [self.greedy_tree(tokens[b : b + 1, : n + 2], words[b], products) for b, n in enumerate(lengths)]
+            crf = tree_crf.TreeCRF(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths)
+            best = crf.argmax(words)
+            if not confidence:
+                return [(tree, None) for tree in best]
+            return [(tree, tree_crf.span_values(chart, tree)) for chart, tree in zip(crf.marginals, best)]
+        return [(self.greedy_tree(tokens[b : b + 1, : n + 2], words[b], products), None)
+                for b, n in enumerate(lengths)]
 
     def greedy_tree(self, tokens: Tensor, words: Sequence[str], products: torch.dtype | None = None) -> Tree:
         """cky.greedy_splits's tree (top down, each span split where its two parts score the most, leftmost

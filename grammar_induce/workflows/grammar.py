@@ -1,0 +1,214 @@
+"""`grammar-induce grammar`: what an induced PCFG learned, as a reader can take it in. Its symbols off the rule
+distributions (families/pcfg/inspection.py); on a text, how often each nonterminal labels a constituent of the MBR
+trees and its most frequent spans; on gold trees, each nonterminal's best-matching treebank category (many-to-one:
+the category of most of its constituents that are gold constituents) with its precision and recall. The best
+matches are a label map (`--save-map`) that `parse --label-map` applies: a mapping learned from a treebank, never
+supervised labels."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import InputError, SettingError
+from ..families import pretrained
+from ..families.pcfg.inspection import Symbol, read_symbols
+from ..families.pretrained import shown
+from ..inference.members import Members
+from ..inference.parsing import parse
+from ..messages import plural
+from ..text.treebank import GoldTree, TagFilter, read_gold
+
+MAP_FORMAT = "grammar-induce label map 1"
+
+
+@dataclass(frozen=True)
+class LabelMatch:
+    """An induced label's best-matching gold category: of its `spans` constituents (two or more words) on the gold
+    sentences, `matched` are gold constituents of `category`, which has `gold` constituents in all."""
+
+    category: str
+    matched: int
+    spans: int
+    gold: int
+
+    @property
+    def precision(self) -> float:
+        return self.matched / self.spans if self.spans else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.matched / self.gold if self.gold else 0.0
+
+
+@dataclass
+class GrammarReport:
+    model: str
+    symbols: list[Symbol]
+    text: str = ""  # what the usage was counted on
+    usage: Counter = field(default_factory=Counter)  # label -> constituents it labels on the text
+    spans: dict[str, Counter] = field(default_factory=dict)  # label -> its constituents' words -> how often
+    gold: str = ""
+    matches: dict[str, LabelMatch] = field(default_factory=dict)  # label -> its best match on the gold trees
+
+    @property
+    def nonterminals(self) -> list[Symbol]:
+        """The nonterminals, the most used first (on the text where there is one, else by their share of the rules)."""
+        found = [s for s in self.symbols if s.name.startswith("NT-")]
+        return sorted(found, key=lambda s: (-self.usage[s.name], -s.child - s.root))
+
+    @property
+    def preterminals(self) -> list[Symbol]:
+        return sorted((s for s in self.symbols if s.name.startswith("T-")), key=lambda s: -s.child)
+
+    def label_map(self) -> dict[str, str]:
+        return {label: match.category for label, match in self.matches.items()}
+
+    def table(self, top: int = 20) -> str:
+        """The `top` nonterminals and preterminals as text."""
+        lines = [(f"the induced grammar of {self.model}: {plural(len(self.nonterminals), 'nonterminal')}, "
+                 f"{plural(len(self.preterminals), 'preterminal')}")]
+        if self.text:
+            lines.append(f"usage: constituents of the MBR trees of {self.text} each labels")
+        if self.gold:
+            lines.append(f"best match: the gold category (of {self.gold}) of most of its constituents that are gold "
+                         "constituents, many-to-one; prec: their share of its constituents, rec: of the category's")
+        lines.append(f"\nnonterminals (the {min(top, len(self.nonterminals))} most used; root: p(S -> it); child: its "
+                     "share of the rules' children)")
+        for s in self.nonterminals[:top]:
+            lines.append(self._nonterminal_line(s))
+        lines.append(f"\npreterminals (the {min(top, len(self.preterminals))} most used as children)")
+        for s in self.preterminals[:top]:
+            words = ", ".join(f"{w} {p:.2f}" for w, p in s.words)
+            lines.append(f"  {s.name:7s} child {s.child:.4f}  {words}")
+        return "\n".join(lines)
+
+    def _nonterminal_line(self, s: Symbol) -> str:
+        parts = [f"  {s.name:7s} root {s.root:.3f} child {s.child:.4f}"]
+        if self.text:
+            parts.append(f"usage {self.usage[s.name]:,}")
+        if s.name in self.matches:
+            m = self.matches[s.name]
+            parts.append(f"best match {m.category} (prec {100 * m.precision:.1f}, rec {100 * m.recall:.1f})")
+        rules = ", ".join(f"{b} {c} {p:.2f}" for b, c, p in s.rules[:3])
+        parts.append(f"rules {rules}")
+        if self.spans.get(s.name):
+            parts.append("spans " + "; ".join(f"{words} ({n})" for words, n in self.spans[s.name].most_common(3)))
+        return "  ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "text": self.text or None, "gold": self.gold or None, "symbols": [
+            {"name": s.name, "root": s.root, "child": s.child,
+             **({"rules": [[b, c, p] for b, c, p in s.rules]} if s.rules else {}),
+             **({"words": [[w, p] for w, p in s.words]} if s.words else {}),
+             **({"usage": self.usage[s.name], "spans": self.spans.get(s.name, Counter()).most_common(10)}
+                if self.text else {}),
+             **({"best_match": {"category": m.category, "precision": m.precision, "recall": m.recall,
+                                "matched": m.matched, "constituents": m.spans}}
+                if (m := self.matches.get(s.name)) else {})}
+            for s in [*self.nonterminals, *self.preterminals]]}
+
+    def map_json(self) -> str:
+        """The label map as `parse --label-map` reads it."""
+        return json.dumps({"format": MAP_FORMAT, "learned_from": self.gold, "model": self.model,
+                           "map": self.label_map()}, indent=1)
+
+
+def read_grammar(members: Members, text: Iterable[str] | None = None, text_name: str = "", gold: str | None = None,
+                 tags: TagFilter | None = None, top: int = 5) -> GrammarReport:
+    """The report of the one PCFG among `members`: its symbols with `top` rules or words each; usage and spans on
+    `text` (lines); best matches on the trees of `gold`."""
+    loaded = members.models[0]
+    if len(members.models) != 1 or not hasattr(loaded.model, "grammar"):
+        raise SettingError("model", "grammar reads one induced PCFG (model.kind = \"pcfg\"), not "
+                           + (f"an ensemble of {len(members.models)}" if len(members.models) > 1
+                              else loaded.model.DESCRIPTION))
+    members = replace(members, options=replace(members.options, labels=True))
+    report = GrammarReport(shown(loaded.source), read_symbols(loaded.model.grammar(), loaded.vocab.words, top))
+    if text is not None:
+        report.text = text_name
+        results, _ = parse(members, text)
+        for result in results:
+            for (i, j), label in (result.labels or {}).items():
+                report.usage[label] += 1
+                report.spans.setdefault(label, Counter())[" ".join(result.words[i:j])] += 1
+    if gold is not None:
+        trees_, _ = read_gold(gold, tags or TagFilter())
+        report.gold, report.matches = gold, best_matches(members, trees_)
+    return report
+
+
+def best_matches(members: Members, gold: list[GoldTree]) -> dict[str, LabelMatch]:
+    """Each induced label's gold category of most of its constituents (two or more words) that are gold ones."""
+    parsed = next(members.parse([g.words for g in gold], at_once=True), None)
+    if parsed is None:
+        raise InputError("no gold trees to match labels on")
+    hits: dict[str, Counter] = {}
+    spans: Counter = Counter()
+    totals: Counter = Counter()
+    for reading, g in zip(parsed.readings[0], gold):
+        categories = g.categories()
+        totals.update(categories.values())
+        for span, label in (reading.labels or {}).items():
+            spans[label] += 1
+            if span in categories:
+                hits.setdefault(label, Counter())[categories[span]] += 1
+    return {label: LabelMatch(category, n, spans[label], totals[category])
+            for label, counts in hits.items() for category, n in [counts.most_common(1)[0]]}
+
+
+def read_label_map(spec: str | Path) -> dict[str, str]:
+    """A file `grammar --save-map` wrote, or the map a shipped model carries (its name: `ptb-pcfg`): induced
+    label -> category; anything else is an InputError naming it."""
+    path = Path(spec)
+    shipped = pretrained.find(spec)
+    if shipped is not None and shipped.label_map:
+        path = pretrained.MODELS_DIR / shipped.label_map
+    elif not path.exists():
+        with_maps = [name for name, m in pretrained.catalogue().items() if m.label_map]
+        raise InputError(f"{spec}: no such label map file, nor a shipped model with one ("
+                         + (", ".join(with_maps) or "none ships one") + ")")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        assert data["format"] == MAP_FORMAT
+        found = data["map"]
+        assert isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in found.items())
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise InputError(f"{path}: not a label map (grammar-induce grammar --gold TREES --save-map FILE writes "
+                         "one)") from None
+    return found
+
+
+def grammar_html(report: GrammarReport) -> str:
+    """The report as one self-contained HTML page: a table of every nonterminal, then of every preterminal."""
+    from ..output.draw import html_escape, page
+
+    def row(cells: list[str]) -> str:
+        return "<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in cells) + "</tr>"
+
+    def head(cells: list[str]) -> str:
+        return "<tr>" + "".join(f"<th>{html_escape(c)}</th>" for c in cells) + "</tr>"
+
+    nonterminals = [head(["symbol", "root", "child", *(["usage", "spans"] if report.text else []),
+                          *(["best match", "prec", "rec"] if report.gold else []), "rules"])]
+    for s in report.nonterminals:
+        m = report.matches.get(s.name)
+        nonterminals.append(row([
+            s.name, f"{s.root:.3f}", f"{s.child:.4f}",
+            *([f"{report.usage[s.name]:,}", "; ".join(f"{w} ({n})" for w, n in
+                                                     report.spans.get(s.name, Counter()).most_common(3))]
+              if report.text else []),
+            *(([m.category, f"{100 * m.precision:.1f}", f"{100 * m.recall:.1f}"] if m else ["", "", ""])
+              if report.gold else []),
+            ", ".join(f"{b} {c} {p:.3f}" for b, c, p in s.rules)]))
+    preterminals = [head(["symbol", "child", "words"])] + [
+        row([s.name, f"{s.child:.4f}", ", ".join(f"{w} {p:.3f}" for w, p in s.words)]) for s in report.preterminals]
+    intro = report.table(0).split("\n\n")[0].replace("\n", " ")
+    body = [f"<p>{html_escape(intro)}</p>", "<h2>nonterminals</h2>", f"<table>{''.join(nonterminals)}</table>",
+            "<h2>preterminals</h2>", f"<table>{''.join(preterminals)}</table>"]
+    return page(f"grammar-induce: the induced grammar of {report.model}", body)
