@@ -176,8 +176,13 @@ class Parser:
         if confidence is not None:
             members = replace(members, options=replace(members.options, confidence=confidence))
         stream = not isinstance(lines, Sequence) if stream is None else stream
-        return parse(members, self._checked(lines, PAUSE), workers=workers, all_layers=all_layers,
-                     agreement=agreement, messages=messages, stream=stream)
+        results, summary = parse(members, self._checked(lines, PAUSE), workers=workers, all_layers=all_layers,
+                                 agreement=agreement, messages=messages, stream=stream)
+        if self.members.chooses and summary.members is not None:  # what `auto` chose holds for every later call
+            self.members = replace(summary.members, options=replace(summary.members.options, batch_size=
+                                                                     self.members.options.batch_size,
+                                                                     confidence=self.members.options.confidence))
+        return results, summary
 
     def __repr__(self) -> str:
         return f"Parser({', '.join(m.source for m in self.models)})"

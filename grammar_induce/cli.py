@@ -453,10 +453,11 @@ def rank(model_names, input_path, layers, decoder, batch_size, precision, device
     from . import api
     from .inference.parsing import standings
 
-    if len(model_names) < 2:
-        raise click.UsageError("rank compares models with each other: give two or more --model")
     parser = api.load(*model_names, layer=_layer(layers), decoder=decoder, batch_size=batch_size,
                       precision=precision, device=device)
+    if len(parser.models) < 2:  # a shipped name may be two models (ptb-pair)
+        raise click.UsageError("rank compares models with each other: give two or more --model (or a shipped "
+                               "ensemble's name)")
     lines, _ = _read_sentences((), input_path)
     members = standings(parser.models, lines, parser.options)
     click.echo(standings_table(members))
@@ -476,7 +477,9 @@ def standings_table(members) -> str:
     legend = (f"agreement: sentence F1 of a model's trees against each of its peers' ({peers}), averaged; "
               "right-branching: the same of right-branching trees; lead: the difference; weight: the lead, the best "
               "model's 1 (what --weights auto gives)")
-    return "\n".join([*lines, legend])
+    fixed = " ".join(f"--layer {layer}" for layer in members.options.layers) + " --weights " + ",".join(
+        f"{s.weight:.3f}" for s in members.standings)
+    return "\n".join([*lines, legend, f"to parse with these, whatever the text: {fixed}"])
 
 
 def _labelled_format(fmt: str) -> str:

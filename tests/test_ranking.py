@@ -6,8 +6,10 @@ import pytest
 import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.inference.ensemble import rank_members
+from grammar_induce.messages import Messages
 
-from .conftest import SYNTHETIC_GOLD, invoke
+from .conftest import SYNTHETIC_GOLD, invoke, tiny_config
+from .test_pcfg import tiny_pcfg  # noqa: F401 (a fixture)
 
 PAIRED = trees.parse_brackets("((a b) (c d))")  # spans (0, 2), (2, 4)
 RIGHT = trees.parse_brackets("(a (b (c d)))")  # right-branching: spans (1, 4), (2, 4); F1 against PAIRED 0.5
@@ -98,3 +100,38 @@ def test_distill_with_weights_auto_records_the_weights_it_chose(tiny_run, tiny_b
                          weights="auto", epochs=1, log=None)
     made = checkpoint.load(student.models[0].source).provenance
     assert len(made["weights"]) == 2 and max(made["weights"]) == 1.0 and min(made["weights"]) >= 0
+
+
+def test_auto_chooses_on_the_same_lines_however_they_arrive_and_the_parser_keeps_its_choice(tiny_run, tiny_backward_run,
+                                                                                            tiny_pcfg):
+    """A stream goes a batch at a time: `auto` chose on its first batch (in the API, on each `parse` call's one
+    sentence); now it chooses on a chunk's lines however they come, and the parser keeps what it chose (issue 70,
+    class 2)."""
+    lines = [line for line in open(tiny_config().data.valid).read().splitlines() if line.strip()][:40]
+    models = [tiny_run / "best.pt", tiny_backward_run / "best.pt", tiny_pcfg]
+    whole = gi.load(*models, weights="auto", layer="auto")
+    listed = [str(t) for t in whole.parse_many(lines)]
+    streamed = gi.load(*models, weights="auto", layer="auto", batch_size=2)
+    assert [str(t) for t in streamed.parse_many(iter(lines))] == listed  # a batch of 2 at a time
+    assert streamed.members.options.weights == whole.members.options.weights
+    assert streamed.members.options.layers == whole.members.options.layers
+    kept = streamed.members
+    streamed.parse(lines[0])
+    assert streamed.members is kept  # chosen once: a later call does not choose again on its one sentence
+    said = Messages()
+    results, _ = gi.load(*models, weights="auto").run([lines[0]], messages=said)
+    list(results)
+    assert any("auto chose the voting weights on 1 line (all there were" in note for note in said.notes)
+
+
+def test_rank_takes_a_shipped_pair_and_says_how_to_fix_its_choice(tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("the old man saw a dog .\nprofits rose sharply in the third quarter .\n")
+    ranked = invoke("rank", "--model", "ptb-pair", "--input", str(text))
+    assert ranked.exit_code == 0, ranked.output
+    fixed = ranked.output.strip().splitlines()[-1]
+    assert fixed.startswith("to parse with these, whatever the text: --layer ")
+    weights = fixed.split("--weights ")[1]
+    assert max(float(w) for w in weights.split(",")) == 1.0
+    again = invoke("parse", "--model", "ptb-pair", *fixed.split(": ", 1)[1].split(), "the old man saw a dog .")
+    assert again.exit_code == 0 and again.output.count("(") == 6

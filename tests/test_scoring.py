@@ -279,3 +279,19 @@ def test_a_jsonl_file_read_as_json_is_a_one_line_error_naming_the_line(tmp_path)
                     f"{pred}:1: not a json line of parse's output (expected a tree as nested lists; this is a jsonl "
                     "record: --pred-format jsonl)")
     assert invoke("evaluate", "--pred", pred, "--pred-format", "jsonl", "--gold", gold).exit_code == 0
+
+
+def test_a_parse_of_wsj_text_with_dollar_signs_hashes_and_closing_quotes_is_scored_whole(tmp_path):
+    """$, US$, # and a closing ' are words to a model (the PTB text has them) and punctuation to the protocol (their
+    tags are dropped): `evaluate --pred` refused parse's own trees over them (issue 70, class 4)."""
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP ($ US$) (CD 5) (NNS millions)) (VP (VBD rose) (NP (NNS investors) ('' ')) "
+                    "(NP (DT the) (# #) (NN index))))\n")
+    pred = tmp_path / "pred.txt"
+    pred.write_text("(((US$ 5) millions) (rose ((investors ') ((the #) index))))\n")
+    report = gi.evaluate(pred, gold)
+    assert report.sentences == 1 and report.rows["predicted"].predicted == 4  # over the 6 gold words
+    assert report.rows["predicted"].matched == 3  # (5 millions), (rose ... index), (the index)
+    pred.write_text("(((US$ 5) millions) (rose ((investors ') ((the zebra) index))))\n")
+    with pytest.raises(InputError, match="1 word the gold tree at .* does not have: zebra"):
+        gi.evaluate(pred, gold)

@@ -178,7 +178,8 @@ class Parse:
 def auto_weights_note(sources: Sequence[str], weights: Sequence[float]) -> str:
     """What `--weights auto` chose, for a note (parse and evaluate say it alike)."""
     return ("--weights auto weighed " + ", ".join(f"{shown(s)} {w:.2f}" for s, w in zip(sources, weights))
-            + " (each member's lead in agreement over right-branching trees, the best 1; grammar-induce rank shows it)")
+            + " (each member's lead in agreement over right-branching trees, the best 1; grammar-induce rank with the "
+            "same models, --layer and --decoder shows it, and --weights with these numbers fixes them)")
 
 
 def resolve_precision(models: list[LoadedModel], options: ParseOptions) -> tuple[str, str]:

@@ -49,6 +49,7 @@ class ParseSummary:
     auto_layers: bool = False  # the layers were chosen by agreement
     auto_weights: tuple[float, ...] = ()  # the voting weights `--weights auto` chose (else empty)
     workers: int = 1  # the processes that parsed
+    members: Members | None = None  # the members with every layer and weight fixed (what `auto` chose, to keep)
 
 
 def parse(members: Members, lines: Iterable[str], *, workers: int = 1, all_layers: bool = False,
@@ -60,8 +61,9 @@ def parse(members: Members, lines: Iterable[str], *, workers: int = 1, all_layer
 
     Where it runs is chosen here: under torchrun, chunk k goes to process k mod size and process 0 yields
     every result (the others yield none); with `workers` > 1, in that many processes, each with its own
-    copy of the models; else in this process. Layers `auto` chooses are chosen once, on the first chunk,
-    for every process. `all_layers` runs every layer (else up to the one read); `messages` advance by the
+    copy of the models; else in this process. Layers and weights `auto` chooses are chosen once, for every
+    process, on the first `members.chunk` lines however they arrive (a pipe that pauses waits for them, so that
+    the same text gives the same trees whichever way it comes), with a note where the text has fewer. `all_layers` runs every layer (else up to the one read); `messages` advance by the
     sentences each chunk parsed and get the notes (caps, fallbacks); `stream`: the lines arrive over time
     (see chunks_of).
     """
@@ -72,9 +74,15 @@ def parse(members: Members, lines: Iterable[str], *, workers: int = 1, all_layer
     chunks = ([tokens_of(models[0], line, options) for line in chunk]
               for chunk in chunks_of(lines, options.batch_size, stream))
     first = next(chunks, [])
+    if members.chooses:  # on as many lines as a chunk holds, whatever pauses the stream made
+        while len(first) < members.chunk and (more := next(chunks, None)) is not None:
+            first += more
+        if 0 < len(first) < members.chunk:
+            messages.note(f"auto chose the {choices(members)} on {plural(len(first), 'line')} (all there were; "
+                          f"it chooses on {members.chunk:,} where there are more)")
     auto_weights = members.chooses_weights
     members = fixed_layers(members, first, world)
-    summary.layers = members.options.layers
+    summary.members, summary.layers = members, members.options.layers
     summary.auto_weights = tuple(members.options.weights) if auto_weights else ()
     chunks = itertools.chain([first], chunks)
     if world.size == 1 and workers > 1:
@@ -171,6 +179,12 @@ def available_memory() -> int:
     except OSError:
         pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def choices(members: Members) -> str:
+    """What `auto` chooses, for a note: the layers, the voting weights, or both."""
+    return " and ".join(what for what, asked in (("layers", members.chooses_layers),
+                                                 ("voting weights", members.chooses_weights)) if asked)
 
 
 def fixed_layers(members: Members, first: list[Line], world: World) -> Members:

@@ -54,11 +54,13 @@ def onto_gold(path: Path, lineno: int, text: object, gold: GoldTree, labeled: bo
     """One predicted tree over the gold tree's words. A labelled tree (`(S (NP (DT the) ...`, recognised
     without --pred-format ptb) is filtered with the gold trees' tag filter, and from any tree the tokens the
     gold trees do not have (punctuation, traces, as `parse` prints them) are dropped: both sides alike,
-    each listed in `dropped`; a dropped token that is a word is refused."""
+    each listed in `dropped`; a dropped token that is a word is refused, unless the gold tree has it among the
+    leaves its tag filter left out (`$`, `#`, a closing `'`: words to a model, punctuation to the protocol)."""
     source = f"{path}:{lineno}"
     readings = [(True, tags), (True, TagFilter(keep=None))] if labeled else [(False, None), (True, tags),
                                                                              (True, TagFilter(keep=None))]
     first, extra_words = None, None
+    left_out = {trees.unescape(word) for word in gold.dropped}
     for as_labeled, tag_filter in readings:
         try:
             tree = _read_tree(text, source, as_labeled, tag_filter)
@@ -69,7 +71,8 @@ def onto_gold(path: Path, lineno: int, text: object, gold: GoldTree, labeled: bo
         first = tree if first is None else first
         if (found := _onto_gold_words(tree, gold)) is not None:
             onto, extra = found
-            if words := [t for t in extra if WORDS.is_word(t) and t not in ("-NONE-",) and not t.startswith("*")]:
+            if words := [t for t in extra if WORDS.is_word(t) and t not in ("-NONE-",) and not t.startswith("*")
+                         and trees.unescape(t) not in left_out]:
                 extra_words = extra_words or words  # perhaps labels read as words: try the next reading
                 continue
             dropped += [(source, t) for t in extra]

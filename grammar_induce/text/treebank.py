@@ -24,6 +24,8 @@ PTB_WORD_TAGS = frozenset(
     "CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH "
     "VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB".split()
 )
+# The Penn Treebank's other tags: punctuation, symbols and traces, which the paper's code drops by not keeping them.
+PTB_OTHER_TAGS = frozenset({"$", "#", "``", "''", ",", ".", ":", "-LRB-", "-RRB-", "-NONE-", "HYPH", "NFP", "AFX"})
 # Tags to drop for other treebanks: keep every leaf whose tag is not listed.
 DROP_PRESETS = {"ctb": frozenset({"PU", "-NONE-"})}
 
@@ -48,6 +50,11 @@ class TagFilter:
     def keeps(self, tag: str) -> bool:
         return tag in self.keep if self.keep is not None else tag not in self.drop
 
+    def drops_by_name(self, tag: str) -> bool:
+        """Whether the filter drops `tag` as one of the treebank's own non-word tags ($, #, quotes, traces), not for
+        being a tag it does not know (a Chinese tree read as English: its words are dropped by mistake)."""
+        return tag in PTB_OTHER_TAGS if self.keep is not None else tag in self.drop
+
 
 @dataclass(frozen=True)
 class GoldTree:
@@ -56,6 +63,7 @@ class GoldTree:
     tree: Tree  # unlabeled, over `words`
     labels: tuple[tuple[int, int, str], ...] = ()  # (start, end, category) of every constituent kept, unary chains too
     heads: tuple[int, ...] = ()  # each word's dependency head by Collins' head rules (text/heads.py), 0 the root
+    dropped: tuple[str, ...] = ()  # the leaves the tag filter left out by name ($, #, quotes, traces), as in the file
 
     def categories(self) -> dict[tuple[int, int], str]:
         """Each constituent of two or more words with its category (a unary chain's outermost: S over VP is S)."""
@@ -94,7 +102,8 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
             skipped.append((position, source, "no words once traces and punctuation are left out"))
             continue
         gold.append(GoldTree(source, leaves(kept), kept, labelled_spans(tree, tags),
-                             dependency_heads(tree, tags.keeps, category)))
+                             dependency_heads(tree, tags.keeps, category),
+                             tuple(word for word, tag in tree.pos() if tags.drops_by_name(tag))))
     warning = _filter_warning(spec, tags, tag_counts)
     if not gold:
         raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))

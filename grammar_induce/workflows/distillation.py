@@ -202,8 +202,10 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
                                                            "valid": _saved_targets(valid_targets)})
                 own_trees = [m.model.OWN_TREES for m in members]
                 messages.say(f"round {round_number}: {len(members)} members "
-                    f"(layers {layers_named(fixed.layers, own_trees, ', ')}, "
-                    f"{fixed.combine}) parsed {len(train_words):,} training and {len(valid_words):,} held-out "
+                    f"(layers {layers_named(fixed.layers, own_trees, ', ')}, {fixed.combine}"
+                    + (f", weights {','.join(f'{w:.3f}' for w in fixed.weights)}"
+                       if options.weights == "auto" and isinstance(fixed.weights, tuple) else "")
+                    + f") parsed {len(train_words):,} training and {len(valid_words):,} held-out "
                     f"sentences in {time.time() - began:.0f} s")
                 _save(work / STATE, {"round": round_number, "settings": asdict(settings),
                                      "options": _options_state(fixed)})
