@@ -1,6 +1,8 @@
 """The gold-free ranking of an ensemble's members (inference/ensemble.rank_members): values on members whose
 agreement is known by construction, `--weights auto` using it, and the `rank` command."""
 
+from pathlib import Path
+
 import pytest
 
 import grammar_induce as gi
@@ -103,11 +105,11 @@ def test_distill_with_weights_auto_records_the_weights_it_chose(tiny_run, tiny_b
 
 
 def test_auto_chooses_on_the_same_lines_however_they_arrive_and_the_parser_keeps_its_choice(tiny_run, tiny_backward_run,
-                                                                                            tiny_pcfg):
+                                                                                            tiny_pcfg):  # noqa: F811
     """A stream goes a batch at a time: `auto` chose on its first batch (in the API, on each `parse` call's one
     sentence); now it chooses on a chunk's lines however they come, and the parser keeps what it chose (issue 70,
     class 2)."""
-    lines = [line for line in open(tiny_config().data.valid).read().splitlines() if line.strip()][:40]
+    lines = [line for line in Path(tiny_config().data.valid).read_text().splitlines() if line.strip()][:40]
     models = [tiny_run / "best.pt", tiny_backward_run / "best.pt", tiny_pcfg]
     whole = gi.load(*models, weights="auto", layer="auto")
     listed = [str(t) for t in whole.parse_many(lines)]
