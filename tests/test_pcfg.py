@@ -353,21 +353,32 @@ def test_family_weights_balance_the_families_and_a_weightless_member_never_votes
     assert api.load(lm, lm, pcfg, weights="family").parse(sentence) == api.load(lm, pcfg).parse(sentence)
 
 
-def test_a_line_too_long_for_a_pcfgs_chart_gets_a_right_branching_tree_and_a_note(tiny_pcfg, monkeypatch):
+def test_a_line_too_long_for_a_pcfgs_chart_is_parsed_in_pieces_of_bounded_depth_and_a_note(tiny_pcfg, monkeypatch):
+    """A line longer than the chart's limit got a right-branching tree as deep as the line, which readers (json,
+    nltk) could not read back (issue 70, class 5): now each piece has its MBR tree, joined by a balanced tree."""
     from grammar_induce import api
     from grammar_induce.families.pcfg import model as pcfg
     from grammar_induce.messages import Messages
 
-    monkeypatch.setattr(pcfg, "PARSE_LIMIT", 5)
-    monkeypatch.setattr(pcfg.TNPCFG, "LONGEST", (5, pcfg.TNPCFG.LONGEST[1]))
+    monkeypatch.setattr(pcfg, "PARSE_LIMIT", 4)
+    monkeypatch.setattr(pcfg.TNPCFG, "LONGEST", (4, pcfg.TNPCFG.LONGEST[1]))
     messages = Messages()
     lines = ["the dog barked", "the old man saw a dog near the river", "a cat"]
-    results, _ = api.load(tiny_pcfg, labels=True).run(lines, messages=messages)
+    parser = api.load(tiny_pcfg, labels=True)
+    results, _ = parser.run(lines, messages=messages, confidence=True)
     results = list(results)
-    assert results[1].tree == trees.right_branching(lines[1].split()) and results[1].labels == {}
+    long = results[1]
+    words = lines[1].split()
+    first, second = (api.load(tiny_pcfg).analyse(" ".join(piece)) for piece in (words[:3], words[3:6]))
+    assert pcfg._pieces(9) == [(0, 3), (3, 6), (6, 9)]  # at most 4 words, as near equal as can be
+    assert trees.leaves(long.tree) == lines[1].split() and trees.depth(long.tree) <= 2 + 3
+    assert long.tree[0] == [first.tree, second.tree]  # each piece its own MBR tree, the three joined balanced
+    assert all(label.startswith("NT-") for label in long.labels.values())
+    assert long.confidence[0, 3] == pytest.approx(first.confidence[0, 3]) and long.confidence[0, 9] == 0.0
     assert results[0].labels and trees.leaves(results[0].tree) == lines[0].split()
-    assert messages.notes == [("1 line of more than 5 words: the pcfg's MBR CKY over span marginals gave them "
-                               "right-branching trees (its chart grows with the square of the length)")]
+    assert messages.notes == [("1 line of more than 4 words: the pcfg's MBR CKY over span marginals parsed them in "
+                               "pieces of at most that many words, joined by a balanced tree (its chart grows with the "
+                               "square of the length)")]
 
 
 def test_the_length_curriculum_grows_by_its_step_up_to_the_longest():

@@ -229,6 +229,9 @@ def parse_bracketed(text: str, source: str):
     try:
         tree = nltk.Tree.fromstring(text, remove_empty_top_bracketing=True)
     except ValueError as e:
+        if "depth exceeds" in str(e):  # nltk's own bound on nesting, against input made to exhaust the stack
+            raise InputError(f"{source}: a tree nested deeper than nltk reads (500 levels; a treebank's trees nest "
+                             "a few dozen): is it one long chain, as a right-branching tree of a whole text?") from None
         raise InputError(f"{source}: malformed tree ({clipped(str(e), 120)})") from None
     if isinstance(tree, str) or len(tree) == 0:
         raise InputError(f"{source}: empty tree")

@@ -239,13 +239,14 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
 def _confident_brackets(members: Members, readings: list[list], predicted: list[trees.Tree], gold: list[GoldTree]
                         ) -> list[tuple[float, bool]]:
     """The main row's brackets the F1 counts, each with its confidence (inference/ensemble.confidences) and whether
-    it is a gold constituent; none where the models give no confidence (a StructFormer alone)."""
+    it is a gold constituent; none where the models give no confidence (a StructFormer alone, a student's greedy
+    tree of a sentence too long for its CKY)."""
     layers, options = list(members.options.layers), members.options
     scored = []
     for sentence, tree, g in zip(zip(*readings), predicted, gold):
         sure = confidences(list(sentence), layers, options, tree)
         if sure is None:
-            return []
+            continue
         truth = trees.spans(g.tree)
         scored += [(sure[span], span in truth) for span in trees.spans(tree)]
     return scored

@@ -33,7 +33,7 @@ from ..reading import Reading
 from ..sentences import SentenceTrainConfig, SentenceTrainer
 from .settings import PCFGConfig
 
-PARSE_LIMIT = 150  # words: a longer line gets a right-branching tree (its chart would grow with the length squared)
+PARSE_LIMIT = 150  # words: a longer line is parsed in pieces (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
 
 class ResLayer(nn.Module):
@@ -70,7 +70,8 @@ class TNPCFG(ModelKind):
     BF16_PARTS = "the rank-space products (leaves and every span's children) in bfloat16"
     FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
     LABELS = CONFIDENCE = True
-    LONGEST = PARSE_LIMIT, "gave them right-branching trees (its chart grows with the square of the length)"
+    LONGEST = PARSE_LIMIT, ("parsed them in pieces of at most that many words, joined by a balanced tree (its chart "
+                            "grows with the square of the length)")
     TRAINER = SentenceTrainer
     CONFIG = PCFGConfig, SentenceTrainConfig
 
@@ -118,23 +119,26 @@ class TNPCFG(ModelKind):
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
              products: torch.dtype | None = None, confidence: bool = False) -> list[Reading]:
         """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
-        nonterminal (`NT-k`) and (`confidence`) given its marginal; a sentence of more than PARSE_LIMIT words gets
-        the right-branching tree (no confidence). The rows are `<eos> w1 ... wn <eos>`, sorted by length (the
-        longest last)."""
+        nonterminal (`NT-k`) and (`confidence`) given its marginal. A sentence of more than PARSE_LIMIT words is
+        parsed in pieces of at most PARSE_LIMIT words (as near equal as can be), their trees joined by a balanced
+        tree (its nodes unlabelled), so that no tree is deeper than a piece's and a few levels. The rows are
+        `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
         g = self.grammar()
-        readings = [Reading(list(w), [], [], "forward", trees.right_branching(w), {}) for w in words]
-        short = [k for k, w in enumerate(words) if len(w) <= PARSE_LIMIT]
-        for part in self._parts(short, words, g.head.shape[1]):
-            lengths = [len(words[k]) for k in part]
-            ids = tokens[part][:, 1 : max(lengths) + 1].to(self.device)
-            structure = self.structure(ids, lengths, products, g)
-            best = structure.argmax([words[k] for k in part])  # MBR: the most expected spans
+        pieces = [(k, start, end) for k, w in enumerate(words) for start, end in _pieces(len(w))]
+        pieces.sort(key=lambda piece: piece[2] - piece[1])
+        found: dict[tuple[int, int], tuple[trees.Tree, dict, dict | None]] = {}
+        for part in self._parts(list(range(len(pieces))), [range(s, e) for _, s, e in pieces], g.head.shape[1]):
+            lengths = [pieces[p][2] - pieces[p][1] for p in part]
+            ids = torch.stack([_padded(tokens[k, 1 + s : 1 + e], max(lengths)) for k, s, e in map(pieces.__getitem__, part)])
+            structure = self.structure(ids.to(self.device), lengths, products, g)
+            piece_words = [list(words[k][s:e]) for k, s, e in map(pieces.__getitem__, part)]
+            best = structure.argmax(piece_words)  # MBR: the most expected spans
             marginals = structure.marginals if confidence else None
-            for b, (k, tree, labels) in enumerate(zip(part, best, structure.labels(best))):
-                readings[k] = Reading(list(words[k]), [], [], "forward", tree,
-                                      {span: f"NT-{a}" for span, a in labels.items()},
-                                      confidence=None if marginals is None else span_values(marginals[b], tree))
-        return readings
+            for b, (p, tree, labels) in enumerate(zip(part, best, structure.labels(best))):
+                found[pieces[p][:2]] = (tree, {span: f"NT-{a}" for span, a in labels.items()},
+                                        None if marginals is None else span_values(marginals[b], tree))
+        return [_joined(list(w), [found[k, s] for s, _ in _pieces(len(w))], [s for s, _ in _pieces(len(w))],
+                        confidence) for k, w in enumerate(words)]
 
     @staticmethod
     def _parts(rows: list[int], words: Sequence[Sequence[str]], rank: int) -> list[list[int]]:
@@ -146,3 +150,26 @@ class TNPCFG(ModelKind):
             else:
                 parts.append([k])
         return parts
+
+
+def _pieces(n: int) -> list[tuple[int, int]]:
+    """A sentence of n words as pieces of at most PARSE_LIMIT words, as near equal as can be: (start, end) each."""
+    count = -(-n // PARSE_LIMIT)
+    bounds = [round(k * n / count) for k in range(count + 1)]
+    return list(zip(bounds, bounds[1:]))
+
+
+def _padded(ids: Tensor, length: int) -> Tensor:
+    return torch.cat([ids, ids.new_zeros(length - len(ids))])
+
+
+def _joined(words: list[str], parts: list[tuple[trees.Tree, dict, dict | None]], starts: list[int],
+            confidence: bool) -> Reading:
+    """A sentence's reading from its pieces' trees, labels and confidences (shifted to the sentence's words)."""
+    if len(parts) == 1:
+        tree, labels, sure = parts[0]
+        return Reading(words, [], [], "forward", tree, labels, confidence=sure)
+    labels = {(i + s, j + s): v for (_, own, _), s in zip(parts, starts) for (i, j), v in own.items()}
+    sure = None if not confidence else {(i + s, j + s): v for (_, _, own), s in zip(parts, starts)
+                                        for (i, j), v in own.items()}  # the joining nodes: none (0)
+    return Reading(words, [], [], "forward", trees.balanced([tree for tree, _, _ in parts]), labels, confidence=sure)
