@@ -19,6 +19,7 @@ probable nonterminal, the induced label `NT-17`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -156,7 +157,7 @@ def _pieces(n: int) -> list[tuple[int, int]]:
     """A sentence of n words as pieces of at most PARSE_LIMIT words, as near equal as can be: (start, end) each."""
     count = -(-n // PARSE_LIMIT)
     bounds = [round(k * n / count) for k in range(count + 1)]
-    return list(zip(bounds, bounds[1:]))
+    return list(itertools.pairwise(bounds))
 
 
 def _padded(ids: Tensor, length: int) -> Tensor:
