@@ -219,7 +219,8 @@ def test_conll_needs_a_model_with_heads(tiny_run):
 def test_evaluate_deps_scores_heads_beside_the_chains(sf_run):
     report = gi.evaluate(gi.load(sf_run / "best.pt"), gold=SYNTHETIC_GOLD, dependencies=True)
     assert report.main_row == "parser distances" and not any(row.startswith(("layer", "mean")) for row in report.rows)
-    assert set(report.dependencies) == {"structformer heads", "left chain", "right chain"}
+    assert set(report.dependencies) == {"structformer heads (argmax)", "structformer heads (tree)", "left chain",
+                                        "right chain"}
     assert all(0 <= d <= u <= 1 for d, u in report.dependencies.values())
     result = invoke("evaluate", "--model", sf_run / "best.pt", "--gold", SYNTHETIC_GOLD, "--deps", "--quiet")
     assert result.exit_code == 0 and "Collins' (1999) head rules" in result.output
@@ -271,6 +272,30 @@ def test_heads_shift_with_the_sentences_of_a_line():
     joined_line = joined([first, second])
     assert joined_line.heads == [2, 0, 0, 3, 4]
     assert json.loads(render(joined_line, "jsonl"))["heads"] == [2, 0, 0, 3, 4]
+
+
+def test_a_line_of_two_sentences_is_two_conll_blocks_each_numbered_from_one():
+    first = SentenceResult(["a", "b"], ["a", "b"], [MemberResult("forward", {}, ["a", "b"], heads=[2, 0])])
+    second = SentenceResult(["c", "d", "e"], ["c", ["d", "e"]],
+                            [MemberResult("forward", {}, ["c", ["d", "e"]], heads=[0, 1, 2])])
+    blocks = render(joined([first, second]), "conll").split("\n\n")
+    rows = [[line.split("\t") for line in block.splitlines()] for block in blocks]
+    assert [[(r[0], r[1], r[6]) for r in block] for block in rows] == [
+        [("1", "a", "2"), ("2", "b", "0")], [("1", "c", "0"), ("2", "d", "1"), ("3", "e", "2")]]
+
+
+def test_the_heads_are_a_tree_the_argmax_ones_beside_them(sf_run):
+    """Each word's most probable parent alone may make a cycle (rose -> quickly -> rose); the heads written are the
+    best tree of them (Chu-Liu/Edmonds), one root a sentence."""
+    from grammar_induce.structures.arborescence import _cycle
+
+    parser = gi.load(sf_run / "best.pt")
+    lines = (ROOT / "data" / "synthetic" / "valid.txt").read_text().splitlines()[:60]
+    readings = [next(parser.members.parse([line.split()], at_once=True)).readings[0][0] for line in lines]
+    for reading in readings:
+        heads = [h - 1 for h in reading.heads]
+        assert heads.count(-1) == 1 and not _cycle(heads)
+        assert reading.argmax_heads.index(0) == reading.heads.index(0)  # the same root: the highest word
 
 
 def test_conll_hangs_punctuation_from_the_word_before_it():

@@ -124,12 +124,33 @@ def _heads(member: MemberResult) -> dict[str, list[int]]:
 
 
 def to_conll(result: SentenceResult) -> str:
-    """The dependency tree in CoNLL-U's ten columns, a token a line (ID, FORM, HEAD and DEPREL filled; the rest
-    `_`; `SentenceResult.token_heads`), then a blank line."""
+    """The dependency trees in CoNLL-U's ten columns, a token a line (ID, FORM, HEAD and DEPREL filled; the rest
+    `_`; `SentenceResult.token_heads`), a block (ending in a blank line) per sentence of the line: each of a line's
+    sentences is a tree of its own, numbered from 1."""
     tokens = result.tokens or result.words
-    rows = [f"{k + 1}\t{token}\t_\t_\t_\t_\t{head}\t{relation}\t_\t_"
-            for k, (token, (head, relation)) in enumerate(zip(tokens, result.token_heads()))]
-    return "\n".join(rows) + "\n"
+    heads = result.token_heads()
+    blocks = []
+    for start, end in _sentence_blocks(heads):
+        rows = [f"{k - start + 1}\t{tokens[k]}\t_\t_\t_\t_\t{head - start if head else 0}\t{relation}\t_\t_"
+                for k, (head, relation) in zip(range(start, end), heads[start:end])]
+        blocks.append("\n".join(rows) + "\n")
+    return "\n".join(blocks)
+
+
+def _sentence_blocks(heads: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """The token ranges that are trees of their own: the smallest runs that no head link crosses."""
+    reach = list(range(1, len(heads) + 1))  # for each token, the end of the run it must share with its head
+    for k, (head, _) in enumerate(heads):
+        if head:
+            low, high = sorted((k, head - 1))
+            reach[low] = max(reach[low], high + 1)
+    blocks, start, end = [], 0, 0
+    for k in range(len(heads)):
+        end = max(end, reach[k])
+        if end == k + 1:
+            blocks.append((start, end))
+            start = end
+    return blocks
 
 
 def to_jsonl(result: SentenceResult) -> str:

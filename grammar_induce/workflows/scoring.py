@@ -232,7 +232,11 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
         if not model.DEPENDENCIES:
             raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({model.DESCRIPTION}) "
                              "has none: a StructFormer (model.kind = \"structformer\") has them")
-        report.dependencies = dependency_scores(f"{model.NAME} heads", [p.heads for p in readings[k]], gold)
+        report.dependencies = dependency_scores(f"{model.NAME} heads (tree)", [p.heads for p in readings[k]], gold)
+        if readings[k] and readings[k][0].argmax_heads is not None:  # the paper's: each word's best head alone
+            report.dependencies = {f"{model.NAME} heads (argmax)": attachment([p.argmax_heads for p in readings[k]],
+                                                                             [g.heads for g in gold]),
+                                   **report.dependencies}
     return report
 
 

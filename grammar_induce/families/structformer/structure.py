@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ...structures.arborescence import best_tree
+
 BIG = 1e9  # the paper's stand-in for an infinite distance or height
 
 
@@ -105,7 +107,19 @@ def parents_long(distance: Tensor, height: Tensor, scales: Tensor) -> Tensor:
 
 def heads_of(parent: Tensor, height: Tensor, lengths: list[int]) -> list[list[int]]:
     """Each sentence's dependency heads, 1-based, 0 for the root (its highest word), as the paper's evaluation
-    reads them: every other word's most probable parent."""
+    reads them: every other word's most probable parent (which may make cycles: not always a tree)."""
     heads = (parent.argmax(-1) + 1).tolist()
     roots = height.argmax(-1).tolist()  # padding's heights are -BIG
     return [[0 if t == root else row[t] for t in range(n)] for row, root, n in zip(heads, roots, lengths)]
+
+
+def tree_heads_of(parent: Tensor, height: Tensor, lengths: list[int]) -> list[list[int]]:
+    """Each sentence's dependency tree, 1-based heads, 0 for the root (its highest word): the tree of the most
+    probable parents together (Chu-Liu/Edmonds over their log-probabilities, structures/arborescence.py)."""
+    scores = parent.float().clamp_min(1e-30).log().transpose(1, 2).tolist()  # [b][h][t]
+    roots = height.argmax(-1).tolist()
+    found = []
+    for rows, root, n in zip(scores, roots, lengths):
+        heads = best_tree([row[:n] for row in rows[:n]], root)
+        found.append([h + 1 for h in heads])  # the root's -1 is 0
+    return found
