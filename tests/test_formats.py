@@ -76,36 +76,37 @@ def test_every_jsonl_line_is_json_with_the_words_the_model_read():
     assert lines[0].keys() == lines[2].keys() and trees.leaves(lines[2]["tree"]) == ["the", "dogs", "barked", "."]
 
 
-def test_no_output_format_recurses_per_tree_level():
-    """A line of 1,200 words can get a tree 1,199 levels deep (a PCFG past its parse limit gives a right-branching
-    one); json.dumps, nltk's reader and its drawing recurse once a level. Every format writes it; ascii says the tree
-    is too deep to draw and writes its PTB form."""
+def test_no_output_format_recurses_per_tree_level(monkeypatch):
+    """A tree 1,199 levels deep (a PCFG past its parse limit gave a right-branching one; any reader's own trees may
+    be): json.dumps, nltk's reader and its drawing recurse once a level. Every format writes it; ascii says the tree
+    is too deep to draw and writes its PTB form. And a PCFG's tree of a line that long is no deeper than a piece's
+    and a few levels: it reads back at the default recursion limit (issue 70, class 5)."""
     import json
 
     import grammar_induce as gi
-    from grammar_induce.output.formats import render
+    from grammar_induce.families.pcfg import model as pcfg
+    from grammar_induce.output.formats import SentenceResult, render
 
     words = [f"w{k}" for k in range(1200)]
     line = " ".join(words)
-    parser = gi.load("ptb-pcfg")
-    tree = parser.parse(line)  # an nltk.Tree (whose own methods recurse: read it without them)
-    assert trees.leaves(trees.from_nested(tree)) == words
-    result = parser.analyse(line)
+    monkeypatch.setattr(pcfg, "PARSE_LIMIT", 30)  # pieces of 30 words: the same joining, a fraction of the work
+    shallow = gi.load("ptb-pcfg").analyse(line)
+    assert trees.leaves(shallow.tree) == words and trees.depth(shallow.tree) <= 30 + 7  # 40 pieces: 6 levels
+    assert json.loads(render(shallow, "jsonl"))["tree"] == shallow.tree  # at the default recursion limit
+    result = SentenceResult(words, trees.right_branching(words))
     brackets = render(result, "brackets")  # written at the default recursion limit
     lines = {fmt: render(result, fmt) for fmt in ("jsonl", "json")}
-    lines["labelled"] = render(gi.load("ptb-pcfg", labels=True).analyse(line), "jsonl")
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(10_000)  # json.loads and == on nested lists recurse once a level: reading back, not writing
     try:
         record = json.loads(lines["jsonl"])
-        assert record["tree"] == result.tree == json.loads(lines["json"]) == json.loads(lines["labelled"])["tree"]
+        assert record["tree"] == result.tree == json.loads(lines["json"])
         assert record["tokens"] == words and trees.parse_brackets(brackets) == result.tree
     finally:
         sys.setrecursionlimit(limit)
     assert render(result, "brackets").count("(") == 1199 and render(result, "ptb").count("(X") == 2399
     drawn = render(result, "ascii").splitlines()
     assert drawn[0] == "(a tree of 1199 levels, too deep to draw: its PTB form)" and drawn[1] == render(result, "ptb")
-
 
 
 def test_ascii_drawings_of_wide_characters_line_up_in_a_terminal():
