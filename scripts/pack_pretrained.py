@@ -179,7 +179,24 @@ def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tup
             entry[key] = log[name][key] = round(perplexity(shipped, path, key.removesuffix("_ppl")), 2)
     log[name]["run"] = _run_summary(source.parent, source.with_suffix(".metrics.jsonl"),
                                     (shipped.provenance or {}).get("metrics"))
+    entry["label_map"] = label_map(name, gold, language)
     return {name: entry}
+
+
+def label_map(name: str, gold: str, language: Language) -> str:
+    """The shipped PCFG's label map (its labels' best matches on the gold trees, many-to-one), written beside it as
+    NAME.labels.json; `parse --label-map NAME` reads it."""
+    import json
+
+    from grammar_induce import api
+
+    report = api.load(pretrained.MODELS_DIR / f"{name}.pt").grammar(gold=gold, treebank=language.treebank)
+    made = json.loads(report.map_json()) | {
+        "learned_from": f"{gold} (grammar-induce grammar --gold ... --save-map): each induced label's category of "
+                        "most of its constituents that are gold constituents, many-to-one; not supervised labels",
+        "model": f"{name}.pt (shipped)"}
+    (pretrained.MODELS_DIR / f"{name}.labels.json").write_text(json.dumps(made, indent=1) + "\n")
+    return f"{name}.labels.json"
 
 
 def main() -> None:
