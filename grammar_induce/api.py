@@ -353,6 +353,8 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
                            f"{type(settings).__name__}")
     if isinstance(overrides, str) or not all(isinstance(item, str) for item in overrides):
         raise SettingError("overrides", f"take a list of 'section.key=value' strings, not {overrides!r}")
+    if log is not None and not callable(log):
+        raise TypeError(f"log takes a function of one str (print, say) or None, not {type(log).__name__}")
     source = Path(_path("config", config, "a TOML config file")) if config is not None else QUICKSTART_CONFIG
     out = Path(_path("out", out, "the run folder")).expanduser() if out is not None else Path("runs") / source.stem
     if messages is None:
@@ -369,14 +371,34 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
             family = config_module.family_of(config_module.kind_in(raw))
             raw.setdefault(section, {})[name] = config_module.checked_value(section, name, value, family)
         except config_module.ConfigError as e:
-            raise SettingError("settings", f"{key}: {e}") from None
-    checked = config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))
+            raise _setting_error(str(key), value, str(e)) from None
+    given = {str(key): "settings" for key in settings or {}} | {item.partition("=")[0].strip(): f"overrides {item}"
+                                                              for item in overrides}
+    try:
+        checked = config_module.from_sources(config_module.apply_overrides(raw, list(overrides), str(source)),
+                                             str(source), given)
+    except config_module.ConfigError as e:  # a value given here, in the API's words: a ValueError
+        how, _, text = str(e).partition(": ")
+        if how == "settings":
+            key = text.split(" ", 1)[0]
+            raise _setting_error(key, settings[key], text) from None
+        if how.startswith("overrides "):  # on the command line, --set
+            item = how.removeprefix("overrides ")
+            raise SettingError("overrides", f"{item}: {text}", flag="--set") from None
+        raise
     teachers = {name: _tree_maker(name, checked.train.device) for name in getattr(checked.train, "focus", ())
                 if _is_model(name)}
     result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers)
     if result.stopped_by is not None:  # last.pt is saved: now the signal does what it would have (Ctrl-C raises
         signal.raise_signal(result.stopped_by)  # KeyboardInterrupt), so the caller's script does not carry on
     return result
+
+
+def _setting_error(key: str, value: object, text: str) -> SettingError:
+    """A bad value in `train`'s settings, in the API's words (`settings train.epochs must be positive`); the command
+    line, whose flags it holds, names the flag (`--max-minutes -1: ...`)."""
+    detail = text if text.startswith(f"{key} ") else f"{key}: {text}"
+    return SettingError("settings", detail, flag=f"--{key.partition('.')[2].replace('_', '-')} {value}:")
 
 
 def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = None,

@@ -233,11 +233,15 @@ def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
     """The config file's values, then the flags given (section.key -> value), then each --set."""
     from .families import registry  # noqa: F401 - it gives config.py the families' sections
 
+    given = {}
     for key, value in flags.items():
         if value is not None:
             section, name = key.split(".")
             raw.setdefault(section, {})[name] = value
-    return config_module.from_dict(config_module.apply_overrides(raw, list(overrides)), str(source))
+            given[key] = f"--{name.replace('_', '-')} {value}"
+    given |= {item.partition("=")[0].strip(): f"--set {item}" for item in overrides}
+    return config_module.from_sources(config_module.apply_overrides(raw, list(overrides), str(source)), str(source),
+                                      given)
 
 
 def _file_or_name(spec: str) -> str:

@@ -207,6 +207,19 @@ def migrated(raw: dict[str, Any]) -> dict[str, Any]:
             if name in classes and isinstance(values, dict) else values for name, values in raw.items()}
 
 
+def from_sources(raw: dict[str, Any], source: str, given: dict[str, str]) -> Config:
+    """`from_dict`, an error about a key that was not the file's named by where it came from: `given` maps
+    section.key to how it was given (`--max-minutes`, `--set train.lr=5`, `settings`)."""
+    try:
+        return from_dict(raw, source)
+    except ConfigError as e:
+        text = str(e).removeprefix(f"{source}: ")
+        where = next((how for key, how in given.items() if text.startswith(f"{key} ")), None)
+        if where is None:
+            raise
+        raise ConfigError(f"{where}: {text}") from None
+
+
 def _build_section(name: str, values: dict[str, Any], source: str, family: Family) -> Any:
     for key, value in values.items():
         try:
@@ -281,10 +294,10 @@ def _beside(config: Path, value: str) -> str:
     return value if Path(value).is_absolute() else str((config.parent / value).resolve())
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str = "config") -> dict[str, Any]:
     """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string. A bad key or
     value is an error naming the --set it came from; keys are checked against the family of the kind the config
-    has once every --set model.kind is applied."""
+    has once every --set model.kind is applied (a kind no --set gave is the config file's, `source`)."""
     parsed = []
     for item in overrides:
         dotted, sep, text = item.partition("=")
@@ -299,7 +312,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     try:
         family = family_of(kind_in(raw))
     except ConfigError as e:
-        raise ConfigError(f"--set model.kind: {e}") from None
+        kind_set = any((section, key) == ("model", "kind") for _, section, key, _ in parsed)
+        raise ConfigError(f"{'--set model.kind' if kind_set else source}: {e}") from None
     for item, section, key, value in parsed:
         try:
             raw.setdefault(section, {})[key] = checked_value(section, key, value, family)

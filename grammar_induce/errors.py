@@ -15,9 +15,10 @@ class SettingError(InputError, ValueError):
     """A setting that cannot be used, said in the API's words (`layer 4 is out of range ...`); the command
     line says the same of its flag (`--layer 4 ...`). A ValueError, as Python's convention has a bad value."""
 
-    def __init__(self, setting: str, detail: str):
+    def __init__(self, setting: str, detail: str, flag: str | None = None):
         super().__init__(f"{setting} {detail}")
-        self.setting, self.detail = setting, detail
+        self.setting, self.detail, self.flag = setting, detail, flag
 
     def as_flag(self) -> str:
-        return f"--{self.setting.replace('_', '-')} {self.detail}"
+        """The command line's words: the flag the setting is (or `flag`, where it is not the setting's own name)."""
+        return f"{self.flag or '--' + self.setting.replace('_', '-')} {self.detail}"

@@ -464,8 +464,10 @@ def test_resume_says_what_it_does_not_read(tmp_path):
     ({"settings": [("train.epochs", 1)]}, "settings take a dict of section.key -> value"),
     ({"overrides": "train.epochs=1"}, "overrides take a list of 'section.key=value' strings"),
     ({"resume": "no"}, "resume must be True or False, not 'no'"),
-    ({"settings": {"train.lr": float("nan")}}, "settings train.lr: train.lr must be a finite number"),
+    ({"settings": {"train.lr": float("nan")}}, "settings train.lr must be a finite number"),
     ({"settings": {"bogus.lr": 1}}, "settings are keyed section.key"),
+    ({"settings": {"train.epochs": -1}}, "settings train.epochs must be positive, got -1"),  # a range: not the file's
+    ({"overrides": ["train.max_minutes=-2"]}, "overrides train.max_minutes=-2: train.max_minutes must not be negative"),
 ])
 def test_gi_train_refuses_arguments_of_the_wrong_kind_in_their_own_words(tmp_path, kwargs, message):
     import grammar_induce as gi
@@ -475,6 +477,33 @@ def test_gi_train_refuses_arguments_of_the_wrong_kind_in_their_own_words(tmp_pat
         gi.train(ROOT / "configs" / "tiny.toml", tmp_path / "run", log=None, **kwargs)
     assert message in str(raised.value) and "tiny.toml" not in str(raised.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_api_and_command_line_errors_name_what_was_given_where_it_was_given(tmp_path):
+    """Issue 70, classes 10 and 11: a --set value is the --set's fault, a flag's the flag's (not `--settings`), a
+    typo in a config file's model.kind the file's (not --set model.kind); the API's errors are ValueError or
+    TypeError in its own words (a bad device is `device ...`, not `--device ...`)."""
+    import grammar_induce as gi
+    from grammar_induce.errors import SettingError
+
+    from .conftest import invoke
+
+    config = str(ROOT / "configs" / "tiny.toml")
+    said = invoke("train", "--config", config, "--out", str(tmp_path / "a"), "--set", "train.max_minutes=-1")
+    assert said.exit_code == 1 and "--set train.max_minutes=-1: train.max_minutes must not be negative" in said.output
+    said = invoke("train", "--config", config, "--out", str(tmp_path / "a"), "--init", config)
+    assert "--settings" not in said.output
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[model]\nkind = "onlsm"\n')
+    said = invoke("train", "--config", str(typo), "--out", str(tmp_path / "b"))
+    assert said.exit_code == 1 and f"{typo}: model.kind must be one of" in said.output and "--set" not in said.output
+    with pytest.raises(TypeError, match="log takes a function of one str"):
+        gi.train(config, tmp_path / "c", log=5)
+    with pytest.raises(ValueError, match="^device tpu: expected auto, cpu, cuda or cuda:N"):
+        gi.load("ptb", device="tpu")
+    assert "--device tpu: expected auto" in invoke("parse", "--device", "tpu", "a b").output
+    with pytest.raises(SettingError):
+        gi.train(config, tmp_path / "d", settings={"train.max_minutes": -3}, log=None)
 
 
 def test_ctrl_c_in_gi_train_reaches_the_caller_after_last_pt_is_saved(tmp_path, monkeypatch):

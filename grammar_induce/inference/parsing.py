@@ -78,8 +78,8 @@ def parse(members: Members, lines: Iterable[str], *, workers: int = 1, all_layer
         while len(first) < members.chunk and (more := next(chunks, None)) is not None:
             first += more
         if 0 < len(first) < members.chunk:
-            messages.note(f"auto chose the {choices(members)} on {plural(len(first), 'line')} (all there were; "
-                          f"it chooses on {members.chunk:,} where there are more)")
+            messages.note(f"auto chose the {choices(members)} on {plural(len(first), 'line')}, all there were: "
+                          f"it chooses on {members.chunk:,} where there are more")
     auto_weights = members.chooses_weights
     members = fixed_layers(members, first, world)
     summary.members, summary.layers = members, members.options.layers

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..errors import InputError
+from ..errors import InputError, SettingError
 
 
 def resolve_device(name: str) -> torch.device:
@@ -25,15 +25,15 @@ def resolve_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
-        raise InputError(f"--device {name}: expected auto, cpu, cuda or cuda:N") from None
+        raise SettingError("device", f"{name}: expected auto, cpu, cuda or cuda:N") from None
     if device.type not in ("cpu", "cuda"):
-        raise InputError(f"--device {name}: grammar-induce runs on cpu or cuda, not {device.type}")
+        raise SettingError("device", f"{name}: grammar-induce runs on cpu or cuda, not {device.type}")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise InputError(f"--device {name}: torch sees no CUDA device")
+            raise SettingError("device", f"{name}: torch sees no CUDA device")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise InputError(f"--device {name}: torch sees {torch.cuda.device_count()} CUDA device(s), "
-                             f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+            raise SettingError("device", f"{name}: torch sees {torch.cuda.device_count()} CUDA device(s), "
+                               f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     return device
 
 
