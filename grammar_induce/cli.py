@@ -140,7 +140,9 @@ def device_option(command):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="grammar-induce", prog_name="grammar-induce")
 def main() -> None:
-    """Unsupervised grammar induction with ON-LSTM (Shen et al., ICLR 2019)."""
+    """Unsupervised grammar induction: trees from raw text without a treebank, by three families of models, the
+    ON-LSTM (Shen et al., ICLR 2019), the TN-PCFG (Yang et al., NAACL 2021) and StructFormer (Shen et al., ACL 2021),
+    their ensembles and students distilled from them. With no --model, parse and evaluate use the shipped `en`."""
     memory.ask_for_huge_pages()  # every command, before any tensor (runtime/memory.py)
 
 
@@ -388,7 +390,7 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
     labels = labels or label_map is not None
     if labels:
         fmt = _labelled_format(fmt)
-    if fmt == "svg" and output_path is not None and output_path.suffix != ".svg":
+    if fmt == "svg" and not pictures.one_file(output_path):
         check_folder_output(output_path, pictures.PICTURE_FILE)
     else:
         check_output(output_path, force)

@@ -4,6 +4,7 @@ import json
 import math
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,19 @@ def test_plot_legends_tell_runs_apart():
     labels = draw.legend_labels(["experiments/ptb-seed-1/forward-run", "experiments/ptb-seed-2/forward-run"])
     assert len(set(labels)) == 2 and all(len(label) <= 20 for label in labels)
     assert draw.legend_labels(["short"]) == ["short"]
+
+
+def test_one_svg_goes_to_a_file_or_device_that_is_there_whatever_its_name(tiny_run, tmp_path):
+    """`--output /dev/stdout` was refused as "a folder" (issue 70, class 13): a file or device that exists takes the
+    one picture; a new name without .svg is still a folder of them."""
+    from grammar_induce.output.pictures import one_file
+
+    assert one_file(None) and one_file(Path("/dev/stdout")) and one_file(tmp_path / "a.svg")
+    assert not one_file(tmp_path / "pictures") and not one_file(tmp_path)
+    there = tmp_path / "picture.out"
+    there.write_text("")
+    done = invoke("parse", "--model", tiny_run / "best.pt", "--format", "svg", "--output", there, "a b c")
+    assert done.exit_code == 0, done.output
+    assert well_formed(there.read_text()).tag.endswith("svg")
+    assert invoke("parse", "--model", tiny_run / "best.pt", "--format", "svg", "--output", "/dev/null",
+                  "a b c").exit_code == 0

@@ -137,8 +137,8 @@ def _span_voting(sentences: list[list[Reading]], layers: list[int], options: Par
 def _mean_gaps(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The gap decoder on the members' mean standardised gap scores."""
     if sentences and not all(p.has_gaps for p in sentences[0]):
-        raise SettingError("combine", "mean needs gap scores, and a member yields trees of its own (a distilled "
-                           "student scores spans): combine it with mbr")
+        raise SettingError("combine", "mean needs gap scores, and a member yields trees of its own (a PCFG, a "
+                           "distilled student: no distances): combine it with mbr")
 
     def tree(members: list[Reading]) -> Tree:
         scores = [trees.standardize(p.gaps(layer, options.distance)) for p, layer in zip(members, layers)]

@@ -31,7 +31,7 @@ def draw_pictures(results: Iterable[SentenceResult], fmt: str, output: Path | No
         else:
             write_text(output, page)
         return
-    if output is None or output.suffix == ".svg":
+    if one_file(output):
         svg = _one_picture(results, distance)
         if output is None:
             yield svg
@@ -39,6 +39,12 @@ def draw_pictures(results: Iterable[SentenceResult], fmt: str, output: Path | No
             write_text(output, svg)
         return
     replace_folder(output, lambda folder: _write_pictures(results, distance, folder))
+
+
+def one_file(output: Path | None) -> bool:
+    """Whether `--format svg` writes one picture (to stdout, a FILE.svg, or a file or device that is there:
+    /dev/stdout) rather than a folder of them."""
+    return output is None or output.suffix == ".svg" or (output.exists() and not output.is_dir())
 
 
 def _one_picture(results: Iterable[SentenceResult], distance: str) -> str:
