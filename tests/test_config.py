@@ -136,3 +136,15 @@ def test_a_check_across_keys_names_the_config_file(tmp_path):
     bad.write_text('[model]\ndirection = "sideways"\n')
     one_line_error(invoke("train", "--config", bad, "--out", tmp_path / "r"),
                    f"{bad}: model.direction must be forward or backward, got 'sideways'")
+
+
+def test_a_pcfg_config_without_an_optimiser_trains_at_the_papers_settings():
+    """Every family inherited the AWD-LSTM's lr 30, clip 0.25 and batch 20: a PCFG config without `lr` diverged at
+    step 2 (issue 71). The TN-PCFG's own: batches of 4, Adam at 1e-3, clip 3; the ON-LSTM keeps the AWD recipe's."""
+    from grammar_induce import config as config_module
+    from grammar_induce.families import registry  # noqa: F401 - it gives config.py the families' sections
+
+    pcfg = config_module.from_dict({"model": {"kind": "pcfg"}}).train
+    assert (pcfg.batch_size, pcfg.lr, pcfg.clip) == (4, 1e-3, 3.0)
+    lstm = config_module.from_dict({"model": {"kind": "onlstm"}}).train
+    assert (lstm.batch_size, lstm.lr, lstm.clip) == (20, 30.0, 0.25)

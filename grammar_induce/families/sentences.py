@@ -34,8 +34,12 @@ class SentenceTrainConfig(TrainConfig):
     (start_length > 0: the first epoch's longest, + length_step an epoch); a trained model of the same sizes to start
     from (`init`, its vocabulary too); and parse-focusing (families/focus.py): the teachers whose trees focus it
     (`focus`: files of trees aligned with the training text, shipped names or checkpoints), how their votes count
-    (`focus_by`), a right-branching voter's weight, the mode and the strength."""
+    (`focus_by`), a right-branching voter's weight, the mode and the strength. The optimiser's defaults are the
+    TN-PCFG paper's (batches of 4, Adam at 1e-3, clip 3), not the AWD-LSTM's the shared [train] has (lr 30 diverges)."""
 
+    batch_size: int = 4
+    lr: float = 1e-3
+    clip: float = 3.0
     max_length: int = 40
     start_length: int = 0
     length_step: int = 10
