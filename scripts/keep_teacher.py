@@ -2,10 +2,7 @@
 metrics) in the checkpoint, as the teachers of ../shared/models and teachers/ are kept.
 
     python scripts/keep_teacher.py RUN/epoch-2.pt teachers/ptb-pcfg-focused.pt [--metrics RUN/metrics.jsonl]
-        [--note "how it was made"] [--tokenizer-of OTHER.pt]
-
---tokenizer-of saves it with another checkpoint's tokenizer: ensemble members and distillation teachers must split
-text alike (the shipped `zh` reads raw text with jieba; the CTB grammar trained on the segmented text, at spaces).
+        [--note "how it was made"]
 """
 
 from __future__ import annotations
@@ -34,21 +31,17 @@ def main() -> None:
     parser.add_argument("target", type=Path)
     parser.add_argument("--metrics", type=Path, help="the run's metrics.jsonl, kept in the provenance")
     parser.add_argument("--note", default="", help="how it was made (the command)")
-    parser.add_argument("--tokenizer-of", type=Path, help="save it with this checkpoint's tokenizer")
     args = parser.parse_args()
     loaded = checkpoint.load(args.source)
-    tokenizer = checkpoint.load(args.tokenizer_of).tokenizer if args.tokenizer_of else loaded.tokenizer
     provenance = dict(loaded.provenance or {})
     provenance.update({"kept_from": args.source.name, "commit": commit()})
-    if args.note and args.tokenizer_of and provenance.get("made_by"):  # a copy for another reader: keep how it was made
-        provenance["made_by"] = f"{provenance['made_by']}; {args.note}"
-    elif args.note:
+    if args.note:
         provenance["made_by"] = args.note
     if args.metrics:
         provenance["metrics"] = [json.loads(line) for line in args.metrics.read_text().splitlines() if line.strip()]
     loaded.model.half()
     args.target.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint.save(args.target, loaded.model, loaded.vocab, tokenizer, loaded.config, provenance=provenance)
+    checkpoint.save(args.target, loaded.model, loaded.vocab, loaded.tokenizer, loaded.config, provenance=provenance)
     print(f"{args.target}: {args.target.stat().st_size / 1e6:.1f} MB, float16")
 
 
