@@ -179,6 +179,10 @@ class Parser:
         results, summary = parse(members, self._checked(lines, PAUSE), workers=workers, all_layers=all_layers,
                                  agreement=agreement, messages=messages, stream=stream)
         if self.members.chooses and summary.members is not None:  # what `auto` chose holds for every later call
+            if self.members.chooses_weights:  # said where a Python user reads the notes: parser.messages.notes
+                from .inference.members import auto_weights_note
+
+                self.messages.note(auto_weights_note([m.source for m in self.models], summary.auto_weights))
             self.members = replace(summary.members, options=replace(summary.members.options, batch_size=
                                                                      self.members.options.batch_size,
                                                                      confidence=self.members.options.confidence))

@@ -118,6 +118,7 @@ def test_auto_chooses_on_the_same_lines_however_they_arrive_and_the_parser_keeps
     assert streamed.members.options.weights == whole.members.options.weights
     assert streamed.members.options.layers == whole.members.options.layers
     kept = streamed.members
+    assert any(note.startswith("--weights auto weighed ") for note in streamed.messages.notes)  # the API says it too
     streamed.parse(lines[0])
     assert streamed.members is kept  # chosen once: a later call does not choose again on its one sentence
     said = Messages()
