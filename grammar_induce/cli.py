@@ -6,6 +6,7 @@ torch and jieba are imported inside the commands so `grammar-induce --help` stay
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -291,6 +292,13 @@ def model_options(command):
     return device_option(command)
 
 
+def home(ctx: click.Context, param: click.Parameter, value):
+    """A path option's `~` expanded (the shell leaves `--gold=~/wsj` as it is), `-` and None as they are."""
+    if isinstance(value, Path):
+        return value.expanduser()
+    return os.path.expanduser(value) if isinstance(value, str) and value != "-" else value
+
+
 MODEL_HELP = ("checkpoint (best.pt) or a shipped model's name (grammar-induce models); repeat it for an ensemble "
               "[default: en]")
 
@@ -349,9 +357,9 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @main.command()
 @click.option("--model", "model_names", multiple=True, help=MODEL_HELP)
 @click.argument("sentences", nargs=-1)
-@click.option("--input", "input_path", default=None,
+@click.option("--input", "input_path", callback=home, default=None,
               help="file of sentences, one per line, or - for stdin [default: stdin when it is not a terminal]")
-@click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
+@click.option("--output", "output_path", callback=home, type=click.Path(path_type=Path), default=None, help="[default: stdout]")
 @click.option("--force", is_flag=True, help="write --output over a checkpoint or a training run's file")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="brackets", show_default=True,
               help="brackets, PTB with X labels, nested JSON lists, JSONL with every distance, drawn in text, "
@@ -442,7 +450,7 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
 @main.command()
 @click.option("--model", "model_names", multiple=True, required=True,
               help="checkpoint or shipped model's name; give two or more (the models of an ensemble)")
-@click.option("--input", "input_path", required=True,
+@click.option("--input", "input_path", callback=home, required=True,
               help="text to rank them on, one sentence per line, or - for stdin (no trees: held-out text will do)")
 @click.option("--layer", "layers", multiple=True, metavar="N|auto", default=("auto",),
               help="each model's layer, as parse takes it [default: auto, chosen by agreement]")
@@ -504,12 +512,12 @@ def _input_files(input_path: str | None) -> list[str]:
 
 @main.command()
 @click.option("--model", "model_names", multiple=True, help=MODEL_HELP)
-@click.option("--pred", "pred_path", type=click.Path(path_type=Path), default=None,
+@click.option("--pred", "pred_path", callback=home, type=click.Path(path_type=Path), default=None,
               help="file of predicted trees instead of a model, one per sentence")
 @click.option("--pred-format", type=click.Choice(["brackets", "ptb", "json", "jsonl"]), default=None,
               help="what parse --format wrote: unlabeled brackets, labelled PTB trees (a line each or spread over "
               "lines, as .mrg files), nested JSON lists, or JSONL records [default: told by the file's first tree]")
-@click.option("--gold", default=None, help="gold trees: a .mrg or one-tree-per-line file, a folder of .mrg, "
+@click.option("--gold", callback=home, default=None, help="gold trees: a .mrg or one-tree-per-line file, a folder of .mrg, "
               "or nltk:treebank [default: the quick start's synthetic test trees]")
 @click.option("--treebank", "preset", type=click.Choice(["ptb", "ctb"]), default="ptb", show_default=True,
               help="which leaves count as words: PTB word tags, or all but PU and -NONE- (Chinese Treebank)")
@@ -517,9 +525,9 @@ def _input_files(input_path: str | None) -> list[str]:
 @click.option("--max-length", type=click.IntRange(min=0), default=0, show_default=True,
               help="only sentences of at most N words (0: all)")
 @click.option("--skip-bad", is_flag=True, help="skip malformed gold trees and count them")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every number here")
-@click.option("--save-trees", type=click.Path(path_type=Path), default=None, help="write the predicted trees here")
-@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
+@click.option("--json", "json_path", callback=home, type=click.Path(path_type=Path), default=None, help="write every number here")
+@click.option("--save-trees", callback=home, type=click.Path(path_type=Path), default=None, help="write the predicted trees here")
+@click.option("--report", "report_path", callback=home, type=click.Path(path_type=Path), default=None,
               help="write an HTML page: the table, F1 by length, predicted and gold trees drawn")
 @click.option("--report-sentences", type=click.IntRange(min=0), default=1000, show_default=True,
               help="how many sentences the HTML page draws")
@@ -666,7 +674,7 @@ def sample(model_name, count, seed, max_length, fmt) -> None:
               help="the table shows this many nonterminals and preterminals (json and html: all)")
 @click.option("--rules", type=click.IntRange(min=1), default=5, show_default=True,
               help="each nonterminal's most probable rules, and each preterminal's words, to show")
-@click.option("--output", "output_path", type=click.Path(path_type=Path), default=None, help="[default: stdout]")
+@click.option("--output", "output_path", callback=home, type=click.Path(path_type=Path), default=None, help="[default: stdout]")
 @click.option("--force", is_flag=True, help="write --output or --save-map over a checkpoint or a training run's file")
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
               help="sentences run through the model together")

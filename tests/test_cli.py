@@ -317,3 +317,18 @@ def test_options_that_do_nothing_are_noted(tiny_run, tiny_backward_run, tmp_path
     assert pcfg.exit_code == 1 and "model.direction is not read by a TN-PCFG (model.kind 'pcfg'; its model keys: " \
         "kind, nonterminals, preterminals, rank, symbol_dim)" in pcfg.output, pcfg.output
     assert not (tmp_path / "pcfg").exists()
+
+
+def test_a_tilde_in_a_path_option_is_the_home_folder(tiny_run, tmp_path, monkeypatch):
+    """`--input=~/x` reaches the tool with its `~` (the shell expands it only at a word's start): issue 70, class 14."""
+    from .conftest import SYNTHETIC_GOLD, invoke
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "in.txt").write_text("the old man saw a dog\n")
+    (tmp_path / "gold.mrg").write_text(SYNTHETIC_GOLD.read_text())
+    done = invoke("parse", "--model", tiny_run / "best.pt", "--input=~/in.txt", "--output=~/out.txt")
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "out.txt").read_text().count("(") == 5
+    scored = invoke("evaluate", "--model", tiny_run / "best.pt", "--gold=~/gold.mrg", "--json=~/r.json", "--quiet")
+    assert scored.exit_code == 0, scored.output
+    assert (tmp_path / "r.json").exists()
