@@ -256,6 +256,7 @@ def test_a_pcfg_is_a_teacher_and_an_ensemble_member_beside_a_language_model(tmp_
     assert student.parse(sentence).leaves() == sentence.split()
     made = checkpoint.load(tmp_path / "student" / "best.pt").provenance
     assert made["teachers"] == [str(pcfg), str(lm)]
+    assert made["layers"] == [None, lm_layer]  # a PCFG reads no layer: none is written for it (issue 70, class 14)
 
 
 @pytest.fixture(scope="module")

@@ -241,11 +241,13 @@ def _saved_targets(targets: Targets) -> dict:
 
 def provenance(teachers: list[LoadedModel], train_path: str, valid_path: str, sentences: int, options: ParseOptions,
                settings: DistillSettings, rounds: int) -> dict:
-    """What a student was made from, carried in its checkpoint: teachers, texts, settings."""
+    """What a student was made from, carried in its checkpoint: teachers, texts, settings (each teacher's layer, None
+    for one that reads none: a PCFG, a student)."""
     return {"kind": "distilled", "teachers": [t.source for t in teachers],
             "teacher_kinds": [t.config.model.kind for t in teachers], "train": str(train_path),
             "valid": str(valid_path), "training_sentences": sentences, "rounds": rounds,
-            "layers": list(options.layers), "decoder": options.decoder, "combine": options.combine,
+            "layers": [None if t.model.OWN_TREES else layer for t, layer in zip(teachers, options.layers)],
+            "decoder": options.decoder, "combine": options.combine,
             "right_voter": options.right_voter, "weights": list(options.weights), "distance": options.distance,
             "settings": asdict(settings)}
 
