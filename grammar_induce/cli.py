@@ -156,7 +156,7 @@ def config_options(command):
                      help="how lines split into words: spaces, jieba (Chinese), characters, or treebank (English text "
                      "split the Penn Treebank way, punctuation set aside) [default: the config's]"),
         click.option("--direction", type=click.Choice(["forward", "backward"]), default=None,
-                     help="read sentences left to right or right to left [default: forward]"),
+                     help="read sentences left to right or right to left [default: the config's model.direction, else forward]"),
         click.option("--workers", type=click.IntRange(min=0), default=None,
                      help="processes that tokenize with jieba on a first run [default: one per core]"),
         click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="override any config key"),
