@@ -154,7 +154,7 @@ _CLITICS = frozenset("'s 'll 're 've 'd 'm 'em 'n 't".split())  # an apostrophe'
 def _opening_quotes_apart(line: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Token spans with an opening single quote split from the word it opens (`'Hello` -> `'` `Hello`, as nltk
     already splits a closing one): a ' at a word's start after a space, a bracket or the line's start, before a
-    letter, unless the token is one the treebank keeps whole (`'s`, `'ll`, `'n'`, ...; `'80s` starts with a digit)."""
+    letter, unless the token is one the treebank keeps whole (`'s`, `'ll`, `'n`, ...; `'80s` starts with a digit)."""
     if "'" not in line:
         return spans
     apart = []
