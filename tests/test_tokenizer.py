@@ -161,3 +161,17 @@ def test_a_chunk_split_in_pieces_stays_whole_only_when_known():
 ])
 def test_an_opening_single_quote_comes_apart_from_its_word(line, tokens):
     assert Tokenizer("treebank", lowercase=True, replace_digits=True).read(line)[0] == tokens
+
+
+@pytest.mark.parametrize("line, tokens, read", [
+    ("“Hello,” she said.", ["“", "Hello", ",", "”", "she", "said", "."], ["hello", "she", "said"]),
+    ("It’s the dog’s bone.", ["It", "’s", "the", "dog", "’s", "bone", "."], ["it", "'s", "the", "dog", "'s", "bone"]),
+    ("‘Yes,’ he said.", ["‘", "Yes", ",", "’", "he", "said", "."], ["yes", "he", "said"]),
+])
+def test_curly_quotes_split_as_straight_ones_and_stay_as_typed(line, tokens, read):
+    """Curly quotes stayed on their words (`“Hello`, `dog’s`): issue 70, class 14. They split as the straight ones
+    do, each token keeps the characters typed, and the model reads `’s` as the `'s` it knows."""
+    reader = Tokenizer("treebank", lowercase=True, replace_digits=True)
+    found, is_word = reader.read(line)
+    assert found == tokens
+    assert [reader.normalize(t) for t, word in zip(found, is_word) if word] == read

@@ -103,6 +103,8 @@ class Tokenizer:
             return word
         if self.fold_width:
             word = unicodedata.normalize("NFKC", word)
+        if self.kind == "treebank":
+            word = word.translate(STRAIGHT_QUOTES)  # it’s, dog’s: the model knows 's
         if self.lowercase:
             word = word.lower()
         if self.replace_digits:
@@ -130,13 +132,18 @@ def tokenizer_of(data: DataConfig, normalize: bool = True) -> Tokenizer:
     return Tokenizer(data.tokenizer, data.lowercase, data.replace_digits, data.punctuation_aside, data.fold_width)
 
 
+# Curly quotes as the straight ones nltk's tables know, one character for one (a token's span is the same in both)
+STRAIGHT_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
+
+
 def _treebank_split(line: str, keep_whole) -> list[str]:
     """English split the Penn Treebank way, each token as typed (quotes stay the characters typed, not
     `` and ''); a whitespace-separated chunk that `keep_whole` accepts is not split; a sentence's final
     period in the middle of the line is split off when a capitalised word follows."""
     tokenizer = treebank_tokenizer()
+    plain = line.translate(STRAIGHT_QUOTES)  # split as if typed straight; the tokens keep the quotes typed
     try:
-        spans = _opening_quotes_apart(line, _kept_whole(line, list(tokenizer.span_tokenize(line))))
+        spans = _opening_quotes_apart(plain, _kept_whole(plain, list(tokenizer.span_tokenize(plain))))
     except ValueError:  # nltk could not find a token it rewrote in the text: its tokens as they are
         return tokenizer.tokenize(line)
     tokens = [line[a:b] for a, b in spans]
