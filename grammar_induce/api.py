@@ -402,7 +402,9 @@ def _setting_error(key: str, value: object, text: str) -> SettingError:
     """A bad value in `train`'s settings, in the API's words (`settings train.epochs must be positive`); the command
     line, whose flags it holds, names the flag (`--max-minutes -1: ...`)."""
     detail = text if text.startswith(f"{key} ") else f"{key}: {text}"
-    return SettingError("settings", detail, flag=f"--{key.partition('.')[2].replace('_', '-')} {value}:")
+    from .config import flag_of
+
+    return SettingError("settings", detail, flag=f"{flag_of(key)} {value}:")
 
 
 def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = None,

@@ -241,7 +241,7 @@ def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
         if value is not None:
             section, name = key.split(".")
             raw.setdefault(section, {})[name] = value
-            given[key] = f"--{name.replace('_', '-')} {value}"
+            given[key] = f"{config_module.flag_of(key)} {value}"
     given |= {item.partition("=")[0].strip(): f"--set {item}" for item in overrides}
     return config_module.from_sources(config_module.apply_overrides(raw, list(overrides), str(source)), str(source),
                                       given)

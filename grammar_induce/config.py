@@ -207,6 +207,11 @@ def migrated(raw: dict[str, Any]) -> dict[str, Any]:
             if name in classes and isinstance(values, dict) else values for name, values in raw.items()}
 
 
+def flag_of(key: str) -> str:
+    """The command-line flag that sets a config key, where there is one: train.max_minutes -> --max-minutes."""
+    return "--" + key.rpartition(".")[2].replace("_", "-")
+
+
 def from_sources(raw: dict[str, Any], source: str, given: dict[str, str]) -> Config:
     """`from_dict`, an error about a key that was not the file's named by where it came from: `given` maps
     section.key to how it was given (`--max-minutes`, `--set train.lr=5`, `settings`)."""

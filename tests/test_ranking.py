@@ -111,7 +111,7 @@ def test_auto_chooses_on_the_same_lines_however_they_arrive_and_the_parser_keeps
     class 2)."""
     lines = [line for line in Path(tiny_config().data.valid).read_text().splitlines() if line.strip()][:40]
     models = [tiny_run / "best.pt", tiny_backward_run / "best.pt", tiny_pcfg]
-    whole = gi.load(*models, weights="auto", layer="auto")
+    whole = gi.load(*models, weights="auto", layer="auto", batch_size=2)  # the same batches: the same floats
     listed = [str(t) for t in whole.parse_many(lines)]
     streamed = gi.load(*models, weights="auto", layer="auto", batch_size=2)
     assert [str(t) for t in streamed.parse_many(iter(lines))] == listed  # a batch of 2 at a time

@@ -125,7 +125,8 @@ class TNPCFG(ModelKind):
         tree (its nodes unlabelled), so that no tree is deeper than a piece's and a few levels. The rows are
         `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
         g = self.grammar()
-        pieces = [(k, start, end) for k, w in enumerate(words) for start, end in _pieces(len(w))]
+        cuts = [_pieces(len(w)) for w in words]
+        pieces = [(k, start, end) for k, bounds in enumerate(cuts) for start, end in bounds]
         pieces.sort(key=lambda piece: piece[2] - piece[1])
         found: dict[tuple[int, int], tuple[trees.Tree, dict, dict | None]] = {}
         for part in self._parts(list(range(len(pieces))), [range(s, e) for _, s, e in pieces], g.head.shape[1]):
@@ -138,8 +139,8 @@ class TNPCFG(ModelKind):
             for b, (p, tree, labels) in enumerate(zip(part, best, structure.labels(best))):
                 found[pieces[p][:2]] = (tree, {span: f"NT-{a}" for span, a in labels.items()},
                                         None if marginals is None else span_values(marginals[b], tree))
-        return [_joined(list(w), [found[k, s] for s, _ in _pieces(len(w))], [s for s, _ in _pieces(len(w))],
-                        confidence) for k, w in enumerate(words)]
+        return [_joined(list(w), [found[k, s] for s, _ in bounds], [s for s, _ in bounds], confidence)
+                for k, (w, bounds) in enumerate(zip(words, cuts))]
 
     @staticmethod
     def _parts(rows: list[int], words: Sequence[Sequence[str]], rank: int) -> list[list[int]]:

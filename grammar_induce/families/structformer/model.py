@@ -219,8 +219,8 @@ class StructFormer(ModelKind):
             parent = structure.parents_long(distance, height, scales)
         else:
             parent = structure.parents(distance, height, scales)
-        tree_heads, argmax_heads = structure.tree_heads_of(parent, height, lengths), structure.heads_of(parent, height,
-                                                                                                        lengths)
+        tree_heads = structure.tree_heads_of(parent, height, lengths)
+        argmax_heads = structure.heads_of(parent, height, lengths)
         return [Reading(list(w), [before_each_word(row[: n - 1])], [], heads=h, argmax_heads=a, decoder=self.DECODER)
                 for w, row, n, h, a in zip(words, distance.tolist(), lengths, tree_heads, argmax_heads)]
 
