@@ -120,6 +120,11 @@ def test_an_ensemble_and_a_line_of_only_punctuation(treebank_model):
     ("Is it? (Yes.) Maybe so.", [["Is", "it", "?"], ["(", "Yes.", ")", "Maybe", "so", "."]]),
     ("Mr. Smith visited the U.S. today.", [["Mr.", "Smith", "visited", "the", "U.S.", "today", "."]]),
     ("It cost 3.5 dollars. 4 people came.", [["It", "cost", "3.5", "dollars.", "4", "people", "came", "."]]),
+    # a question or exclamation that a quote closes goes on, as the treebank has it (issue 70, class 3)
+    ('"Why did he go?" Mr. Smith asked.', [['"', "Why", "did", "he", "go", "?", '"', "Mr.", "Smith", "asked", "."]]),
+    ("`` Why ? '' Mr. Smith asked . Then he left .",
+     [["``", "Why", "?", "''", "Mr.", "Smith", "asked", "."], ["Then", "he", "left", "."]]),
+    ("Why? He left.", [["Why", "?"], ["He", "left", "."]]),
 ])
 def test_a_line_is_split_into_sentences_closing_marks_staying_with_theirs(line, sentences):
     from grammar_induce.text.tokenizer import sentence_starts
@@ -127,6 +132,19 @@ def test_a_line_is_split_into_sentences_closing_marks_staying_with_theirs(line, 
     tokens, _ = Tokenizer("treebank", lowercase=True, replace_digits=True).read(line)
     bounds = [0, *sentence_starts(tokens), len(tokens)]
     assert [tokens[a:b] for a, b in itertools.pairwise(bounds)] == sentences
+
+
+def test_brackets_written_the_treebank_way_are_read_as_the_brackets(treebank_model):
+    """`-LRB-` typed was fed to the model as an unknown word where `(` is set aside as punctuation, so parse and
+    evaluate --model (which never feeds the gold tree's -LRB-) read WSJ text differently: issue 70, class 3."""
+    read = Tokenizer("treebank").read("the man -LRB- who left -RRB- -LCB- too -RCB- barked")
+    assert [t for t, word in zip(*read) if word] == ["the", "man", "who", "left", "too", "barked"]
+    for flags in ([], ["--pretokenized"]):
+        result = CliRunner().invoke(main, ["parse", "--model", str(treebank_model), *flags, "--input", "-"],
+                                    input="the dog ( that barked ) ran\nthe dog -LRB- that barked -RRB- ran\n")
+        assert result.exit_code == 0, result.output
+        typed, escaped = result.output.splitlines()
+        assert typed == escaped and "-LRB-" in typed
 
 
 def test_chinese_sentences_end_at_their_marks():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..messages import plural
-from ..trees import OPENING
+from ..trees import OPENING, PTB_ESCAPES
 from .nltk_treebank import treebank_tokenizer
 
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ _NUMBER = re.compile(r"[+-]?[0-9][0-9,.:/]*")  # 3.5, 1,000, 9/11: a number the 
 # Tokens without a letter or digit that the Penn Treebank's words keep (the LM text has $ & # ',
 # the gold trees tag % as a noun); every other such token is punctuation to the treebank tokenizer.
 SYMBOL_WORDS = frozenset("$ & # ' %".split())
-SPECIAL_WORDS = frozenset({UNK, EOS})  # read as they are, never split or normalised
+SPECIAL_WORDS = frozenset({UNK, EOS})
+BRACKET_NAMES = frozenset(PTB_ESCAPES.values())  # -LRB-, -RCB-: brackets as the Penn Treebank writes them  # read as they are, never split or normalised
 NUMBER_WORD = "N"  # a number, in text normalised with replace_digits: it stays N
 _AMPERSAND = re.compile(r"[A-Za-z]+&[A-Za-z]+")  # AT&T, S&L: one word, as the Penn Treebank writes them
 # a sentence's last word and its period in the middle of a line ("rose." before "Analysts"): the treebank
@@ -216,6 +217,7 @@ def _split_period(token: str, after: list[str]) -> list[str]:
 
 
 _ENDS = frozenset(". ? ! \u3002 \uff01 \uff1f".split())  # a sentence's last mark (English, Chinese)
+_QUOTED_ENDS = frozenset("? !".split())  # inside quotes they end the quotation, not the sentence
 _WIDE_ENDS = frozenset("\u3002 \uff01 \uff1f".split())  # Chinese: whatever follows starts a sentence
 # what stays with the sentence it closes (what opens the next one: trees.OPENING)
 _CLOSING = frozenset("'' ) ] } -RRB- -RSB- -RCB- \u201d \u2019 \u00bb \u300d \u300f \u300b \u3009 \uff09 \uff3d "
@@ -234,6 +236,8 @@ def sentence_starts(tokens: list[str]) -> list[int]:
         start = k + 1
         while start < len(tokens) and (tokens[start] in _CLOSING or _closes(tokens, start)):
             start += 1
+        if token in _QUOTED_ENDS and start > k + 1 and _is_quote(tokens[k + 1]):
+            continue  # `"Why?" He shrugged.`: a question or exclamation a quote closes goes on (the treebanks' way)
         opening = start
         while opening < len(tokens) and (tokens[opening] in OPENING or tokens[opening] in ("'", '"')):
             opening += 1
@@ -245,6 +249,10 @@ def sentence_starts(tokens: list[str]) -> list[int]:
     return starts
 
 
+def _is_quote(token: str) -> bool:
+    return token in ("''", '"', "'", "\u201d", "\u2019", "\u00bb")
+
+
 def _closes(tokens: list[str], k: int) -> bool:
     """Whether tokens[k] is a straight quote that closes one opened before it (an odd number of them before)."""
     return tokens[k] in ("'", '"') and sum(t == tokens[k] for t in tokens[:k]) % 2 == 1
@@ -252,8 +260,9 @@ def _closes(tokens: list[str], k: int) -> bool:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _reads_as_word(token: str) -> bool:
-    """Not punctuation: a symbol the Penn Treebank keeps as a word, or a token with a letter, digit or CJK character."""
-    return token in SYMBOL_WORDS or _has_word_character(token)
+    """Not punctuation: a symbol the Penn Treebank keeps as a word, or a token with a letter, digit or CJK character
+    that is not a bracket written the Penn Treebank way (-LRB- reads as the `(` it stands for)."""
+    return token in SYMBOL_WORDS or (_has_word_character(token) and token not in BRACKET_NAMES)
 
 
 def _has_word_character(token: str) -> bool:
