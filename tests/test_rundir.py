@@ -94,10 +94,22 @@ def test_metrics_lines_are_whole_and_trimmed_to_the_resumed_epoch(tmp_path):
     path = tmp_path / "metrics.jsonl"
     for epoch in (1, 2, 3):
         rundir.append_metrics(path, {"epoch": epoch})
+    rundir.append_metrics(path, {"epoch": 4, "partial": 0.5})  # of an epoch the last.pt resumed does not reach
     with open(path, "a") as f:
         f.write('{"epoch": 4')  # half a line from a kill
     rundir.trim_metrics(path, next_epoch=3)
     assert [json.loads(line)["epoch"] for line in path.read_text().splitlines()] == [1, 2]
+
+
+def test_the_partial_line_of_the_epoch_resumed_stays_when_metrics_are_trimmed(tmp_path):
+    """The line a limit wrote inside an epoch (its validation made best.pt) disappeared on --resume: issue 70,
+    class 14."""
+    path = tmp_path / "metrics.jsonl"
+    rundir.append_metrics(path, {"epoch": 1})
+    rundir.append_metrics(path, {"epoch": 2, "partial": 0.3, "stopped_by": "max_minutes"})
+    rundir.append_metrics(path, {"epoch": 2})  # the whole epoch 2 of a resume killed before last.pt moved on
+    rundir.trim_metrics(path, next_epoch=2)
+    assert [json.loads(line).get("partial") for line in path.read_text().splitlines()] == [None, 0.3]
 
 
 @pytest.mark.slow

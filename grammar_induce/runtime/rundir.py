@@ -136,13 +136,20 @@ def append_metrics(path: Path, record: dict[str, Any]) -> None:
 
 
 def trim_metrics(path: Path, next_epoch: int) -> None:
-    """After a kill, drop lines of epochs that `last.pt` does not include (they will be redone)."""
+    """After a kill, drop lines of epochs that `last.pt` does not include (they will be redone). A partial line of
+    the epoch it resumes stays: it is the validation a limit stopped the run at (maybe best.pt's), kept beside the
+    whole epoch's line to come."""
     if not path.exists():
         return
     lines = path.read_text().splitlines(keepends=True)
-    kept = [line for line in lines if line.endswith("\n") and json.loads(line)["epoch"] < next_epoch]
+    kept = [line for line in lines if line.endswith("\n") and _done_by(json.loads(line), next_epoch)]
     if kept != lines:
         write_text(path, "".join(kept))
+
+
+def _done_by(record: dict[str, Any], next_epoch: int) -> bool:
+    """Whether a metrics record is of work that a last.pt at the start (or inside) of `next_epoch` includes."""
+    return record["epoch"] < next_epoch or (record["epoch"] == next_epoch and record.get("partial") is not None)
 
 
 METRIC_KEYS = {"epoch": (int,), "train_loss": (int, float), "valid_ppl": (int, float, type(None)), "phase": (str,)}
