@@ -165,6 +165,19 @@ def test_evaluate_says_how_many_gold_words_the_model_does_not_know(tiny_run, tmp
     assert result.exit_code == 0 and "are unknown to" in result.stdout and "note:" in result.stdout
 
 
+def test_a_shipped_model_is_named_by_its_name_in_the_json_report_not_its_install_path(tmp_path):
+    """evaluate --json keyed the unknown-word counts by the shipped file's install path: issue 70, class 14."""
+    from grammar_induce.families.pretrained import MODELS_DIR
+
+    gold = tmp_path / "gold.mrg"
+    gold.write_text(LABELLED_GOLD)
+    result = invoke("evaluate", "--model", "ptb-pair", "--gold", gold, "--json", tmp_path / "r.json", "--quiet")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "r.json").read_text()
+    assert str(MODELS_DIR) not in text and str(MODELS_DIR) not in result.output
+    assert list(json.loads(text)["unknown_words"]) == ["ptb-forward.pt (shipped)", "ptb-backward.pt (shipped)"]
+
+
 def test_evaluate_writes_all_its_files_or_none(tiny_run, tmp_path):
     result = invoke("evaluate", "--model", tiny_run / "best.pt", "--quiet", "--json", tmp_path / "a.json",
                  "--report", "/dev/full")

@@ -203,7 +203,7 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:  # every gold sentence at once: the rows need all
         parsed = next(members.parse(sentences, progress=bar.update, at_once=True), None)
-    unknown = {m.source: unknown_words(m, sentences) for m in models}
+    unknown = {shown(m.source): unknown_words(m, sentences) for m in models}
     for source, (count, total) in unknown.items():
         if total and count > UNKNOWN_WARNING * total:
             noted.note(f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {shown(source)}: "
