@@ -152,10 +152,12 @@ def test_a_pcfg_config_without_an_optimiser_trains_at_the_papers_settings():
 
 def test_the_structformer_ptb_config_reads_raw_text_as_the_shipped_english_models_do():
     """configs/structformer-ptb.toml trained a whitespace model: `bark,` stayed an unknown word (issue 70, class 13)."""
+    from grammar_induce.text.corpus import training_reader
     from grammar_induce.text.tokenizer import Tokenizer, tokenizer_of
 
     cfg = C.from_dict(C.load(ROOT / "configs" / "structformer-ptb.toml"))
     line = "Dogs bark, loudly. The 3 cats ran."
     assert tokenizer_of(cfg.data)(line) == Tokenizer("treebank", lowercase=True, replace_digits=True)(line) \
         == ["dogs", "bark", "loudly", "the", "N", "cats", "ran"]
-    assert tokenizer_of(cfg.data, normalize=False)("the s&l 's <unk> rose N N") == "the s&l 's <unk> rose N N".split()
+    training = "the s&l 's <unk> rose N N in hk$ to invest in the u.s."  # read as it is, tokenized already
+    assert training_reader(cfg.data)(training) == training.split()
