@@ -195,6 +195,33 @@ def rebuild(tree, node: Callable[[list], object] = list, leaf: Callable[[str, in
             stack[-1][1].append(node(made))
 
 
+def fold_labelled(tree, at_word: Callable[[Any], Any], at_phrase: Callable[[Any, list], Any]):
+    """A labelled tree (an nltk.Tree) folded bottom up without recursion (a treebank tree may nest past Python's
+    limit): each preterminal `(TAG word)` made by `at_word`, left to right, each phrase by `at_phrase` from itself and
+    what its children made. A bare word among a phrase's children is passed over (a reader that cares checks it)."""
+    if _is_preterminal(tree):
+        return at_word(tree)
+    stack = [(tree, iter(tree), [])]  # each open phrase: itself, its children still to read, those made
+    while True:
+        phrase, children, made = stack[-1]
+        for child in children:
+            if _is_preterminal(child):
+                made.append(at_word(child))
+            elif not isinstance(child, str):
+                stack.append((child, iter(child), []))
+                break
+        else:
+            stack.pop()
+            value = at_phrase(phrase, made)
+            if not stack:
+                return value
+            stack[-1][2].append(value)
+
+
+def _is_preterminal(node) -> bool:
+    return not isinstance(node, str) and len(node) == 1 and isinstance(node[0], str)
+
+
 def from_nested(tree) -> Tree:
     """Nested lists of words (an nltk.Tree, its labels ignored) as a tree: a node of one child is that child."""
     return rebuild(tree, lambda children: children[0] if len(children) == 1 else children)

@@ -197,6 +197,11 @@ def test_rescoring_reports_dropped_punctuation_and_refuses_extra_words(tmp_path)
     assert "the first '.' at " in result.stdout
     extra = written(tmp_path / "extra.txt", "((The dog) (barked loudly))\n")
     one_line_error(invoke("evaluate", "--pred", extra, "--gold", gold), "1 word the gold tree at", "loudly")
+    # the same in json and jsonl (nested lists were also tried as labelled trees: an AttributeError traceback)
+    for name, line in (("extra.json", '[["The", "dog"], ["barked", "loudly"]]'),
+                       ("extra.jsonl", '{"tokens": [], "tree": [["The", "dog"], ["barked", "loudly"]]}')):
+        one_line_error(invoke("evaluate", "--pred", written(tmp_path / name, line + "\n"), "--gold", gold),
+                       "1 word the gold tree at", "loudly")
 
 
 def test_rescoring_chinese_trees_as_english_keeps_the_hint(tmp_path):

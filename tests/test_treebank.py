@@ -129,3 +129,39 @@ def test_chinese_gold_scored_with_the_english_tag_filter_says_so(tmp_path):
     result = invoke("evaluate", "--pred", pred, "--gold", gold)
     assert result.exit_code == 0, result.output
     assert "dropped 67% of the gold leaves" in result.output and "--treebank ctb" in result.output
+
+
+def test_a_valid_gold_tree_nested_past_nltks_limit_is_read_and_scored(tmp_path):
+    """A valid 1,200-word gold tree (1,199 levels) was called malformed, then "nested deeper than nltk reads": its
+    readers recursed once a level (issue 70, class 5). Read with a stack and folded bottom up, at the default
+    recursion limit, it gives its words, spans and heads, and scores against its own brackets and PTB form."""
+    n = 1200
+    text = "".join(f"(S (NN w{k}) " for k in range(n - 1)) + f"(NN w{n - 1})" + ")" * (n - 1)
+    gold = tmp_path / "deep.mrg"
+    gold.write_text(f"( {text} )\n(S (NN a) (VP (VB b)))\n")
+    deep, shallow = read_gold(str(gold), TagFilter())[0]
+    words = [f"w{k}" for k in range(n)]
+    assert deep.words == words and trees.to_brackets(deep.tree) == trees.to_brackets(trees.right_branching(words))
+    assert len(deep.labels) == n - 1 and deep.labels[0] == (n - 2, n, "S") and deep.labels[-1] == (0, n, "S")
+    # Collins' S takes its S child as head; the innermost S, (NN w1198) (NN w1199), has none of its list: the first
+    # child. So w1198 (1-based 1199) heads every other word and is the root.
+    assert deep.heads == (n - 1,) * (n - 2) + (0, n - 1)
+    assert shallow.words == ["a", "b"] and shallow.heads == (2, 0)  # S heads on its VP
+    report = gi.evaluate([trees.to_brackets(deep.tree), "(a b)"], gold=gold)
+    assert report.sentences == 2 and report.rows[report.main_row].corpus_f1 == 1.0
+    labelled = tmp_path / "labelled.mrg"
+    labelled.write_text(gold.read_text())
+    scored = invoke("evaluate", "--pred", labelled, "--gold", gold, "--quiet")
+    assert scored.exit_code == 0 and "100.0" in scored.stdout, scored.output
+
+
+@pytest.mark.parametrize("text, message", [
+    ("(S (NN a)))", r"a '\)' closes nothing"),
+    ("(S (NN a)", r"a '\(' is never closed"),
+    ("(S (NN a)) (S (NN b))", "more than one tree"),
+    ("word (S (NN a))", "a word outside the brackets"),
+    ("( )", "empty tree"),
+])
+def test_a_malformed_bracketed_tree_says_what_is_wrong_where(text, message):
+    with pytest.raises(InputError, match=f"x.mrg:3: (malformed tree \\()?{message}"):
+        parse_bracketed(text, "x.mrg:3")

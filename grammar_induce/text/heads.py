@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..trees import fold_labelled
+
 # category -> (direction, priority list), Collins (1999), table A.1
 RULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ADJP": ("left", ("NNS", "QP", "NN", "$", "ADVP", "JJ", "VBN", "VBG", "ADJP", "JJR", "NP", "JJS", "DT", "FW",
@@ -79,33 +81,30 @@ def dependency_heads(tree, keeps: Callable[[str], bool], category: Callable[[str
     protocol leaves them out), 1-based, 0 for the sentence's head word. `category` cuts a label to its category
     (NP-SBJ-1 -> NP)."""
     heads: dict[int, int] = {}
+    position = 0
 
-    def visit(node, start: int) -> tuple[int | None, int]:  # (the node's head word, the next word's position)
-        if len(node) == 1 and isinstance(node[0], str):
-            return (start, start + 1) if keeps(node.label()) else (None, start)
-        found: list[tuple[str, int]] = []  # the kept children: (category or tag, head word)
-        end = start
-        for child in node:
-            head, end = visit(child, end)
-            if head is not None:
-                found.append((child.label() if _is_word(child) else category(child.label()), head))
+    def word(node) -> tuple[str, int] | None:  # a kept word: its tag and position
+        nonlocal position
+        if not keeps(node.label()):
+            return None
+        position += 1
+        return node.label(), position - 1
+
+    def phrase(node, made: list) -> tuple[str, int] | None:  # its category and head word, if it has a kept word
+        found = [child for child in made if child is not None]
         if not found:
-            return None, end
+            return None
         k = head_child(category(node.label()), [c for c, _ in found])
-        for j, (_, word) in enumerate(found):
+        for j, (_, head) in enumerate(found):
             if j != k:
-                heads[word] = found[k][1] + 1
-        return found[k][1], end
+                heads[head] = found[k][1] + 1
+        return category(node.label()), found[k][1]
 
-    root, n = visit(tree, 0)
+    root = fold_labelled(tree, word, phrase)
     if root is None:
         return ()
-    heads[root] = 0
-    return tuple(heads[k] for k in range(n))
-
-
-def _is_word(node) -> bool:
-    return len(node) == 1 and isinstance(node[0], str)
+    heads[root[1]] = 0
+    return tuple(heads[k] for k in range(position))
 
 
 def chain(n: int, leftward: bool) -> list[int]:

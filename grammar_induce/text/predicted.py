@@ -93,6 +93,8 @@ def _read_tree(text: object, source: str, labeled: bool, tags: TagFilter | None)
     """A tree from its bracket text, or from a tree object (an nltk.Tree) without a round trip through text."""
     try:
         if labeled:
+            if not isinstance(text, str) and not hasattr(text, "label"):  # nested lists (json) carry no labels
+                raise InputError(f"{source}: not a labelled tree")
             return preprocess(parse_bracketed(text, source) if isinstance(text, str) else text, tags, source)
         return trees.parse_brackets(text) if isinstance(text, str) else trees.from_nested(text)
     except trees.TreeSyntaxError as e:
@@ -131,15 +133,12 @@ def _onto_gold_words(tree: trees.Tree | None, gold: GoldTree) -> tuple[trees.Tre
         return None
     if all(word == leaf for word, leaf in zip(kept, leaves)):
         return tree, extra
-    replaced = iter(kept)
 
-    def prune(node: trees.Tree) -> trees.Tree | None:
-        if isinstance(node, str):
-            return next(replaced)
-        children = [c for c in (prune(child) for child in node) if c is not None]
+    def pruned(children: list) -> trees.Tree | None:  # a node without its dropped leaves (no recursion: deep trees)
+        children = [c for c in children if c is not None]
         return None if not children else children[0] if len(children) == 1 else children
 
-    return prune(tree), extra
+    return trees.rebuild(tree, pruned, lambda word, k: kept[k]), extra
 
 
 def _pieces(read: list[str], k: int, word: str) -> int:

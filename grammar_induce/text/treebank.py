@@ -7,12 +7,14 @@ The result is an unlabeled tree (see `trees`) over the kept words.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
+from .. import trees
 from ..errors import InputError
 from ..files import read_lines
 from ..messages import Messages, clipped, plural
@@ -91,7 +93,8 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
             continue
         try:
             tree = parse_bracketed(text, source)
-            tag_counts.update(tag for _, tag in tree.pos())
+            tagged = tagged_words(tree)
+            tag_counts.update(tag for _, tag in tagged)
             kept = preprocess(tree, tags, source)
         except InputError:
             if not skip_bad:
@@ -103,7 +106,7 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
             continue
         gold.append(GoldTree(source, leaves(kept), kept, labelled_spans(tree, tags),
                              dependency_heads(tree, tags.keeps, category),
-                             tuple(word for word, tag in tree.pos() if tags.drops_by_name(tag))))
+                             tuple(word for word, tag in tagged if tags.drops_by_name(tag))))
     warning = _filter_warning(spec, tags, tag_counts)
     if not gold:
         raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))
@@ -222,38 +225,67 @@ def _nltk_tree_strings(spec: str) -> Iterator[tuple[str, str]]:
         yield from split_trees(Path(reader.abspath(fileid)))
 
 
-def parse_bracketed(text: str, source: str):
-    """One bracketed tree -> nltk.Tree; errors name `source` (file:line)."""
-    import nltk
+_BRACKET_TOKENS = re.compile(r"\(\s*([^\s()]*)|\)|[^\s()]+")  # an opening bracket with its label, a closing one, a word
 
-    try:
-        tree = nltk.Tree.fromstring(text, remove_empty_top_bracketing=True)
-    except ValueError as e:
-        if "depth exceeds" in str(e):  # nltk's own bound on nesting, against input made to exhaust the stack
-            raise InputError(f"{source}: a tree nested deeper than nltk reads (500 levels; a treebank's trees nest "
-                             "a few dozen): is it one long chain, as a right-branching tree of a whole text?") from None
-        raise InputError(f"{source}: malformed tree ({clipped(str(e), 120)})") from None
-    if isinstance(tree, str) or len(tree) == 0:
+
+def parse_bracketed(text: str, source: str):
+    """One bracketed tree -> nltk.Tree, read with a stack: no nesting limit (nltk's own reader stops at 500 levels).
+    An outer bracket without a label goes, as nltk's remove_empty_top_bracketing; errors name `source` (file:line)."""
+    from nltk import Tree as LabelledTree
+
+    holder = LabelledTree("", [])
+    stack = [holder]
+    for match in _BRACKET_TOKENS.finditer(text):
+        token = match.group()
+        if token[0] == "(":
+            node = LabelledTree(match.group(1), [])
+            stack[-1].append(node)
+            stack.append(node)
+        elif token == ")":
+            if len(stack) == 1:
+                raise InputError(f"{source}: malformed tree (a ')' closes nothing)")
+            stack.pop()
+        elif len(stack) == 1:
+            raise InputError(f"{source}: malformed tree (a word outside the brackets: {clipped(token, 40)})")
+        else:
+            stack[-1].append(token)
+    if len(stack) > 1:
+        raise InputError(f"{source}: malformed tree (a '(' is never closed)")
+    if len(holder) > 1:
+        raise InputError(f"{source}: malformed tree (more than one tree)")
+    tree = holder[0] if holder else holder
+    if tree.label() == "" and len(tree) == 1 and not isinstance(tree[0], str):
+        tree = tree[0]
+    if len(tree) == 0:
         raise InputError(f"{source}: empty tree")
     return tree
+
+
+def tagged_words(tree) -> list[tuple[str, str]]:
+    """(word, tag) of every leaf, in order (nltk's `pos()`, without its recursion)."""
+    found: list[tuple[str, str]] = []
+    trees.fold_labelled(tree, lambda node: found.append((node[0], node.label())), lambda node, made: None)
+    return found
 
 
 def labelled_spans(tree, tags: TagFilter) -> tuple[tuple[int, int, str], ...]:
     """(start, end, category) of every phrase over the kept words (`preprocess`'s), function tags and indices
     cut (NP-SBJ-1 -> NP); a unary chain gives each of its categories (S over VP: both)."""
     found: list[tuple[int, int, str]] = []
+    position = 0
 
-    def visit(node, start: int) -> int:
-        if len(node) == 1 and isinstance(node[0], str):
-            return start + tags.keeps(node.label())
-        end = start
-        for child in node:
-            end = visit(child, end)
+    def word(node) -> tuple[int, int]:
+        nonlocal position
+        position += tags.keeps(node.label())
+        return position - tags.keeps(node.label()), position
+
+    def phrase(node, spans: list[tuple[int, int]]) -> tuple[int, int]:
+        start, end = (spans[0][0], spans[-1][1]) if spans else (position, position)
         if end > start:
             found.append((start, end, category(node.label())))
-        return end
+        return start, end
 
-    visit(tree, 0)
+    trees.fold_labelled(tree, word, phrase)
     return tuple(found)
 
 
@@ -266,13 +298,13 @@ def category(label: str) -> str:
 
 def preprocess(tree, tags: TagFilter, source: str = "") -> Tree | None:
     """Keep word-tagged leaves, drop emptied nodes, collapse unary chains; None if nothing is left."""
-    if len(tree) == 1 and isinstance(tree[0], str):  # a preterminal
-        return tree[0] if tags.keeps(tree.label()) else None
-    if len(tree) == 0:
-        raise InputError(f"{source}: ({tree.label()}) has no word (a missing leaf)")
-    if any(isinstance(child, str) for child in tree):
-        raise InputError(f"{source}: ({tree.label()} ...) mixes words and subtrees, or has a word without a tag")
-    children = [kept for child in tree if (kept := preprocess(child, tags, source)) is not None]
-    if not children:
-        return None
-    return children[0] if len(children) == 1 else children
+
+    def phrase(node, made: list) -> Tree | None:
+        if len(node) == 0:
+            raise InputError(f"{source}: ({node.label()}) has no word (a missing leaf)")
+        if any(isinstance(child, str) for child in node):
+            raise InputError(f"{source}: ({node.label()} ...) mixes words and subtrees, or has a word without a tag")
+        kept = [child for child in made if child is not None]
+        return (kept[0] if len(kept) == 1 else kept) if kept else None
+
+    return trees.fold_labelled(tree, lambda node: node[0] if tags.keeps(node.label()) else None, phrase)
