@@ -1,8 +1,10 @@
-"""Unsupervised grammar induction with ON-LSTM (Shen et al., "Ordered Neurons", ICLR 2019).
+"""Unsupervised grammar induction: trees from raw text with three families of models, the ON-LSTM (Shen et al.,
+ICLR 2019), the TN-PCFG (Yang et al., 2021) and the StructFormer (Shen et al., 2021), their ensembles, and a student
+parser distilled from them.
 
 The Python API (see README): `load` models by path or shipped name, `Parser.parse` sentences into
-`nltk.Tree`s, `evaluate` them against gold trees, `train` a model (an ON-LSTM, a PCFG) and `distill` an ensemble
-into a student parser. Importing the package loads no torch; loading a
+`nltk.Tree`s, `evaluate` them against gold trees, `train` a model (an ON-LSTM, a PCFG, a StructFormer) and `distill`
+an ensemble into a student parser. Importing the package loads no torch; loading a
 model does.
 """
 

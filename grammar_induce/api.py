@@ -192,7 +192,7 @@ class Parser:
         return f"Parser({', '.join(m.source for m in self.models)})"
 
 
-def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, distance: str = "forget",
+def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, distance: str | None = None,
          decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
          device: str | None = None, right_voter: float | None = None, pretokenized: bool = False,
          labels: bool = False, weights: Sequence[float] | str | None = None, whole_lines: bool = False,
@@ -200,7 +200,8 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
          ) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
-    default: the middle layer, or a shipped name's own settings. `decoder`: paper or gap; `combine`:
+    default: the middle layer, or a shipped name's own settings. `distance`: which of a model's distances make its
+    tree (an ON-LSTM's forget or input, a StructFormer's parser; default: each model's first). `decoder`: paper or gap; `combine`:
     mbr (span voting) or mean (mean gap scores); `right_voter`: the weight of a right-branching tree as one
     more voter in span voting (0: none). `pretokenized`: sentences are tokens separated by spaces (already
     segmented Chinese, say), not split again. `labels`: the trees' constituents carry a PCFG's induced labels
@@ -231,14 +232,13 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=list(spec.notes)))
 
 
-def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str, decoder: str | None,
+def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str | None, decoder: str | None,
                   combine: str | None, batch_size: int, precision: str, right_voter: float | None = None,
                   pretokenized: bool = False, labels: bool = False,
                   weights: Sequence[float] | str | None = None, whole_lines: bool = False,
                   confidence: bool = False) -> ParseOptions:
     """Parse settings from what was asked, else the shipped name's, else the defaults."""
     from .config import PRECISIONS
-    from .families.reading import DISTANCES
     from .inference.ensemble import COMBINERS, ParseOptions
     from .trees import DECODERS
 
@@ -248,7 +248,9 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
             raise SettingError(setting, f"must be True or False, not {flag!r}")
     if isinstance(layer, bool):
         raise SettingError("layer", f"takes a number, one number per model, or auto, not {layer!r}")
-    for setting, value, allowed in (("distance", distance, DISTANCES), ("decoder", decoder, DECODERS),
+    if distance is not None and not isinstance(distance, str):
+        raise SettingError("distance", f"names a model's distances (forget, input, parser), not {distance!r}")
+    for setting, value, allowed in (("decoder", decoder, DECODERS),
                                     ("combine", combine, COMBINERS), ("precision", precision, PRECISIONS)):
         if value is not None and value not in allowed:
             raise SettingError(setting, f"must be one of {', '.join(allowed)}, not {value!r}")
@@ -339,14 +341,13 @@ def _checked_tree(tree: nltk.Tree | str | None, k: int) -> nltk.Tree | str:
 def train(config: str | Path | None = None, out: str | Path | None = None, *, settings: dict | None = None,
           overrides: Sequence[str] = (), resume: bool = False, force: bool = False, quiet: bool = True,
           log: Callable[[str], None] | None = print, messages: Messages | None = None):
-    """Train a model of the config's kind (an ON-LSTM language model, or a PCFG: `model.kind = "pcfg"`) into the
-    run folder `out` (default: runs/<config name>), as `grammar-induce train` does: `config` a TOML file (default:
+    """Train a model of the config's kind (an ON-LSTM language model, a PCFG: `model.kind = "pcfg"`, a StructFormer)
+    into the run folder `out` (default: runs/<config name>), as `grammar-induce train` does: `config` a TOML file (default:
     the quick start's), then `settings` ({"train.epochs": 3, "data.train": "my.txt"}), then `overrides`
     ("section.key=value" strings, as --set); `resume` goes on from `out`/last.pt with the config it was started
     with. `log` is given each line of the training log, and each note as "note: ..." (None: silent). Ctrl-C (or
     SIGTERM) stops the run after the batch, saves last.pt, then takes effect: KeyboardInterrupt is raised.
     Returns the run's result (`out_dir`, `best_valid_ppl`, `test_ppl`, `epochs`); its model is `out`/best.pt."""
-    from . import config as config_module
     from .workflows import train as run
 
     for setting, flag in (("resume", resume), ("force", force), ("quiet", quiet)):
@@ -366,20 +367,35 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     if resume and config is not None:
         messages.note(f"{source} is not read: a resumed run goes on with the config it was started with "
                       f"({out / 'config.toml'}); settings and --set change what may change")
-    raw = config_module.migrated(run.resume_config(out)) if resume else config_module.load(source)
-    for key, value in (settings or {}).items():
+    checked = _train_config(run.resume_config(out) if resume else None, source, settings or {}, overrides)
+    teachers = {name: _tree_maker(name, checked.train.device) for name in getattr(checked.train, "focus", ())
+                if _is_model(name)}
+    result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers)
+    if result.stopped_by is not None:  # last.pt is saved: now the signal does what it would have (Ctrl-C raises
+        signal.raise_signal(result.stopped_by)  # KeyboardInterrupt), so the caller's script does not carry on
+    return result
+
+
+def _train_config(resumed: dict | None, source: Path, settings: Mapping, overrides: Sequence[str]):
+    """The config `train` runs: a resumed run's own (`resumed`) or the file's, then `settings`, then `overrides`;
+    a value given here that cannot be used is a SettingError (a ValueError) in the API's words."""
+    from . import config as config_module
+    from .families import registry
+
+    raw = registry.CONFIGS.migrated(resumed) if resumed is not None else config_module.load(source)
+    for key, value in settings.items():
         section, dot, name = str(key).partition(".")
         if not dot or section not in config_module.SECTIONS:
             raise SettingError("settings", f"are keyed section.key (train.epochs), not {key!r}")
         try:
-            family = config_module.family_of(config_module.kind_in(raw))
-            raw.setdefault(section, {})[name] = config_module.checked_value(section, name, value, family)
+            family = registry.CONFIGS.family_of(config_module.kind_in(raw))
+            raw.setdefault(section, {})[name] = registry.CONFIGS.checked_value(section, name, value, family)
         except config_module.ConfigError as e:
             raise _setting_error(str(key), value, str(e)) from None
-    given = {str(key): "settings" for key in settings or {}} | {item.partition("=")[0].strip(): f"overrides {item}"
-                                                              for item in overrides}
+    given = {str(key): "settings" for key in settings} | {item.partition("=")[0].strip(): f"overrides {item}"
+                                                         for item in overrides}
     try:
-        checked = config_module.from_sources(config_module.apply_overrides(raw, list(overrides), str(source)),
+        return registry.CONFIGS.from_sources(registry.CONFIGS.apply_overrides(raw, list(overrides), str(source)),
                                              str(source), given)
     except config_module.ConfigError as e:  # a value given here, in the API's words: a ValueError
         how, _, text = str(e).partition(": ")
@@ -390,12 +406,6 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
             item = how.removeprefix("overrides ")
             raise SettingError("overrides", f"{item}: {text}", flag="--set") from None
         raise
-    teachers = {name: _tree_maker(name, checked.train.device) for name in getattr(checked.train, "focus", ())
-                if _is_model(name)}
-    result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers)
-    if result.stopped_by is not None:  # last.pt is saved: now the signal does what it would have (Ctrl-C raises
-        signal.raise_signal(result.stopped_by)  # KeyboardInterrupt), so the caller's script does not carry on
-    return result
 
 
 def _setting_error(key: str, value: object, text: str) -> SettingError:
@@ -474,11 +484,13 @@ def _kind_of(path: Path) -> str:
     return checkpoint.read(path)["config"].get("model", {}).get("kind", "onlstm")
 
 
-QUICKSTART_CONFIG = Path(__file__).parent / "resources" / "quickstart.toml"
+RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
+QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"  # what `train` runs without a config (the quick start)
+QUICKSTART_GOLD = RESOURCES / "synthetic" / "test.trees"  # what `evaluate` scores against without --gold
 
 
 def distill(*teachers: str | Path, train: str | Path, valid: str | Path, out: str | Path, layer=None,
-            distance: str = "forget", decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
+            distance: str | None = None, decoder: str | None = None, combine: str | None = None, batch_size: int = 64,
             precision: str = "fp32", device: str | None = None, right_voter: float | None = None,
             weights: Sequence[float] | str | None = None, log: Callable[[str], None] | None = print,
             force: bool = False, resume: bool = False, **settings) -> Parser:

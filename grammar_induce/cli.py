@@ -14,18 +14,13 @@ from pathlib import Path
 import click
 
 from . import config as config_module
+from .api import QUICKSTART_CONFIG, QUICKSTART_GOLD
 from .families.pretrained import DEFAULT_MODEL, shown
-from .families.reading import DISTANCES
 from .inference.ensemble import COMBINERS
 from .messages import clipped
 from .output.formats import ALL_LAYERS, CONFIDENT, DEPENDENCY, FORMATS, LABELLED, PICTURES
 from .runtime import memory
 from .trees import DECODERS
-
-RESOURCES = Path(__file__).resolve().parent / "resources"  # shipped inside the package
-QUICKSTART_CONFIG = RESOURCES / "quickstart.toml"
-QUICKSTART_GOLD = RESOURCES / "synthetic" / "test.trees"
-
 
 OUT_OF_MEMORY = "not enough memory for this model, batch or input: try smaller sizes or a smaller --batch-size"
 
@@ -234,7 +229,7 @@ def prepare(text_file, config_path, tokenizer, direction, workers, overrides) ->
 
 def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
     """The config file's values, then the flags given (section.key -> value), then each --set."""
-    from .families import registry  # noqa: F401 - it gives config.py the families' sections
+    from .families import registry
 
     given = {}
     for key, value in flags.items():
@@ -243,7 +238,7 @@ def _config(raw: dict, flags: dict, overrides: tuple[str, ...], source: Path):
             raw.setdefault(section, {})[name] = value
             given[key] = f"{config_module.flag_of(key)} {value}"
     given |= {item.partition("=")[0].strip(): f"--set {item}" for item in overrides}
-    return config_module.from_sources(config_module.apply_overrides(raw, list(overrides), str(source)), str(source),
+    return registry.CONFIGS.from_sources(registry.CONFIGS.apply_overrides(raw, list(overrides), str(source)), str(source),
                                       given)
 
 
@@ -268,8 +263,9 @@ def model_options(command):
                      "(an ensemble member's layer chosen by agreement with the others, or with the other family's "
                      "where there are two, no gold needed) "
                      "[default: the middle layer, or a shipped model's own]"),
-        click.option("--distance", type=click.Choice(DISTANCES), default="forget", show_default=True,
-                     help="which master gate's expected level makes the distances"),
+        click.option("--distance", metavar="NAME", default=None,
+                     help="which of a model's distances make its tree: an ON-LSTM's forget or input master gate's "
+                     "expected level, a StructFormer's parser distances [default: each model's first]"),
         click.option("--decoder", type=click.Choice(list(DECODERS)), default=None,
                      help="paper: the paper's greedy split; gap: split at the largest gap between words "
                      "[default: paper, or a shipped model's own]"),
@@ -390,7 +386,7 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 def parse(model_names, sentences, input_path, output_path, force, fmt, agreement, workers, pretokenized, whole_lines,
           labels, confidence, calibration, label_map, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
-    from .files import check_folder_output, check_output, refuse_overwriting
+    from .files import refuse_overwriting
     from .messages import Messages, progress_bar
     from .output import pictures
     from .output.formats import render_lines
@@ -398,10 +394,7 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
     labels = labels or label_map is not None
     if labels:
         fmt = _labelled_format(fmt)
-    if fmt == "svg" and not pictures.one_file(output_path):
-        check_folder_output(output_path, pictures.PICTURE_FILE)
-    else:
-        check_output(output_path, force)
+    _check_parse_output(fmt, output_path, force)
     lines, stream = _read_sentences(sentences, input_path)
     if confidence is None:
         confidence = fmt in CONFIDENT
@@ -429,8 +422,23 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
         else:  # another process of a torchrun launch: it parses and hands its results to process 0
             for _ in results:
                 pass
-    if not summary.writes_output:
-        return
+    if summary.writes_output:
+        _say_how_it_parsed(models, summary, messages)
+
+
+def _check_parse_output(fmt: str, output_path: str | None, force: bool) -> None:
+    """--output may be written as asked (svg pictures go into a folder unless one file is named)."""
+    from .files import check_folder_output, check_output
+    from .output import pictures
+
+    if fmt == "svg" and not pictures.one_file(output_path):
+        check_folder_output(output_path, pictures.PICTURE_FILE)
+    else:
+        check_output(output_path, force)
+
+
+def _say_how_it_parsed(models, summary, messages) -> None:
+    """What parse says after its trees (on stderr): the choices auto made, the notes, the members' agreement."""
     if summary.auto_layers:
         _note("--layer auto chose " + ", ".join(f"layer {layer} of {shown(m.source)}" for m, layer in zip(models, summary.layers)
                                                 if not m.model.OWN_TREES))

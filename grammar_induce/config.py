@@ -4,8 +4,8 @@ A config file has three sections, `[model]`, `[data]` and `[train]`. `[data]` an
 `[train]` that every family has are here; each family adds its own keys in its folder (a `ModelConfig` and a
 `TrainConfig` subclass: families/onlstm/settings.py, ...), and the model kind (`model.kind`) says which family's
 sections a file is read with. Every key must be a field of them: a key of another family is an error naming the key
-and the family, and `--set section.key=value` overrides any key. The families are known to this module through
-`use_families` (families/registry.py installs its lookup), so that this core module imports none of them.
+and the family, and `--set section.key=value` overrides any key. A `ConfigReader` is given the families (the
+package's is families/registry.CONFIGS), so that this core module imports none of them.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import UserError
 
@@ -89,6 +89,9 @@ class TrainConfig:
     # auto (bf16 where the hardware has it); see precision.py
     precision: str = "fp32"
     checkpoint_minutes: float = 10.0  # last.pt inside an epoch this often, so a killed run loses little
+    # the keys --resume may change (see resume_changes); a family's subclass adds its optimizer's and regularisers'
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset({"epochs", "max_steps", "max_minutes", "keep_epochs", "device",
+                                                     "checkpoint_minutes", "precision", "lr", "clip"})
 
     def validate(self) -> None:
         if self.precision not in PRECISIONS:
@@ -126,27 +129,6 @@ class Family:
     description: str  # "a TN-PCFG"
 
 
-_families: Callable[[str], Family | None] = lambda kind: None
-
-
-def use_families(lookup: Callable[[str], Family | None], known: Callable[[], list[str]]) -> None:
-    """Install the lookup of a kind's sections (families/registry.py does, when it is imported), and the list of
-    the kinds' names for messages."""
-    global _families, _known
-    _families, _known = lookup, known
-
-
-_known: Callable[[], list[str]] = list
-
-
-def family_of(kind: object) -> Family:
-    """The sections of a kind's name; an unknown name is a ConfigError listing the known ones."""
-    family = _families(kind) if isinstance(kind, str) else None
-    if family is None:
-        raise ConfigError(f"model.kind must be one of {', '.join(_known())}, got {kind!r}")
-    return family
-
-
 def sections_of(family: Family) -> dict[str, type]:
     return {"model": family.model, "data": DataConfig, "train": family.train}
 
@@ -175,95 +157,130 @@ def kind_in(raw: dict[str, Any]) -> object:
     return model.get("kind", ModelConfig.kind) if isinstance(model, dict) else ModelConfig.kind
 
 
-def from_dict(raw: dict[str, Any], source: str = "config", saved: bool = False) -> Config:
-    """Build a validated Config of the kind's family; unknown sections or keys are errors naming them. `saved`: a
-    config a run or a checkpoint was saved with, by an older version too, whose keys of other families (every
-    family's keys were once in one [model] and [train]) are dropped, not refused."""
-    try:
-        family = family_of(kind_in(raw))
-    except ConfigError as e:
-        raise ConfigError(f"{source}: {e}") from None
-    classes = sections_of(family)
-    sections = {}
-    for name, values in (migrated(raw) if saved else raw).items():
-        if name not in classes:
-            raise ConfigError(f"{source}: unknown section [{name}] (expected one of {', '.join(SECTIONS)})")
-        if not isinstance(values, dict):
-            raise ConfigError(f"{source}: [{name}] must be a table")
-        sections[name] = _build_section(name, values, source, family)
-    sections = {name: sections.get(name) or classes[name]() for name in SECTIONS}
-    try:
-        return Config(**sections).validate()
-    except ConfigError as e:  # a check across keys (model.direction, model.rank ...): name the file it came from
-        raise ConfigError(str(e) if str(e).startswith(f"{source}: ") else f"{source}: {e}") from None
-
-
-def migrated(raw: dict[str, Any]) -> dict[str, Any]:
-    """A saved config (a run's, a checkpoint's; raw) without the keys its family does not read: until the families
-    had sections of their own, every config held every family's keys."""
-    classes = sections_of(family_of(kind_in(raw)))
-    return {name: {key: value for key, value in values.items()
-                   if key in {f.name for f in dataclasses.fields(classes[name])}}
-            if name in classes and isinstance(values, dict) else values for name, values in raw.items()}
-
-
 def flag_of(key: str) -> str:
     """The command-line flag that sets a config key, where there is one: train.max_minutes -> --max-minutes."""
     return "--" + key.rpartition(".")[2].replace("_", "-")
 
 
-def from_sources(raw: dict[str, Any], source: str, given: dict[str, str]) -> Config:
-    """`from_dict`, an error about a key that was not the file's named by where it came from: `given` maps
-    section.key to how it was given (`--max-minutes`, `--set train.lr=5`, `settings`)."""
-    try:
-        return from_dict(raw, source)
-    except ConfigError as e:
-        text = str(e).removeprefix(f"{source}: ")
-        where = next((how for key, how in given.items() if text.startswith(f"{key} ")), None)
-        if where is None:
-            raise
-        raise ConfigError(f"{where}: {text}") from None
+class ConfigReader:
+    """Reads config files into the `Config` of their kind's family: `families` gives each kind's name its sections
+    (families/registry.py makes the one the package uses, `registry.CONFIGS`), so this core module knows no family."""
 
+    def __init__(self, families: Callable[[], Mapping[str, Family]]):
+        self._families = families
 
-def _build_section(name: str, values: dict[str, Any], source: str, family: Family) -> Any:
-    for key, value in values.items():
+    def family_of(self, kind: object) -> Family:
+        """The sections of a kind's name; an unknown name is a ConfigError listing the known ones."""
+        family = self._families().get(kind) if isinstance(kind, str) else None
+        if family is None:
+            raise ConfigError(f"model.kind must be one of {', '.join(self._families())}, got {kind!r}")
+        return family
+
+    def from_dict(self, raw: dict[str, Any], source: str = "config", saved: bool = False) -> Config:
+        """Build a validated Config of the kind's family; unknown sections or keys are errors naming them. `saved`: a
+        config a run or a checkpoint was saved with, by an older version too, whose keys of other families (every
+        family's keys were once in one [model] and [train]) are dropped, not refused."""
         try:
-            values[key] = checked_value(name, key, value, family)
+            family = self.family_of(kind_in(raw))
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from None
-    return sections_of(family)[name](**values)
+        classes = sections_of(family)
+        sections = {}
+        for name, values in (self.migrated(raw) if saved else raw).items():
+            if name not in classes:
+                raise ConfigError(f"{source}: unknown section [{name}] (expected one of {', '.join(SECTIONS)})")
+            if not isinstance(values, dict):
+                raise ConfigError(f"{source}: [{name}] must be a table")
+            sections[name] = self._build_section(name, values, source, family)
+        sections = {name: sections.get(name) or classes[name]() for name in SECTIONS}
+        try:
+            return Config(**sections).validate()
+        except ConfigError as e:  # a check across keys (model.direction, model.rank ...): name the file it came from
+            raise ConfigError(str(e) if str(e).startswith(f"{source}: ") else f"{source}: {e}") from None
 
+    def migrated(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A saved config (a run's, a checkpoint's; raw) without the keys its family does not read: until the families
+        had sections of their own, every config held every family's keys."""
+        classes = sections_of(self.family_of(kind_in(raw)))
+        return {name: {key: value for key, value in values.items()
+                       if key in {f.name for f in dataclasses.fields(classes[name])}}
+                if name in classes and isinstance(values, dict) else values for name, values in raw.items()}
 
-def checked_value(section: str, key: str, value: Any, family: Family) -> Any:
-    """The value of a key of the family's section with the field's type (an int where a float is expected becomes
-    one); errors name the key (and the family, for a key it does not read) but not where it came from."""
-    fields = {f.name: f for f in dataclasses.fields(sections_of(family)[section])}
-    if key not in fields:
-        raise ConfigError(f"{section}.{key} is not read by {family.description} (model.kind "
-                          f"{_kind_named(family)}; its {section} keys: {', '.join(fields)})"
-                          if _some_family_reads(section, key) else f"unknown key {section}.{key}")
-    expected = type(fields[key].default)
-    if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if expected is tuple:  # a list of names (TOML has arrays)
-        if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
-            raise ConfigError(f"{section}.{key} must be a list of str, got {value!r}")
-        value = tuple(value)
-    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise ConfigError(f"{section}.{key} must be {expected.__name__}, got {value!r}")
-    if expected is float and not math.isfinite(value):
-        raise ConfigError(f"{section}.{key} must be a finite number, got {value}")
-    return value
+    def from_sources(self, raw: dict[str, Any], source: str, given: dict[str, str]) -> Config:
+        """`from_dict`, an error about a key that was not the file's named by where it came from: `given` maps
+        section.key to how it was given (`--max-minutes`, `--set train.lr=5`, `settings`)."""
+        try:
+            return self.from_dict(raw, source)
+        except ConfigError as e:
+            text = str(e).removeprefix(f"{source}: ")
+            where = next((how for key, how in given.items() if text.startswith(f"{key} ")), None)
+            if where is None:
+                raise
+            raise ConfigError(f"{where}: {text}") from None
 
+    def apply_overrides(self, raw: dict[str, Any], overrides: list[str], source: str = "config") -> dict[str, Any]:
+        """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string. A bad key or
+        value is an error naming the --set it came from; keys are checked against the family of the kind the config
+        has once every --set model.kind is applied (a kind no --set gave is the config file's, `source`)."""
+        parsed = []
+        for item in overrides:
+            dotted, sep, text = item.partition("=")
+            section, dot, key = dotted.strip().partition(".")
+            if not sep or not dot or not key:
+                raise ConfigError(f"--set {item!r}: expected section.key=value")
+            if section not in SECTIONS:
+                raise ConfigError(f"--set {item}: unknown section [{section}] (expected one of {', '.join(SECTIONS)})")
+            parsed.append((item, section, key, parse_value(text.strip())))
+            if (section, key) == ("model", "kind"):
+                raw.setdefault("model", {})["kind"] = parsed[-1][3]
+        try:
+            family = self.family_of(kind_in(raw))
+        except ConfigError as e:
+            kind_set = any((section, key) == ("model", "kind") for _, section, key, _ in parsed)
+            raise ConfigError(f"{'--set model.kind' if kind_set else source}: {e}") from None
+        for item, section, key, value in parsed:
+            try:
+                raw.setdefault(section, {})[key] = self.checked_value(section, key, value, family)
+            except ConfigError as e:
+                raise ConfigError(f"--set {item}: {e}") from None
+        return raw
 
-def _some_family_reads(section: str, key: str) -> bool:
-    return any(key in {f.name for f in dataclasses.fields(sections_of(family)[section])}
-               for family in filter(None, map(_families, _known())))
+    def checked_value(self, section: str, key: str, value: Any, family: Family) -> Any:
+        """The value of a key of the family's section with the field's type (an int where a float is expected becomes
+        one); errors name the key (and the family, for a key it does not read) but not where it came from."""
+        fields = {f.name: f for f in dataclasses.fields(sections_of(family)[section])}
+        if key not in fields:
+            raise ConfigError(f"{section}.{key} is not read by {family.description} (model.kind "
+                              f"{self._kind_named(family)}; its {section} keys: {', '.join(fields)})"
+                              if self._some_family_reads(section, key) else f"unknown key {section}.{key}")
+        expected = type(fields[key].default)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if expected is tuple:  # a list of names (TOML has arrays)
+            if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+                raise ConfigError(f"{section}.{key} must be a list of str, got {value!r}")
+            value = tuple(value)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ConfigError(f"{section}.{key} must be {expected.__name__}, got {value!r}")
+        if expected is float and not math.isfinite(value):
+            raise ConfigError(f"{section}.{key} must be a finite number, got {value}")
+        return value
 
+    def _build_section(self, name: str, values: dict[str, Any], source: str, family: Family) -> Any:
+        for key, value in values.items():
+            try:
+                values[key] = self.checked_value(name, key, value, family)
+            except ConfigError as e:
+                raise ConfigError(f"{source}: {e}") from None
+        return sections_of(family)[name](**values)
 
-def _kind_named(family: Family) -> str:
-    names = [name for name in _known() if _families(name) == family]
-    return " or ".join(repr(name) for name in names) or "?"
+    def _some_family_reads(self, section: str, key: str) -> bool:
+        return any(key in {f.name for f in dataclasses.fields(sections_of(family)[section])}
+                   for family in self._families().values())
+
+    def _kind_named(self, family: Family) -> str:
+        names = [name for name, other in self._families().items() if other == family]
+        return " or ".join(repr(name) for name in names) or "?"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -299,34 +316,6 @@ def _beside(config: Path, value: str) -> str:
     return value if Path(value).is_absolute() else str((config.parent / value).resolve())
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str = "config") -> dict[str, Any]:
-    """Apply `section.key=value` strings; the value is parsed as a TOML value, else kept as a string. A bad key or
-    value is an error naming the --set it came from; keys are checked against the family of the kind the config
-    has once every --set model.kind is applied (a kind no --set gave is the config file's, `source`)."""
-    parsed = []
-    for item in overrides:
-        dotted, sep, text = item.partition("=")
-        section, dot, key = dotted.strip().partition(".")
-        if not sep or not dot or not key:
-            raise ConfigError(f"--set {item!r}: expected section.key=value")
-        if section not in SECTIONS:
-            raise ConfigError(f"--set {item}: unknown section [{section}] (expected one of {', '.join(SECTIONS)})")
-        parsed.append((item, section, key, parse_value(text.strip())))
-        if (section, key) == ("model", "kind"):
-            raw.setdefault("model", {})["kind"] = parsed[-1][3]
-    try:
-        family = family_of(kind_in(raw))
-    except ConfigError as e:
-        kind_set = any((section, key) == ("model", "kind") for _, section, key, _ in parsed)
-        raise ConfigError(f"{'--set model.kind' if kind_set else source}: {e}") from None
-    for item, section, key, value in parsed:
-        try:
-            raw.setdefault(section, {})[key] = checked_value(section, key, value, family)
-        except ConfigError as e:
-            raise ConfigError(f"--set {item}: {e}") from None
-    return raw
-
-
 def parse_value(text: str) -> Any:
     try:
         return tomllib.loads(f"v = {text}")["v"]
@@ -354,20 +343,23 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-# What --resume may change: how long the run goes on, where it runs, what it keeps; where the files are (a run
-# resumed on another machine; the text is read with the run's vocabulary) and how they are read in worker
-# processes; and the optimizer's and regularisers' settings, as the paper's code lets a resumed run set them.
-# Every other key changes what the model is, how it reads, or how its batches and random draws run on,
-# and a resumed run would no longer be the run it continues.
-RESUMABLE = frozenset({"train.epochs", "train.max_steps", "train.max_minutes", "train.keep_epochs", "train.device",
-                       "train.checkpoint_minutes",
-                       "train.precision", "train.lr", "train.weight_decay", "train.clip", "train.alpha", "train.beta",
-                       "train.nonmono", "data.train", "data.valid", "data.test", "data.workers", "data.cache_dir"})
+# What --resume may change: how long the run goes on, where it runs, what it keeps (TrainConfig.RESUMABLE); where
+# the files are (a run resumed on another machine; the text is read with the run's vocabulary) and how they are read
+# in worker processes; and the optimizer's and regularisers' settings (each family's train section adds its own), as
+# the paper's code lets a resumed run set them. Every other key changes what the model is, how it reads, or how its
+# batches and random draws run on, and a resumed run would no longer be the run it continues.
+DATA_RESUMABLE = frozenset({"train", "valid", "test", "workers", "cache_dir"})
+
+
+def resumable(config: Config) -> frozenset[str]:
+    """The section.key names --resume may change in a run of this config's family."""
+    return frozenset({f"train.{key}" for key in type(config.train).RESUMABLE}
+                     | {f"data.{key}" for key in DATA_RESUMABLE})
 
 
 def resume_changes(saved: Config, now: Config) -> list[tuple[str, Any, Any]]:
     """The keys a resumed run would change that --resume may not: (section.key, the run's value, the new one)."""
-    old, new = saved.to_dict(), now.to_dict()
+    old, new, allowed = saved.to_dict(), now.to_dict(), resumable(saved)
     return [(f"{section}.{key}", value, new[section].get(key)) for section, values in old.items()
             for key, value in values.items()
-            if f"{section}.{key}" not in RESUMABLE and new[section].get(key) != value]
+            if f"{section}.{key}" not in allowed and new[section].get(key) != value]

@@ -63,9 +63,9 @@ ENSEMBLE_LINE = 800  # words in the one line span voting combines (exact CKY; un
 
 def model_config(name: str):
     from grammar_induce import config
-    from grammar_induce.families import registry  # noqa: F401 - it gives config.py the families' sections
+    from grammar_induce.families.registry import CONFIGS
 
-    return config.from_dict(config.load(ROOT / "configs" / f"{name}.toml"))
+    return CONFIGS.from_dict(config.load(ROOT / "configs" / f"{name}.toml"))
 
 
 def sync(device) -> None:

@@ -282,6 +282,9 @@ def _plain(reading: Reading) -> dict:
 
 
 def _reading(fields: dict) -> Reading:
+    if "forget" in fields:  # kept before readings named their distances: an ON-LSTM's two, as lists
+        named = {name: fields.pop(name) for name in ("forget", "input")}
+        fields["distances"] = {name: rows for name, rows in named.items() if rows}
     labels = fields["labels"]
     return Reading(**fields | {"labels": None if labels is None else {(i, j): x for i, j, x in labels}})
 

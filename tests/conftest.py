@@ -19,6 +19,7 @@ from grammar_induce import config as config_module
 from grammar_induce.cli import main
 from grammar_induce.config import Config
 from grammar_induce.families import checkpoint
+from grammar_induce.families.registry import CONFIGS
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.workflows.train import train
 
@@ -77,10 +78,10 @@ def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
     raw = config_module.load(ROOT / "configs" / "tiny.toml")
     raw["train"]["device"] = "cpu"
     raw["model"]["kind"] = sections.get("model", {}).get("kind", "onlstm")
-    raw = config_module.migrated(raw)  # another family: the tiny config's keys it reads (its data, its training)
+    raw = CONFIGS.migrated(raw)  # another family: the tiny config's keys it reads (its data, its training)
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
-    return config_module.from_dict(raw)
+    return CONFIGS.from_dict(raw)
 
 
 @pytest.fixture(scope="session")

@@ -185,7 +185,9 @@ def test_train_from_python_is_what_the_command_line_trains(tmp_path):
 
 @pytest.mark.parametrize("setting, value, message", [
     ("layer", 7, "layer 7 is out of range: the model has layers 1 to 3"),
-    ("distance", "bogus", "distance must be one of forget, input"),
+    ("distance", "bogus", (r"distance bogus: ptb-forward.pt \(shipped\) \(an ON-LSTM language model\) has no "
+                           r"bogus distances; it has forget, input")),
+    ("distance", 3, r"distance names a model's distances \(forget, input, parser\), not 3"),
     ("decoder", "bogus", "decoder must be one of paper, gap"),
     ("combine", "bogus", "combine must be one of mbr, mean"),
     ("batch_size", 0, "batch_size must be a whole number of at least 1"),

@@ -44,7 +44,7 @@ def test_a_pcfgs_confidence_is_each_spans_marginal_over_every_tree():
 
 def own(text: str) -> Reading:
     tree = trees.parse_brackets(text)
-    return Reading(trees.leaves(tree), [], [], parsed_tree=tree)
+    return Reading(trees.leaves(tree), parsed_tree=tree)
 
 
 def test_an_ensembles_confidence_is_each_spans_weighted_share_of_the_vote():
@@ -64,12 +64,12 @@ def test_an_onlstms_confidence_is_the_share_of_its_layers_and_a_structformer_alo
     """Three layers of distances (the paper's decoder splits at the largest): layer trees ((a b) (c d)) twice and
     (a (b (c d))) once."""
     split_middle, split_first = [0.0, 1.0, 3.0, 1.0], [0.0, 3.0, 2.0, 1.0]
-    reading = Reading(list("abcd"), [split_middle, split_middle, split_first], [])
+    reading = Reading(list("abcd"), {"forget": [split_middle, split_middle, split_first]})
     tree = reading.tree(1)
     assert trees.spans(tree) == {(0, 2), (2, 4)}
     assert confidences([reading], [1], ParseOptions(), tree) == pytest.approx({(0, 4): 1.0, (0, 2): 2 / 3,
                                                                                (2, 4): 1.0})
-    one_layer = Reading(list("abcd"), [split_middle], [])
+    one_layer = Reading(list("abcd"), {"forget": [split_middle]})
     assert confidences([one_layer], [1], ParseOptions(), tree) is None
 
 

@@ -3,15 +3,16 @@ import pytest
 
 from grammar_induce import config as C
 from grammar_induce.config import ConfigError
+from grammar_induce.families.registry import CONFIGS
 
 from .conftest import ROOT, invoke, one_line_error, sole_line_error
 
 
 def test_shipped_configs_load():
     for name in ("ptb", "ptb-cpu", "quickstart", "tiny"):
-        cfg = C.from_dict(C.load(ROOT / "configs" / f"{name}.toml"))
+        cfg = CONFIGS.from_dict(C.load(ROOT / "configs" / f"{name}.toml"))
         assert cfg.model.n_layers == 3
-    ptb = C.from_dict(C.load(ROOT / "configs" / "ptb.toml"))
+    ptb = CONFIGS.from_dict(C.load(ROOT / "configs" / "ptb.toml"))
     assert (ptb.model.emb_size, ptb.model.hidden_size, ptb.model.chunk_size) == (400, 1150, 10)
     assert (ptb.train.batch_size, ptb.train.bptt, ptb.train.lr, ptb.train.seed, ptb.train.epochs) == (20, 70, 30.0, 141, 1000)
     assert (ptb.model.dropout, ptb.model.dropouth, ptb.model.dropouti, ptb.model.dropoute, ptb.model.wdrop) == \
@@ -19,16 +20,16 @@ def test_shipped_configs_load():
 
 
 def test_overrides_and_unknown_keys():
-    raw = C.apply_overrides({"model": {"emb_size": 10, "hidden_size": 20}}, ["train.lr=5", "model.chunk_size=5",
+    raw = CONFIGS.apply_overrides({"model": {"emb_size": 10, "hidden_size": 20}}, ["train.lr=5", "model.chunk_size=5",
                                                                               "data.tokenizer=jieba"])
-    cfg = C.from_dict(raw)
+    cfg = CONFIGS.from_dict(raw)
     assert cfg.train.lr == 5.0 and cfg.model.chunk_size == 5 and cfg.data.tokenizer == "jieba"
     with pytest.raises(ConfigError, match="unknown key train.lrr"):
-        C.from_dict({"train": {"lrr": 1}})
+        CONFIGS.from_dict({"train": {"lrr": 1}})
     with pytest.raises(ConfigError, match=r"unknown section \[optim\]"):
-        C.from_dict({"optim": {}})
+        CONFIGS.from_dict({"optim": {}})
     with pytest.raises(ConfigError, match="expected section.key=value"):
-        C.apply_overrides({}, ["lr=3"])
+        CONFIGS.apply_overrides({}, ["lr=3"])
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -39,14 +40,14 @@ def test_overrides_and_unknown_keys():
 ])
 def test_impossible_values(raw, message):
     with pytest.raises(ConfigError, match=message):
-        C.from_dict(raw)
+        CONFIGS.from_dict(raw)
 
 
 def test_toml_round_trip():
-    cfg = C.from_dict(C.load(ROOT / "configs" / "quickstart.toml"))
+    cfg = CONFIGS.from_dict(C.load(ROOT / "configs" / "quickstart.toml"))
     import tomllib
 
-    assert C.from_dict(tomllib.loads(C.to_toml(cfg))) == cfg
+    assert CONFIGS.from_dict(tomllib.loads(C.to_toml(cfg))) == cfg
 
 
 PRESETS = sorted((ROOT / "configs").glob("*.toml"))
@@ -56,9 +57,9 @@ PRESETS = sorted((ROOT / "configs").glob("*.toml"))
 def test_every_preset_loads_and_states_only_what_differs_from_the_defaults(preset):
     import tomllib
 
-    C.from_dict(C.load(preset), str(preset))  # validates
+    CONFIGS.from_dict(C.load(preset), str(preset))  # validates
     stated = tomllib.loads(preset.read_text())
-    defaults = C.from_dict({"model": {"kind": C.kind_in(stated)}}).to_dict()  # its family's
+    defaults = CONFIGS.from_dict({"model": {"kind": C.kind_in(stated)}}).to_dict()  # its family's
     for section in ("model", "train"):
         same = [key for key, value in stated.get(section, {}).items()
                 if defaults[section][key] == value and key != "kind"]  # the kind says which defaults
@@ -66,7 +67,7 @@ def test_every_preset_loads_and_states_only_what_differs_from_the_defaults(prese
 
 
 def test_the_paper_preset_is_the_defaults_with_its_data():
-    loaded, defaults = C.from_dict(C.load(ROOT / "configs" / "ptb.toml")), C.from_dict({})
+    loaded, defaults = CONFIGS.from_dict(C.load(ROOT / "configs" / "ptb.toml")), CONFIGS.from_dict({})
     assert loaded.model == defaults.model and loaded.train == defaults.train
 
 
@@ -113,20 +114,20 @@ def test_a_kind_checks_the_sizes_it_is_built_with():
         registry.build(10, ONLSTMConfig(emb_size=14, hidden_size=1150, chunk_size=7))
     with pytest.raises(ConfigError, match=r"x.toml: model.chunk_size is not read by a distilled student \(model.kind "
                                           r"'student'; its model keys: kind, emb_size, hidden_size, n_layers, dropout\)"):
-        C.from_dict({"model": {"kind": "student", "chunk_size": 7}}, "x.toml")
+        CONFIGS.from_dict({"model": {"kind": "student", "chunk_size": 7}}, "x.toml")
 
 
 def test_each_family_reads_its_own_keys_and_a_saved_config_drops_the_others():
     """A PCFG's config with an ON-LSTM's key is refused, naming the key and the family; a config saved when every
     family's keys were in one section (a run folder's, a shipped checkpoint's) loads with the others dropped."""
     with pytest.raises(ConfigError, match=r"p.toml: train.bptt is not read by a TN-PCFG \(model.kind 'pcfg'"):
-        C.from_dict({"model": {"kind": "pcfg"}, "train": {"bptt": 70}}, "p.toml")
+        CONFIGS.from_dict({"model": {"kind": "pcfg"}, "train": {"bptt": 70}}, "p.toml")
     with pytest.raises(ConfigError, match=r"--set train.mask_rate=0.2: train.mask_rate is not read by an ON-LSTM"):
-        C.apply_overrides({}, ["train.mask_rate=0.2"])
-    assert C.apply_overrides({}, ["model.kind=structformer", "train.mask_rate=0.2"])["train"]["mask_rate"] == 0.2
+        CONFIGS.apply_overrides({}, ["train.mask_rate=0.2"])
+    assert CONFIGS.apply_overrides({}, ["model.kind=structformer", "train.mask_rate=0.2"])["train"]["mask_rate"] == 0.2
     old = {"model": {"kind": "pcfg", "emb_size": 400, "rank": 8, "direction": "forward"},
            "train": {"bptt": 70, "lr": 0.001, "max_length": 30}, "data": {"train": "t.txt"}}
-    loaded = C.from_dict(old, "old.pt", saved=True)
+    loaded = CONFIGS.from_dict(old, "old.pt", saved=True)
     assert loaded.model.rank == 8 and loaded.train.max_length == 30 and not hasattr(loaded.train, "bptt")
     assert "emb_size" not in C.to_toml(loaded) and loaded.model.reading_order == "forward"
 
@@ -141,12 +142,11 @@ def test_a_check_across_keys_names_the_config_file(tmp_path):
 def test_a_pcfg_config_without_an_optimiser_trains_at_the_papers_settings():
     """Every family inherited the AWD-LSTM's lr 30, clip 0.25 and batch 20: a PCFG config without `lr` diverged at
     step 2 (issue 71). The TN-PCFG's own: batches of 4, Adam at 1e-3, clip 3; the ON-LSTM keeps the AWD recipe's."""
-    from grammar_induce import config as config_module
     from grammar_induce.families import registry  # noqa: F401 - it gives config.py the families' sections
 
-    pcfg = config_module.from_dict({"model": {"kind": "pcfg"}}).train
+    pcfg = CONFIGS.from_dict({"model": {"kind": "pcfg"}}).train
     assert (pcfg.batch_size, pcfg.lr, pcfg.clip) == (4, 1e-3, 3.0)
-    lstm = config_module.from_dict({"model": {"kind": "onlstm"}}).train
+    lstm = CONFIGS.from_dict({"model": {"kind": "onlstm"}}).train
     assert (lstm.batch_size, lstm.lr, lstm.clip) == (20, 30.0, 0.25)
 
 
@@ -155,9 +155,30 @@ def test_the_structformer_ptb_config_reads_raw_text_as_the_shipped_english_model
     from grammar_induce.text.corpus import training_reader
     from grammar_induce.text.tokenizer import Tokenizer, tokenizer_of
 
-    cfg = C.from_dict(C.load(ROOT / "configs" / "structformer-ptb.toml"))
+    cfg = CONFIGS.from_dict(C.load(ROOT / "configs" / "structformer-ptb.toml"))
     line = "Dogs bark, loudly. The 3 cats ran."
     assert tokenizer_of(cfg.data)(line) == Tokenizer("treebank", lowercase=True, replace_digits=True)(line) \
         == ["dogs", "bark", "loudly", "the", "N", "cats", "ran"]
     training = "the s&l 's <unk> rose N N in hk$ to invest in the u.s."  # read as it is, tokenized already
     assert training_reader(cfg.data)(training) == training.split()
+
+
+def test_the_registry_composes_the_families_a_config_is_read_with_no_global_installed_by_an_import():
+    """config.from_dict({"model": {"kind": "onlstm"}}) said "model.kind must be one of , got 'onlstm'" unless the
+    registry had been imported first (its import installed the families in a global of config.py): issue 71."""
+    import subprocess
+    import sys
+
+    code = ("from grammar_induce.families.registry import CONFIGS; "
+            "print(type(CONFIGS.from_dict({'model': {'kind': 'pcfg'}}).train).__name__)")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "SentenceTrainConfig"
+    assert "global " not in (ROOT / "grammar_induce" / "config.py").read_text()
+    with pytest.raises(ConfigError, match="model.kind must be one of toy, got 'onlstm'"):
+        C.ConfigReader(lambda: {"toy": C.Family(C.ModelConfig, C.TrainConfig, "a toy")}).from_dict({})
+
+
+def test_what_resume_may_change_is_each_familys_own():
+    awd, pcfg = (C.resumable(CONFIGS.from_dict({"model": {"kind": kind}})) for kind in ("onlstm", "pcfg"))
+    assert {"train.alpha", "train.nonmono", "train.lr", "data.train"} <= awd
+    assert "train.alpha" not in pcfg and {"train.lr", "train.clip", "data.train"} <= pcfg

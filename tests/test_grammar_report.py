@@ -40,7 +40,7 @@ def test_labelled_f1_under_a_label_map_by_hand():
                     ((0, 2, "NP"), (3, 5, "NP"), (2, 5, "VP"), (2, 5, "S"), (0, 5, "S")))
     assert gold.categories() == {(0, 2): "NP", (3, 5): "NP", (2, 5): "S", (0, 5): "S"}
     tree = trees.parse_brackets("((a b) ((c d) e))")
-    reading = Reading(list("abcde"), [], [], parsed_tree=tree,
+    reading = Reading(list("abcde"), parsed_tree=tree,
                       labels={(0, 2): "NT-1", (2, 5): "NT-2", (2, 4): "NT-1", (0, 5): "NT-0"})
     score = labelled_score([reading], [tree], [gold], {"NT-1": "NP", "NT-2": "S"})
     # found: (0,2,NP) right, (2,5,S) right, (2,4,NP) wrong; gold: (0,2,NP), (3,5,NP), (2,5,S)

@@ -3,6 +3,7 @@ right-branching trees runs through loading, parse, evaluate, ensembles and the A
 itself (a `log_likelihood`) goes through train and resume too; nothing outside the registry and the kinds asks
 which kind a model is."""
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ class RightBranching(ModelKind):
         self.embedding = torch.nn.Embedding(vocab_size, 2)  # a weight: the checkpoint has a state and a device
 
     def read(self, tokens, words, n_layers=None, products=None) -> list[Reading]:
-        return [Reading(list(w), [], [], "forward", trees.right_branching(w)) for w in words]
+        return [Reading(list(w), parsed_tree=trees.right_branching(w)) for w in words]
 
 
 @pytest.fixture
@@ -90,9 +91,55 @@ def test_in_an_ensemble_it_votes_beside_a_language_model(toy, tiny_run):
     assert any(name.startswith("2: ") and name.endswith("toy.pt") for name in report.rows)  # its own trees: no layer
 
 
+class Positions(ModelKind):
+    """A toy whose distances have names of their own, over two layers: `position` (each word's index: the paper's
+    split peels the last word off) and `reverse` (the other way)."""
+
+    NAME, DESCRIPTION, DISTANCES = "toy-positions", "a positions toy", ("position", "reverse")
+    parse_layers = 2
+
+    def __init__(self, vocab_size: int, config: ModelConfig):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(vocab_size, 2)
+
+    def read(self, tokens, words, n_layers=None, products=None) -> list[Reading]:
+        return [Reading(list(w), {"position": [[float(k) for k in range(len(w))]] * 2,
+                                  "reverse": [[float(len(w) - k) for k in range(len(w))]] * 2}) for w in words]
+
+
+def test_a_family_whose_distances_have_names_of_their_own_parses_evaluates_and_writes_by_them(monkeypatch, tmp_path,
+                                                                                               tiny_model):
+    """Readings name their distances (issue 71): the toy's are offered by its names, its first by default, in the API,
+    parse, jsonl and evaluate's rows; a name it lacks is a one-line error naming it and the names it has."""
+    monkeypatch.setitem(registry.KINDS, Positions.NAME, Positions)
+    config = Config(model=ModelConfig(kind=Positions.NAME), data=tiny_model.config.data)
+    path = tmp_path / "positions.pt"
+    checkpoint.save(path, Positions(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
+                    config)
+    words = SENTENCE.split()
+    by_position = trees.to_brackets(trees.decode([float(k) for k in range(8)], words, "forward", "paper"))
+    by_reverse = trees.to_brackets(trees.decode([float(8 - k) for k in range(8)], words, "forward", "paper"))
+    assert by_position != by_reverse
+    assert brackets(gi.load(path).parse(SENTENCE)) == brackets(gi.load(path, distance="position").parse(SENTENCE)) \
+        == by_position
+    assert brackets(gi.load(path, distance="reverse").parse(SENTENCE)) == by_reverse
+    result = CliRunner().invoke(main, ["parse", "--model", str(path), "--distance", "reverse", "--format", "jsonl",
+                                       SENTENCE])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["position"][1] == [float(k) for k in range(8)] and record["reverse"][1] == [float(8 - k) for k in range(8)]
+    assert trees.to_brackets(record["tree"]) == by_reverse
+    wrong = CliRunner().invoke(main, ["parse", "--model", str(path), "--distance", "forget", SENTENCE])
+    assert wrong.exit_code != 0 and wrong.output.strip().splitlines()[-1] == (
+        f"Error: --distance forget: {path} (a positions toy) has no forget distances; it has position, reverse")
+    report = gi.evaluate(gi.load(path, distance="reverse"), gold=QUICKSTART_GOLD)
+    assert report.main_row == "layer 1 reverse"
+    assert {"layer 1 position", "layer 2 reverse", "mean of layers position"} <= set(report.rows)
+
+
 def test_nothing_outside_the_registry_and_the_kinds_asks_which_kind_a_model_is():
     package = ROOT / "grammar_induce"
-    asking = re.compile(r"is_student|has_distances|YIELDS|\.NAME\s*[!=]=|model\.kind\s*[!=]=|"
+    asking = re.compile(r"is_student|has_distances|YIELDS|\.NAME\s*[!=]=|[!=]=\s*\w+\.NAME\b|model\.kind\s*[!=]=|"
                         r"kind\s*[!=]=\s*\"(onlstm|lstm|student|pcfg)\"|"
                         r"(isinstance|issubclass)\([^)]*(SpanParser|LanguageModel)")
     families = package / "families"
@@ -159,7 +206,7 @@ class WidthCRF(ModelKind):
 
         n = max(len(w) for w in words)
         found = tree_crf.TreeCRF(self.span_scores(n).expand(len(words), -1, -1), [len(w) for w in words]).argmax(words)
-        return [Reading(list(w), [], [], "forward", tree) for w, tree in zip(words, found)]
+        return [Reading(list(w), parsed_tree=tree) for w, tree in zip(words, found)]
 
 
 def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluate_ensembles_and_distill(

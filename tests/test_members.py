@@ -23,14 +23,14 @@ def test_sentence_far_longer_than_bptt_is_parsed_whole(tiny_model):
     parsed = read_sentences(tiny_model, [words, words[:7]])
     assert trees.leaves(parsed[0].tree(2)) == words
     alone = read_sentences(tiny_model, [words[:7]])[0]
-    torch.testing.assert_close(torch.tensor(parsed[1].forget), torch.tensor(alone.forget), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(torch.tensor(parsed[1].distances["forget"]), torch.tensor(alone.distances["forget"]), rtol=1e-5, atol=1e-6)
 
 
 def test_eos_and_unk_typed_by_a_user_are_ordinary_unknown_words(tiny_model):
     typed = read_sentences(tiny_model, ["the dog <eos> saw a cat".split(), "the dog <unk> saw a cat".split()])
     unknown = read_sentences(tiny_model, ["the dog qqqq saw a cat".split()])[0]
     for parsed in typed:  # a batch of two against a batch of one: equal to float32 rounding, not bit for bit
-        for got, expected in zip(parsed.forget, unknown.forget):
+        for got, expected in zip(parsed.distances["forget"], unknown.distances["forget"]):
             assert got == pytest.approx(expected, rel=1e-5, abs=1e-6)
         assert len(trees.leaves(parsed.tree(2))) == 6
 

@@ -49,8 +49,8 @@ def test_batched_distances_equal_one_at_a_time(tiny_model):
         if not sentence:
             assert together is None and alone is None
             continue
-        torch.testing.assert_close(torch.tensor(together.forget), torch.tensor(alone.forget), rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(torch.tensor(together.input), torch.tensor(alone.input), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(torch.tensor(together.distances["forget"]), torch.tensor(alone.distances["forget"]), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(torch.tensor(together.distances["input"]), torch.tensor(alone.distances["input"]), rtol=1e-5, atol=1e-6)
 
 
 def test_distances_are_those_of_the_words_between_eos(tiny_model):
@@ -60,8 +60,8 @@ def test_distances_are_those_of_the_words_between_eos(tiny_model):
     tokens = torch.tensor([[1] + vocab.encode(sentence) + [1]]).t()  # <eos> w1..wn <eos>
     with torch.no_grad():
         distances = tiny_model.model.distances(tokens)
-    assert len(parsed.forget) == 3 and len(parsed.forget[1]) == len(sentence)
-    torch.testing.assert_close(torch.tensor(parsed.forget), distances.forget[:, 1:-1, 0])
+    assert len(parsed.distances["forget"]) == 3 and len(parsed.distances["forget"][1]) == len(sentence)
+    torch.testing.assert_close(torch.tensor(parsed.distances["forget"]), distances.forget[:, 1:-1, 0])
     assert parsed.tree(2) == tree_from_distances(distances.forget[1, 1:-1, 0].tolist(), sentence)
 
 
@@ -72,8 +72,8 @@ def test_stopping_at_a_layer_gives_the_same_distances_for_the_layers_run(tiny_mo
         if whole is None:
             assert part is None
             continue
-        assert len(part.forget) == 2 and len(part.input) == 2
-        assert part.forget == whole.forget[:2] and part.input == whole.input[:2]
+        assert len(part.distances["forget"]) == 2 and len(part.distances["input"]) == 2
+        assert part.distances["forget"] == whole.distances["forget"][:2] and part.distances["input"] == whole.distances["input"][:2]
         assert part.tree(2) == whole.tree(2)
 
 
@@ -106,10 +106,10 @@ def test_a_backward_models_distances_are_the_forward_pass_over_the_reversed_word
     tokens = torch.tensor([[1] + tiny_backward_model.vocab.encode(sentence[::-1]) + [1]]).t()
     with torch.no_grad():
         distances = tiny_backward_model.model.distances(tokens)
-    torch.testing.assert_close(torch.tensor(parsed.forget), distances.forget[:, 1:-1, 0].flip(-1))
-    torch.testing.assert_close(torch.tensor(parsed.input), distances.input[:, 1:-1, 0].flip(-1))
-    assert parsed.tree(2) == trees.paper_tree(parsed.forget[1], sentence, "backward")
-    assert parsed.gaps(2) == parsed.forget[1][:-1]
+    torch.testing.assert_close(torch.tensor(parsed.distances["forget"]), distances.forget[:, 1:-1, 0].flip(-1))
+    torch.testing.assert_close(torch.tensor(parsed.distances["input"]), distances.input[:, 1:-1, 0].flip(-1))
+    assert parsed.tree(2) == trees.paper_tree(parsed.distances["forget"][1], sentence, "backward")
+    assert parsed.gaps(2) == parsed.distances["forget"][1][:-1]
 
 
 def test_an_ensemble_of_one_model_twice_gives_that_models_trees(tiny_model):
@@ -203,8 +203,8 @@ def test_layers_by_agreement_finds_the_layers_whose_trees_agree():
     shared = [0, 1, 2, 1, 3, 1, 2, 1]
     o1, o2, o3, o4 = ([0, *gaps] for gaps in ([7, 6, 5, 4, 3, 2, 1], [1, 2, 3, 4, 5, 6, 7], [3, 2, 1, 7, 4, 5, 6],
                                              [6, 5, 4, 3, 2, 7, 1]))
-    a = [Reading(words, [o1, o2, shared], [o1] * 3)] * 4
-    b = [Reading(words, [shared, o3, o4], [o1] * 3)] * 4
+    a = [Reading(words, {"forget": [o1, o2, shared], "input": [o1] * 3})] * 4
+    b = [Reading(words, {"forget": [shared, o3, o4], "input": [o1] * 3})] * 4
     assert layers_by_agreement([a, b], ParseOptions(decoder="gap")) == (3, 1)
     assert layers_by_agreement([a, a], ParseOptions()) == (2, 2)  # agreeing members keep the middle layers
 
@@ -215,9 +215,9 @@ def test_layers_by_agreement_across_families_asks_the_other_family():
     words = list("abcdefgh")
     shared = [0, 1, 2, 1, 3, 1, 2, 1]  # a balanced tree: the PCFG's, and layer 3 of A, layer 1 of B
     bias, o1, o3 = ([0, *gaps] for gaps in ([7, 6, 5, 4, 3, 2, 1], [1, 2, 3, 4, 5, 6, 7], [3, 2, 1, 7, 4, 5, 6]))
-    a = [Reading(words, [o1, bias, shared], [o1] * 3)] * 4
-    b = [Reading(words, [shared, bias, o3], [o1] * 3)] * 4  # both middle layers hold the same tree: a family's bias
-    pcfg = [Reading(words, [], [], "forward", Reading(words, [shared], [shared]).tree(1, decoder="gap"))] * 4
+    a = [Reading(words, {"forget": [o1, bias, shared], "input": [o1] * 3})] * 4
+    b = [Reading(words, {"forget": [shared, bias, o3], "input": [o1] * 3})] * 4  # both middle layers hold the same tree: a family's bias
+    pcfg = [Reading(words, parsed_tree=Reading(words, {"forget": [shared], "input": [shared]}).tree(1, decoder="gap"))] * 4
     options = ParseOptions(decoder="gap")
     assert layers_by_agreement([a, b], options) == (2, 2)  # alone, the two agree on their shared bias
     assert layers_by_agreement([a, b, pcfg], options, ["onlstm", "onlstm", "pcfg"]) == (3, 1, 1)
@@ -255,7 +255,7 @@ def test_a_batch_holds_a_bounded_number_of_words_whatever_batch_size_asks(tiny_m
     monkeypatch.setattr(members_module, "BATCH_WORDS", 1 << 20)
     unbounded = read_sentences(tiny_model, sentences, batch_size=100000)
     for a, b in zip(unbounded, bounded):  # the same distances, to float rounding (other batch shapes)
-        for row_a, row_b in zip(a.forget, b.forget):
+        for row_a, row_b in zip(a.distances["forget"], b.distances["forget"]):
             assert row_a == pytest.approx(row_b, rel=1e-5, abs=1e-6)
 
 

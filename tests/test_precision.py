@@ -250,7 +250,7 @@ def test_bf16_parsing_gives_nearly_the_trees_of_float32(tiny_model, with_bf16_un
     reduced = read_sentences(tiny_model, sentences, products=precision.product_dtype(precision.resolve("bf16", CPU)))
     agree = sum(a.tree(2) == b.tree(2) for a, b in zip(full, reduced))
     assert agree >= 0.9 * len(sentences)
-    gaps = [abs(x - y) for a, b in zip(full, reduced) for x, y in zip(a.distances(2), b.distances(2))]
+    gaps = [abs(x - y) for a, b in zip(full, reduced) for x, y in zip(a.layer_distances(2), b.layer_distances(2))]
     assert 0 < max(gaps) < 0.02
 
 

@@ -12,6 +12,7 @@ import torch
 import grammar_induce as gi
 from grammar_induce import config as config_module
 from grammar_induce.families import checkpoint
+from grammar_induce.families.registry import CONFIGS
 from grammar_induce.families.structformer import structure
 from grammar_induce.families.structformer.model import StructFormer, before_each_word
 from grammar_induce.families.structformer.settings import StructFormerConfig
@@ -30,7 +31,7 @@ BIG = structure.BIG
 def tiny_structformer_config(**train_settings):
     raw = config_module.load(ROOT / "configs" / "structformer-tiny.toml")
     raw["train"].update({"device": "cpu", **train_settings})
-    return config_module.from_dict(raw)
+    return CONFIGS.from_dict(raw)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +156,7 @@ def test_a_structformer_parses_both_kinds_of_tree(sf_run):
     parser = gi.load(sf_run / "best.pt")
     record = parser.analyse("the old man saw a dog .").to_dict()
     assert len(record["heads"]) == len(record["words"]) and record["heads"].count(0) == 1
-    assert "forget" in record and "input" not in record
+    assert "parser" in record and "forget" not in record and "input" not in record  # its distances, by their name
     result = invoke("parse", "--model", sf_run / "best.pt", "--format", "conll", "a b c", "d e f g")
     assert result.exit_code == 0, result.output
     blocks = result.output.strip().split("\n\n")
@@ -335,12 +336,12 @@ def test_tokens_a_second_count_every_word_read_not_only_the_masked_ones(sf_run):
 
 def test_an_input_distance_asked_of_a_structformer_is_a_one_line_error_naming_the_model(sf_run, tiny_run, tmp_path):
     """A StructFormer has its parser's distances alone: `--distance input` ended in an IndexError traceback in parse,
-    evaluate, ensembles and the API."""
+    evaluate, ensembles and the API. Its readings name them `parser` (issue 71): the default and `--distance parser`
+    read them, in an ensemble beside an ON-LSTM whose default is its forget gates."""
     from .conftest import sole_line_error
 
     model = sf_run / "best.pt"
-    said = (f"--distance input: {model} (a StructFormer masked language model) has no input distances; it has "
-            "parser distances (forget)")
+    said = f"--distance input: {model} (a StructFormer masked language model) has no input distances; it has parser"
     sole_line_error(invoke("parse", "--model", model, "--distance", "input", "the dog barked"), said)
     sole_line_error(invoke("parse", "--model", tiny_run / "best.pt", "--model", model, "--distance", "input",
                            "the dog barked"), said)
@@ -348,3 +349,8 @@ def test_an_input_distance_asked_of_a_structformer_is_a_one_line_error_naming_th
     with pytest.raises(ValueError, match="distance input: .* has no input distances"):
         gi.load(model, distance="input")
     assert invoke("parse", "--model", tiny_run / "best.pt", "--distance", "input", "the dog barked").exit_code == 0
+    named = invoke("parse", "--model", model, "--distance", "parser", "--format", "jsonl", "the dog barked")
+    default = invoke("parse", "--model", model, "--format", "jsonl", "the dog barked")
+    assert named.exit_code == 0 and named.stdout == default.stdout and list(json.loads(named.stdout))[2] == "parser"
+    mixed = invoke("parse", "--model", tiny_run / "best.pt", "--model", model, "--format", "jsonl", "the dog barked")
+    assert [list(m)[2] for m in json.loads(mixed.stdout)["members"]] == ["forget", "parser"]

@@ -207,7 +207,7 @@ def test_a_right_branching_voter_is_one_more_weighted_voter():
     for n in range(3, 8):
         words = [f"w{k}" for k in range(n)]
         for _ in range(10):
-            members = [Reading(words, [[rng.random() for _ in words]], [[0.0] * n]) for _ in range(2)]
+            members = [Reading(words, {"forget": [[rng.random() for _ in words]], "input": [[0.0] * n]}) for _ in range(2)]
             voters = [m.tree(1) for m in members] + [trees.right_branching(words)]
             for weight in (0.5, 1.0):
                 voted = combine([members], [1, 1], ParseOptions(layers=(1, 1), right_voter=weight))[0]

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
 class ModelKind(nn.Module):
     NAME: ClassVar[str]  # stored in the checkpoint: config model.kind
     OWN_TREES: ClassVar[bool] = False  # it makes trees of its own (a PCFG, a student): no layers, no distances
-    DISTANCES: ClassVar[tuple[str, ...]] = ()  # the distances its readings carry per layer (an ON-LSTM's two kinds)
-    # what evaluate's rows call a distance kind where "layer L <kind>" would mislead (a StructFormer's one distance is
-    # its parser network's, not a layer's forget gates)
-    DISTANCE_NAMES: ClassVar[dict[str, str]] = {}
+    # the names of the distances its readings carry (Reading.distances; an ON-LSTM's forget and input master gates),
+    # the first read unless another is asked for
+    DISTANCES: ClassVar[tuple[str, ...]] = ()
+    LAYERED: ClassVar[bool] = True  # its distances are a layer's each (an evaluation row a layer), or one set
     DESCRIPTION: ClassVar[str]  # how messages name a model of this kind: "an ON-LSTM language model"
     SEARCH: ClassVar[str] = ""  # a kind that yields trees: how it finds them ("CKY"), for its evaluation row and notes
     BF16_PARTS: ClassVar[str] = ""  # what bf16 training runs in bfloat16, for the training log
@@ -52,6 +52,7 @@ class ModelKind(nn.Module):
     # (None: the CKY's, cky.EXACT_LIMIT, past which it splits greedily)
     LONGEST: ClassVar[tuple[int, str] | None] = None
     TRAINER: ClassVar[type[Trainer] | None] = None  # the recipe `train` fits it with (None: made otherwise)
+    DISTILLED_BY: ClassVar[type[Trainer] | None] = None  # the recipe `distill` fits it with (the student's)
     # the [model] and [train] sections its config is read with (its family's ModelConfig and TrainConfig subclasses,
     # in its folder's settings.py); a key of neither is an error naming the key and the family
     CONFIG: ClassVar[tuple[type[ModelConfig], type[TrainConfig]]] = ModelConfig, TrainConfig

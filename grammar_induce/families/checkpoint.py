@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from .. import config as config_module
 from ..config import Config, ConfigError
 from ..errors import InputError
 from ..files import atomic_write, is_zip
@@ -136,7 +135,7 @@ def _mismatch(error: Exception) -> str:
 def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
     payload = read(path)
     try:
-        config = config_module.from_dict(payload["config"], source=str(path), saved=True)
+        config = registry.CONFIGS.from_dict(payload["config"], source=str(path), saved=True)
         vocab = Vocab(payload["vocab"])
         tokenizer = Tokenizer(**payload["tokenizer"])
         model = registry.build(len(vocab), config.model)

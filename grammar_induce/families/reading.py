@@ -4,22 +4,20 @@ the command line's choices read it without loading a model."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import trees
 from ..trees import Tree
 
-DISTANCES = ("forget", "input")  # the kinds of distances a language model's reading has, per layer
-
 
 @dataclass(frozen=True)
 class Reading:
-    """One model's reading of one sentence, in reading order: per-layer distances (a language model with
-    master gates), or its own tree (a kind that yields trees, as the distilled student does)."""
+    """One model's reading of one sentence, in reading order: its distances by name, per layer (an ON-LSTM's
+    `forget` and `input` master gates, a StructFormer's `parser` ones), or its own tree (a kind that yields trees,
+    as the distilled student does). A method given no name reads the first distances the model has."""
 
     words: list[str]
-    forget: list[list[float]]  # per layer, per word
-    input: list[list[float]]
+    distances: dict[str, list[list[float]]] = field(default_factory=dict)  # name -> per layer, per word
     direction: str = "forward"
     parsed_tree: Tree | None = None  # the model's own tree: it has no distances
     labels: dict[tuple[int, int], str] | None = None  # the own tree's spans' induced labels (a PCFG's `NT-k`)
@@ -31,7 +29,7 @@ class Reading:
 
     @property
     def n_layers(self) -> int:
-        return len(self.forget) or 1  # a tree of its own is one layer, for the layer choice
+        return len(next(iter(self.distances.values()), [])) or 1  # a tree of its own is one layer, for the choice
 
     @property
     def has_gaps(self) -> bool:
@@ -39,27 +37,27 @@ class Reading:
         return self.parsed_tree is None
 
     def to_dict(self) -> dict[str, list[list[float]]]:
-        """What an output record shows of the reading beside its tree: every layer's distances of each kind it
+        """What an output record shows of the reading beside its tree: every layer's distances of each name it
         has; nothing for a tree of its own (an empty list would read as a sentence of no words)."""
         if self.parsed_tree is not None:
             return {}
-        return {kind: getattr(self, kind) for kind in DISTANCES if getattr(self, kind)}
+        return {name: rows for name, rows in self.distances.items() if rows}
 
-    def distances(self, layer: int, kind: str = "forget") -> list[float]:
-        """One layer's distances; `layer` counts from 1."""
-        return getattr(self, kind)[layer - 1]
+    def layer_distances(self, layer: int, name: str | None = None) -> list[float]:
+        """One layer's distances of `name` (None: the first the model has); `layer` counts from 1."""
+        return self.distances[name or next(iter(self.distances))][layer - 1]
 
-    def gaps(self, layer: int, kind: str = "forget") -> list[float]:
+    def gaps(self, layer: int, name: str | None = None) -> list[float]:
         """The scores of the gaps between words (none for a tree of its own)."""
         if self.parsed_tree is not None:
             return []
-        return trees.gap_scores(self.distances(layer, kind), self.direction)
+        return trees.gap_scores(self.layer_distances(layer, name), self.direction)
 
-    def tree(self, layer: int, kind: str = "forget", decoder: str | None = None) -> Tree:
+    def tree(self, layer: int, name: str | None = None, decoder: str | None = None) -> Tree:
         """The tree of one layer's distances by `decoder` (None: the reading's own); or the model's own tree."""
         if self.parsed_tree is not None:
             return self.parsed_tree
-        return trees.decode(self.distances(layer, kind), self.words, self.direction, decoder or self.decoder)
+        return trees.decode(self.layer_distances(layer, name), self.words, self.direction, decoder or self.decoder)
 
 
 def model_order(items: list, direction: str) -> list:

@@ -19,13 +19,12 @@ KINDS: dict[str, type[ModelKind]] = {cls.NAME: cls for cls in (ONLSTMLanguageMod
 STUDENT: type[SpanParser] = SpanParser  # the kind `distill` trains: its recipe is SpanParser.DISTILLED_BY
 
 
-def family(name: str) -> config_module.Family | None:
-    """The config sections of a kind's name (None: no such kind), as config.py reads them."""
-    kind = KINDS.get(name)
-    return None if kind is None else config_module.Family(*kind.CONFIG, kind.DESCRIPTION)
+def families() -> dict[str, config_module.Family]:
+    """Each kind's config sections by its name, as config files are read with them."""
+    return {name: config_module.Family(*kind.CONFIG, kind.DESCRIPTION) for name, kind in KINDS.items()}
 
 
-config_module.use_families(family, lambda: list(KINDS))
+CONFIGS = config_module.ConfigReader(families)  # how the package reads a config: the registry composes the families
 
 
 def kind_of(name: str) -> type[ModelKind]:

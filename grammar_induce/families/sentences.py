@@ -105,9 +105,10 @@ def length_batches(sentences: list[Tensor], batch_size: int, longest: int, rng: 
     return batches
 
 
-def padded(sentences: list[Tensor], device: torch.device) -> tuple[Tensor, list[int]]:
+def padded(sentences: list[Tensor], device: torch.device, pad: int = 0) -> tuple[Tensor, list[int]]:
+    """The sentences as the rows of one tensor, padded with `pad` on the right, and their lengths."""
     lengths = [len(s) for s in sentences]
-    rows = torch.zeros(len(sentences), max(lengths), dtype=torch.long)
+    rows = torch.full((len(sentences), max(lengths)), pad, dtype=torch.long)
     for row, s in zip(rows, sentences):
         row[: len(s)] = s
     return rows.to(device), lengths

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 class ParseOptions:
     layers: tuple[int, ...] = ()  # (): each model's middle layer; one for all models, or one per model
     auto_layers: bool = False  # several models: each one's layer chosen by agreement (see layers_by_agreement)
-    distance: str = "forget"  # forget | input
+    distance: str | None = None  # a name the models' readings have (an ON-LSTM's forget, input); None: each one's first
     decoder: str | None = None  # a name in trees.DECODERS; None: each model's own (its kind's: an ON-LSTM's paper)
     combine: str = "mbr"  # a name in COMBINERS, for two or more models
     batch_size: int = 64

@@ -55,11 +55,9 @@ class Members:
         check_members(models)
         for loaded in models:  # a distance the model lacks (a StructFormer has its parser's alone)
             model = loaded.model
-            if not model.OWN_TREES and options.distance not in model.DISTANCES:
-                has = ", ".join(model.DISTANCE_NAMES.get(k, k) + (f" ({k})" if k in model.DISTANCE_NAMES else "")
-                                for k in model.DISTANCES)
-                raise SettingError("distance", f"{options.distance}: {loaded.source} ({model.DESCRIPTION}) has no "
-                                   f"{options.distance} distances; it has {has}")
+            if options.distance is not None and not model.OWN_TREES and options.distance not in model.DISTANCES:
+                raise SettingError("distance", f"{options.distance}: {shown(loaded.source)} ({model.DESCRIPTION}) "
+                                   f"has no {options.distance} distances; it has {', '.join(model.DISTANCES)}")
         if options.labels and (len(models) > 1 or not models[0].model.LABELS):
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
                                + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
@@ -153,9 +151,9 @@ class Members:
 
     def member_trees(self, readings: Readings) -> list[list[Tree]]:
         """Per member, its tree of each non-empty sentence at its layer."""
-        o = self.options
-        return [[p.tree(layer, o.distance, o.decoder) for p in member if p is not None]
-                for member, layer in zip(readings, o.layers)]
+        options = self.options
+        return [[p.tree(layer, options.distance, options.decoder) for p in member if p is not None]
+                for member, layer in zip(readings, options.layers)]
 
 
 @dataclass(frozen=True)
@@ -192,23 +190,23 @@ def resolve_precision(models: list[LoadedModel], options: ParseOptions) -> tuple
                                         "the rest in float32", probe)
 
 
-PROBE_WORDS = 20  # the sentences `auto` times a parse on, at most PROBE_ROWS of them
+PARSE_PROBE_WORDS = 20  # the length of the sentences `auto` times a parse on (at most PROBE_ROWS of them)
 PROBE_ROWS = 32
 
 
 def parse_probe(models: list[LoadedModel], batch_size: int) -> precision.Probe | None:
-    """`auto`'s probe of a parse: every member reading a batch of PROBE_WORDS-word sentences of random words, as
+    """`auto`'s probe of a parse: every member reading a batch of PARSE_PROBE_WORDS-word sentences of random words, as
     read_sentences reads (a kind that reads in lanes: a batch in each at once), None when no member has products to
     run in bfloat16."""
     if not any(m.model.BF16_PARTS for m in models):
         return None
     rows = min(batch_size, PROBE_ROWS)
     generator = torch.Generator().manual_seed(0)
-    words = [[f"w{k}" for k in range(PROBE_WORDS)]] * rows
+    words = [[f"w{k}" for k in range(PARSE_PROBE_WORDS)]] * rows
 
     def run(dtype: torch.dtype | None) -> None:
         for m in models:
-            tokens = torch.randint(2, len(m.vocab), (rows, PROBE_WORDS + 2), generator=generator).to(m.model.device)
+            tokens = torch.randint(2, len(m.vocab), (rows, PARSE_PROBE_WORDS + 2), generator=generator).to(m.model.device)
             lanes = _lanes(m)
             list(map_in_threads(lambda t, m=m: m.model.read(t, words, None, dtype), [tokens] * lanes, m.model.device,
                                 lanes))

@@ -45,7 +45,7 @@ class ParseSummary:
     layers: tuple[int, ...] = ()  # each member's layer (what --layer auto chose)
     agreement: list[SpanMetric] | None = None  # per member, its F1 against the others' trees (if asked)
     writes_output: bool = True  # False on the processes of a torchrun launch other than process 0
-    distance: str = "forget"  # the distances the trees came from
+    distance: str | None = None  # the distances the trees came from (None: each model's first)
     auto_layers: bool = False  # the layers were chosen by agreement
     auto_weights: tuple[float, ...] = ()  # the voting weights `--weights auto` chose (else empty)
     workers: int = 1  # the processes that parsed
@@ -249,9 +249,9 @@ def distributed(members: Members, chunks: Iterator, all_layers: bool, world: Wor
 
 def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bool = False) -> list[SentenceResult]:
     """Each sentence's combined tree and every member's distances and tree (the members' layers fixed)."""
-    o = members.options
+    options = members.options
     # a single model's confidence may be its layers' agreement: every layer read
-    parsed = next(members.parse(sentences, all_layers or o.confidence, at_once=True), None)
+    parsed = next(members.parse(sentences, all_layers or options.confidence, at_once=True), None)
     if parsed is None:  # no sentences
         return []
     readings, combined, layers = parsed.readings, iter(parsed.trees), list(parsed.options.layers)
@@ -260,14 +260,14 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
         if not words:
             results.append(SentenceResult(words, None))
             continue
-        own = readings[0][k].labels if o.labels and len(readings) == 1 else None
-        if own and o.label_map:
-            own = {span: o.label_map.get(label, label) for span, label in own.items()}
+        own = readings[0][k].labels if options.labels and len(readings) == 1 else None
+        if own and options.label_map:
+            own = {span: options.label_map.get(label, label) for span, label in own.items()}
         tree, sentence = next(combined), [member[k] for member in readings]
-        sure = confidences(sentence, layers, parsed.options, tree) if o.confidence else None
+        sure = confidences(sentence, layers, parsed.options, tree) if options.confidence else None
         results.append(SentenceResult(words, tree, labels=own, confidence=sure, members=[
-            MemberResult(p.direction, p.to_dict(), p.tree(layer, o.distance, o.decoder), m.source, layer,
-                         p.gaps(layer, o.distance), p.heads)
+            MemberResult(p.direction, p.to_dict(), p.tree(layer, options.distance, options.decoder), m.source, layer,
+                         p.gaps(layer, options.distance), p.heads)
             for p, layer, m in zip(sentence, layers, members.models)]))
     return results
 

@@ -40,7 +40,7 @@ from .. import api, trees
 from ..families import pretrained
 
 NAME = "grammar_induce"
-DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": "forget",
+DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": None,
                                   "decoder": None, "combine": None, "right_voter": None, "batch_size": 64,
                                   "precision": "fp32", "device": None, "labels": False, "confidence": False}
 COPIED = "models"  # the folder of a local checkpoint's copy, inside the component's folder of nlp.to_disk
@@ -270,7 +270,7 @@ def _store_confidence(sent: Span, tree: trees.Tree, confidence: dict, is_word: l
 
 
 @Language.factory(NAME, default_config=DEFAULT_CONFIG)
-def make_grammar_induce(nlp: Language, name: str, model: str | list[str], layer: Any, distance: str,
+def make_grammar_induce(nlp: Language, name: str, model: str | list[str], layer: Any, distance: str | None,
                         decoder: str | None, combine: str | None, right_voter: float | None, batch_size: int,
                         precision: str, device: str | None, labels: bool = False, confidence: bool = False
                         ) -> GrammarInduce:

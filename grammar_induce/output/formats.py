@@ -29,6 +29,10 @@ class MemberResult:
     gaps: list[float] = field(default_factory=list)  # that layer's scores of the gaps between words
     heads: list[int] | None = None  # dependency heads per word, 1-based, 0 for a root (a kind that has them)
 
+    def distances(self, name: str | None = None) -> list[list[float]]:
+        """Every layer's distances of `name` (None: the first the model has; none for a tree of its own)."""
+        return self.values.get(name or next(iter(self.values), ""), [])
+
     @property
     def forget(self) -> list[list[float]]:
         """Every layer's forget distances: the Python API's name (`parser.analyse(...).members[0].forget`); none

@@ -19,7 +19,7 @@ PICTURE_FILE = re.compile(r"\d{6}\.svg")  # the files of a folder of pictures, o
 
 
 def draw_pictures(results: Iterable[SentenceResult], fmt: str, output: Path | None,
-                  distance: str = "forget") -> Iterator[str]:
+                  distance: str | None = None) -> Iterator[str]:
     """`--format html`: one page of every sentence; `--format svg`: one SVG of one sentence (to stdout
     or to a FILE.svg), or one per line, numbered, in the folder `output` (written whole, then put in
     place of the folder's earlier pictures). Each member's bars are its `distance` ones, its own layer
@@ -47,7 +47,7 @@ def one_file(output: Path | None) -> bool:
     return output is None or output.suffix == ".svg" or (output.exists() and not output.is_dir())
 
 
-def _one_picture(results: Iterable[SentenceResult], distance: str) -> str:
+def _one_picture(results: Iterable[SentenceResult], distance: str | None) -> str:
     """The SVG of the only sentence: a second one is refused before anything is written."""
     results = iter(results)
     first = next(results, None)
@@ -57,13 +57,13 @@ def _one_picture(results: Iterable[SentenceResult], distance: str) -> str:
     return "" if first is None or first.tree is None else _sentence_svg(first, distance)
 
 
-def _write_pictures(results: Iterable[SentenceResult], distance: str, folder: Path) -> None:
+def _write_pictures(results: Iterable[SentenceResult], distance: str | None, folder: Path) -> None:
     for number, result in enumerate(results, start=1):
         if result.tree is not None:
             (folder / f"{number:06d}.svg").write_text(_sentence_svg(result, distance), encoding="utf-8")
 
 
-def _sentence_svg(result: SentenceResult, distance: str) -> str:
+def _sentence_svg(result: SentenceResult, distance: str | None) -> str:
     tokens, tree, members, heads, confidence = _drawn(result, distance)
     caption = "confidence: shade and number (0 white, 1 dark blue)" if confidence else ""
     if len(members) == 1:
@@ -78,7 +78,7 @@ Member = tuple[str, Tree, list[list[float | None]], int]  # name, tree, distance
 Drawn = tuple[list[str], Tree, list[Member], list[tuple[int, str]], dict[tuple[int, int], float]]
 
 
-def _drawn(result: SentenceResult, distance: str) -> Drawn:
+def _drawn(result: SentenceResult, distance: str | None) -> Drawn:
     """What a picture shows: every token, the tree, each member as (name, tree, its `distance`
     distances per layer, its layer), the members' trees and distances spread over every token (no bar
     under punctuation), each token's dependency head where a member has them (SentenceResult.token_heads), and each
@@ -86,11 +86,11 @@ def _drawn(result: SentenceResult, distance: str) -> Drawn:
     heads = result.token_heads() if result.heads is not None else []
     confidence = _token_confidence(result)
     if result.tokens is None:
-        return result.words, result.tree, [(_member_name(m), m.tree, getattr(m, distance), m.layer)
+        return result.words, result.tree, [(_member_name(m), m.tree, m.distances(distance), m.layer)
                                             for m in result.members], heads, confidence
     return result.tokens, result.tree, [
         (_member_name(m), trees.restore_tokens(m.tree, result.tokens, result.is_word),
-         [result.token_row(row) for row in getattr(m, distance)], m.layer) for m in result.members], heads, confidence
+         [result.token_row(row) for row in m.distances(distance)], m.layer) for m in result.members], heads, confidence
 
 
 def _token_confidence(result: SentenceResult) -> dict[tuple[int, int], float]:

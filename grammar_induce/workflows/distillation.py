@@ -149,9 +149,9 @@ def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -
         raise InputError(f"{out_dir}: holds other files ({', '.join(others[:4])}{', ...' if len(others) > 4 else ''}) "
                          "and no student: distill writes into a new or empty folder (or over a student, with --force)")
     if best.exists():
-        kind = _kind_of(best)
-        if kind != STUDENT.NAME:
-            raise InputError(f"{out_dir}: its best.pt is {kind}, not a distilled student: it is never written "
+        kind, described = _checkpoint_kind(best)
+        if kind is None or kind.DISTILLED_BY is None:
+            raise InputError(f"{out_dir}: its best.pt is {described}, not a distilled student: it is never written "
                              "over; choose another --out")
         if not force:
             raise InputError(f"{out_dir}: holds a student (best.pt); use --force to replace it or another --out")
@@ -161,17 +161,17 @@ def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -
         raise InputError(f"{work}: holds an interrupted distillation: add --resume to go on with it, or remove it")
 
 
-def _kind_of(path: Path) -> str:
+def _checkpoint_kind(path: Path) -> tuple[type[ModelKind] | None, str]:
+    """The kind of a checkpoint's model (None: not one this installation knows) and how a message names it."""
     try:
-        kind = checkpoint.read(path)["config"]["model"]["kind"]
+        name = checkpoint.read(path)["config"]["model"]["kind"]
     except (InputError, KeyError, TypeError):
-        return "not a grammar-induce checkpoint"
-    if kind == STUDENT.NAME:
-        return "student"
+        return None, "not a grammar-induce checkpoint"
     try:
-        return f"{registry.kind_of(kind).DESCRIPTION} ({kind})"
+        kind = registry.kind_of(name)
     except ConfigError:
-        return f"a model of an unknown kind ({kind})"
+        return None, f"a model of an unknown kind ({name})"
+    return kind, f"{kind.DESCRIPTION} ({name})"
 
 
 def _read_state(work: Path) -> dict:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from .. import trees
 from ..errors import InputError
 from ..families.pretrained import shown
-from ..families.reading import DISTANCES
 from ..inference.calibration import Calibration
 from ..inference.ensemble import agreement_table, confidences
 from ..messages import Messages, plural, progress_bar
@@ -212,32 +211,42 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
     members, readings = (parsed.members, parsed.readings) if parsed else (members.with_layers(), [[]] * len(models))
     if members.standings:
         noted.note(auto_weights_note([m.source for m in models], members.options.weights))
-    agreement = None
-    if len(models) > 1:
-        predicted, agreement = _ensemble_rows(members, readings)
-        main_row = f"{members.options.combine} of {len(models)}"
-    elif (model := models[0].model).OWN_TREES:
-        main_row = f"{model.NAME} ({model.SEARCH})"
-        predicted = {main_row: members.combine(readings)}
-    else:
-        names = model.DISTANCE_NAMES
-        predicted = _layer_rows(readings[0], members.options.decoder, names)
-        main_row = names.get(members.options.distance) or f"layer {members.options.layers[0]} {members.options.distance}"
+    predicted, main_row, agreement = _predicted_rows(members, readings)
     report = replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown,
                      brackets=_confident_brackets(members, readings, predicted[main_row], gold))
     if members.options.label_map is not None:
         report.labelled = labelled_score(readings[0], predicted[main_row], gold, dict(members.options.label_map))
     if options.dependencies:
-        k, model = next(((k, m.model) for k, m in enumerate(models) if m.model.DEPENDENCIES), (0, models[0].model))
-        if not model.DEPENDENCIES:
-            raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({model.DESCRIPTION}) "
-                             "has none: a StructFormer (model.kind = \"structformer\") has them")
-        report.dependencies = dependency_scores(f"{model.NAME} heads (tree)", [p.heads for p in readings[k]], gold)
-        if readings[k] and readings[k][0].argmax_heads is not None:  # the paper's: each word's best head alone
-            report.dependencies = {f"{model.NAME} heads (argmax)": attachment([p.argmax_heads for p in readings[k]],
-                                                                             [g.heads for g in gold]),
-                                   **report.dependencies}
+        report.dependencies = _dependency_rows(models, readings, gold)
     return report
+
+
+def _predicted_rows(members: Members, readings: list[list]) -> tuple[dict[str, list[trees.Tree]], str, list | None]:
+    """The rows of induced trees (an ensemble's combinations, a model's own trees, or a row per layer and distance),
+    which of them is the main one, and, for an ensemble, how much each member agrees with the others."""
+    models = members.models
+    if len(models) > 1:
+        predicted, agreement = _ensemble_rows(members, readings)
+        return predicted, f"{members.options.combine} of {len(models)}", agreement
+    if (model := models[0].model).OWN_TREES:
+        main_row = f"{model.NAME} ({model.SEARCH})"
+        return {main_row: members.combine(readings)}, main_row, None
+    distance = members.options.distance or model.DISTANCES[0]
+    main_row = f"layer {members.options.layers[0]} {distance}" if model.LAYERED else f"{distance} distances"
+    return _layer_rows(readings[0], members.options.decoder, model.LAYERED), main_row, None
+
+
+def _dependency_rows(models: list, readings: list[list], gold: list[GoldTree]) -> dict[str, tuple[float, float]]:
+    """The first model with dependency heads: its tree-decoded heads' attachment scores, beside its argmax ones."""
+    k, model = next(((k, m.model) for k, m in enumerate(models) if m.model.DEPENDENCIES), (0, models[0].model))
+    if not model.DEPENDENCIES:
+        raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({model.DESCRIPTION}) "
+                         "has none: a StructFormer (model.kind = \"structformer\") has them")
+    rows = dependency_scores(f"{model.NAME} heads (tree)", [p.heads for p in readings[k]], gold)
+    if readings[k] and readings[k][0].argmax_heads is not None:  # the paper's: each word's best head alone
+        rows = {f"{model.NAME} heads (argmax)": attachment([p.argmax_heads for p in readings[k]],
+                                                          [g.heads for g in gold]), **rows}
+    return rows
 
 
 def _confident_brackets(members: Members, readings: list[list], predicted: list[trees.Tree], gold: list[GoldTree]
@@ -290,19 +299,19 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
     return sum(normalize(w) not in index for w in words), len(words)
 
 
-def _layer_rows(parsed: list, decoder: str, names: dict[str, str]) -> dict[str, list[trees.Tree]]:
-    """A row per layer and distance kind, and each kind's mean over the layers; a kind the model names
-    (`ModelKind.DISTANCE_NAMES`: one distance, not a layer's) is one row under its name."""
+def _layer_rows(parsed: list, decoder: str, layered: bool) -> dict[str, list[trees.Tree]]:
+    """A row per layer and distance name, and each name's mean over the layers; distances that are not a layer's
+    (`ModelKind.LAYERED`: a StructFormer's parser) are one row, `<name> distances`."""
     n_layers = parsed[0].n_layers
     predicted: dict[str, list[trees.Tree]] = {}
-    for k in (kind for kind in DISTANCES if getattr(parsed[0], kind)):  # the kinds the model has
-        if k in names and n_layers == 1:
-            predicted[names[k]] = [p.tree(1, k, decoder) for p in parsed]
+    for k in (name for name, rows in parsed[0].distances.items() if rows):  # the names the model has
+        if not layered:
+            predicted[f"{k} distances"] = [p.tree(1, k, decoder) for p in parsed]
             continue
         for l in range(1, n_layers + 1):
             predicted[f"layer {l} {k}"] = [p.tree(l, k, decoder) for p in parsed]
         predicted[f"mean of layers {k}"] = [
-            trees.decode([sum(col) / n_layers for col in zip(*getattr(p, k))], p.words, p.direction,
+            trees.decode([sum(col) / n_layers for col in zip(*p.distances[k])], p.words, p.direction,
                          decoder or p.decoder)
             for p in parsed
         ]

@@ -160,13 +160,13 @@ def measured_precision(config: Config, recipe: type[Trainer], requested: str, vo
 
 
 def _check_resumable(payload: dict[str, Any], config: Config, source: Path) -> None:
-    """Refuse a resume that would change the model, its text or its vocabulary (see config.RESUMABLE)."""
-    saved = config_module.from_dict(payload["config"], str(source), saved=True)
+    """Refuse a resume that would change the model, its text or its vocabulary (see config.resumable)."""
+    saved = registry.CONFIGS.from_dict(payload["config"], str(source), saved=True)
     changes = config_module.resume_changes(saved, config)
     if changes:
         key, was, now = changes[0]
         raise InputError(f"{source}: --resume cannot change {key} (the run has {was!r}, now {now!r}); "
-                         f"only {', '.join(sorted(config_module.RESUMABLE))} may change")
+                         f"only {', '.join(sorted(config_module.resumable(saved)))} may change")
 
 
 def _note_changed_text(payload: dict[str, Any], config: Config, saved: TrainState | None, messages: Messages) -> None:

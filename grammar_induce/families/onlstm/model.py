@@ -18,7 +18,6 @@ from torch import Tensor, nn
 
 from ...config import ConfigError
 from ..base import ModelKind
-from ..reading import DISTANCES as READ_DISTANCES
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
 from .recurrence import State, drop_connect, keep_mask, linear, recurrence, recurrence_with_input_map, scale_steps
@@ -235,7 +234,7 @@ class LanguageModel(ModelKind):
 
 
 class ONLSTMLanguageModel(LanguageModel):
-    NAME, DESCRIPTION, DISTANCES = "onlstm", "an ON-LSTM language model", READ_DISTANCES
+    NAME, DESCRIPTION, DISTANCES = "onlstm", "an ON-LSTM language model", ("forget", "input")  # master gates
     BF16_PARTS = "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the input maps' " \
                  "master-gate rows in float32"
 
@@ -268,8 +267,8 @@ class ONLSTMLanguageModel(LanguageModel):
         longest, direction = len(words[-1]), self.config.direction
         forget = distances.forget[:, 1 : longest + 1].permute(2, 0, 1).tolist()  # (B, L, T) as lists
         inp = distances.input[:, 1 : longest + 1].permute(2, 0, 1).tolist()
-        return [Reading(list(w), [model_order(d[: len(w)], direction) for d in f],
-                       [model_order(d[: len(w)], direction) for d in i], direction)
+        return [Reading(list(w), {"forget": [model_order(d[: len(w)], direction) for d in f],
+                                  "input": [model_order(d[: len(w)], direction) for d in i]}, direction)
                 for w, f, i in zip(words, forget, inp)]
 
 

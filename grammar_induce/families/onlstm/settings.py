@@ -4,6 +4,7 @@ of the paper's recipe (families/onlstm/trainer.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ...config import DIRECTIONS, ConfigError, ModelConfig, TrainConfig, at_least, probabilities
 
@@ -47,6 +48,7 @@ class AWDTrainConfig(TrainConfig):
     alpha: float = 2.0  # activation regularisation
     beta: float = 1.0  # temporal activation regularisation
     nonmono: int = 5  # averaged SGD once validation is worse than the best of more than this many epochs back
+    RESUMABLE: ClassVar[frozenset[str]] = TrainConfig.RESUMABLE | {"weight_decay", "alpha", "beta", "nonmono"}
 
     def validate(self) -> None:
         super().validate()

@@ -170,8 +170,8 @@ def _joined(words: list[str], parts: list[tuple[trees.Tree, dict, dict | None]],
     """A sentence's reading from its pieces' trees, labels and confidences (shifted to the sentence's words)."""
     if len(parts) == 1:
         tree, labels, sure = parts[0]
-        return Reading(words, [], [], "forward", tree, labels, confidence=sure)
+        return Reading(words, parsed_tree=tree, labels=labels, confidence=sure)
     labels = {(i + s, j + s): v for (_, own, _), s in zip(parts, starts) for (i, j), v in own.items()}
     sure = None if not confidence else {(i + s, j + s): v for (_, _, own), s in zip(parts, starts)
                                         for (i, j), v in own.items()}  # the joining nodes: none (0)
-    return Reading(words, [], [], "forward", trees.balanced([tree for tree, _, _ in parts]), labels, confidence=sure)
+    return Reading(words, parsed_tree=trees.balanced([tree for tree, _, _ in parts]), labels=labels, confidence=sure)

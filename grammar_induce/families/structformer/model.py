@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -114,9 +113,9 @@ class StructFormer(ModelKind):
     """`hidden_size`, `n_layers`, `heads`, `parser_layers`, `conv_size`, `dropout`, `dropatt` and
     `position_embedding` of the model config (the paper's: 512, 8, 8, 3, 9, 0.1, 0, true)."""
 
-    NAME, DESCRIPTION, DISTANCES = "structformer", "a StructFormer masked language model", ("forget",)
+    NAME, DESCRIPTION, DISTANCES = "structformer", "a StructFormer masked language model", ("parser",)
     DEPENDENCIES = True
-    DISTANCE_NAMES: ClassVar[dict[str, str]] = {"forget": "parser distances"}
+    LAYERED = False  # its distances are its parser network's, one set, not a layer's
     DECODER = "gap"
     TRAINER = MaskedLMTrainer
     CONFIG = StructFormerConfig, MaskedLMTrainConfig
@@ -221,7 +220,8 @@ class StructFormer(ModelKind):
             parent = structure.parents(distance, height, scales)
         tree_heads = structure.tree_heads_of(parent, height, lengths)
         argmax_heads = structure.heads_of(parent, height, lengths)
-        return [Reading(list(w), [before_each_word(row[: n - 1])], [], heads=h, argmax_heads=a, decoder=self.DECODER)
+        return [Reading(list(w), {"parser": [before_each_word(row[: n - 1])]}, heads=h, argmax_heads=a,
+                        decoder=self.DECODER)
                 for w, row, n, h, a in zip(words, distance.tolist(), lengths, tree_heads, argmax_heads)]
 
 

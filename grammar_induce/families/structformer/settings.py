@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ...config import ConfigError, ModelConfig, TrainConfig, at_least, probabilities
 
@@ -33,6 +34,7 @@ class MaskedLMTrainConfig(TrainConfig):
     weight_decay: float = 1.2e-6  # Adam's L2
     max_length: int = 400  # the longest training sentence
     mask_rate: float = 0.3  # the share of words masked
+    RESUMABLE: ClassVar[frozenset[str]] = TrainConfig.RESUMABLE | {"weight_decay"}
 
     def validate(self) -> None:
         super().validate()

@@ -21,7 +21,7 @@ from ...runtime import distributed, precision
 from ...runtime.clipping import clip_and_step
 from ...text.tokenizer import Vocab
 from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText
-from ..sentences import described, epoch_order, read_as_sentences, split_sentences
+from ..sentences import PROBE_WORDS, described, epoch_order, padded, read_as_sentences, split_sentences
 
 
 class MaskedLM(Protocol):
@@ -38,7 +38,6 @@ class MaskedLM(Protocol):
 ADAM_EPS = 1e-9
 PLATEAU_PATIENCE, PLATEAU_FACTOR = 2, 0.5  # ReduceLROnPlateau(factor 0.5, patience 2, threshold 0)
 HELD_OUT_SEED = 1111  # the paper's seed: validation's and test's masks
-PROBE_WORDS = 20
 UNK = 0  # Vocab: id 0 is <unk>, never masked
 
 
@@ -60,13 +59,6 @@ def token_batches(sentences: list[Tensor], tokens: int, longest: int, rng: rando
     return batches
 
 
-def padded(sentences: list[Tensor], pad: int, device: torch.device) -> Tensor:
-    rows = torch.full((len(sentences), max(len(s) for s in sentences)), pad, dtype=torch.long)
-    for row, s in zip(rows, sentences):
-        row[: len(s)] = s
-    return rows.to(device)
-
-
 def masked(ids: Tensor, model: MaskedLM, rate: float, generator: torch.Generator | None = None
            ) -> tuple[Tensor, Tensor]:
     """(the ids with a random `rate` of the words, never `<unk>`, replaced by the mask; the targets: each masked
@@ -84,7 +76,7 @@ def held_out(model: MaskedLM, sentences: list[Tensor], config: Config, products:
     generator = torch.Generator().manual_seed(HELD_OUT_SEED)
     total, count = 0.0, 0
     for batch in token_batches(sentences, config.train.batch_size, config.train.max_length, None):
-        ids, targets = masked(padded([sentences[k] for k in batch], model.pad, model.device), model,
+        ids, targets = masked(padded([sentences[k] for k in batch], model.device, model.pad)[0], model,
                               config.train.mask_rate, generator)
         loss, n = model.masked_loss(ids, targets, products)
         total, count = total + loss.item(), count + n
@@ -135,7 +127,7 @@ class MaskedLMTrainer(Trainer):
     def steps(self, position: EpochPosition) -> Iterator[Step]:
         cfg = self.config.train
         for batch in self.batches[position.start :]:
-            ids, targets = masked(padded([self.text.train[k] for k in batch], self.model.pad, self.device),
+            ids, targets = masked(padded([self.text.train[k] for k in batch], self.device, self.model.pad)[0],
                                   self.model, cfg.mask_rate)
             self.optimizer.zero_grad(set_to_none=True)
             loss, units = self.model.masked_loss(ids, targets, self.products)

@@ -160,7 +160,7 @@ class SpanParser(ModelKind):
             part = words[start : start + step]
             rows = tokens[start : start + step, : len(part[-1]) + 2]
             found += self.trees(rows.to(self.device), [len(w) for w in part], part, products, confidence)
-        return [Reading(list(w), [], [], "forward", tree, confidence=sure) for w, (tree, sure) in zip(words, found)]
+        return [Reading(list(w), parsed_tree=tree, confidence=sure) for w, (tree, sure) in zip(words, found)]
 
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]],
