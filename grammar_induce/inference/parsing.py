@@ -266,8 +266,8 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
         tree, sentence = next(combined), [member[k] for member in readings]
         sure = confidences(sentence, layers, parsed.options, tree) if options.confidence else None
         results.append(SentenceResult(words, tree, labels=own, confidence=sure, members=[
-            MemberResult(p.direction, p.to_dict(), p.tree(layer, options.distance, options.decoder), m.source, layer,
-                         p.gaps(layer, options.distance), p.heads)
+            MemberResult(direction=p.direction, values=p.to_dict(), tree=p.tree(layer, options.distance, options.decoder),
+                         source=m.source, layer=layer, gaps=p.gaps(layer, options.distance), heads=p.heads)
             for p, layer, m in zip(sentence, layers, members.models)]))
     return results
 
@@ -298,19 +298,20 @@ def joined(results: list[SentenceResult]) -> SentenceResult:
     offsets = list(itertools.accumulate((len(r.words) for r in results[:-1]), initial=0))
     labels, sure = ({(i + at, j + at): x for r, at in zip(results, offsets) for (i, j), x in (getattr(r, name) or {}).items()}
                     for name in ("labels", "confidence"))
-    members = [MemberResult(parts[0].direction,
-                            {kind: [_chained(rows) for rows in zip(*(p.values[kind] for p in parts))]
-                             for kind in parts[0].values},
-                            [p.tree for p in parts], parts[0].source, parts[0].layer,
-                            [g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps],
-                            None if parts[0].heads is None else
+    members = [MemberResult(direction=parts[0].direction,
+                            values={name: [_chained(rows) for rows in zip(*(p.values[name] for p in parts))]
+                                    for name in parts[0].values},
+                            tree=[p.tree for p in parts], source=parts[0].source, layer=parts[0].layer,
+                            gaps=[g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps],
+                            heads=None if parts[0].heads is None else
                             [h + at if h else 0 for p, at in zip(parts, offsets) for h in p.heads])
                for parts in zip(*(r.members for r in results))]
-    return SentenceResult(_chained(r.words for r in results), [r.tree for r in results], members,
-                          _chained(r.tokens or r.words for r in results),
-                          _chained(r.is_word or [True] * len(r.words) for r in results),
-                          _chained(r.read or r.words for r in results), labels if results[0].labels is not None else None,
-                          sure if results[0].confidence is not None else None)
+    return SentenceResult(words=_chained(r.words for r in results), tree=[r.tree for r in results], members=members,
+                          tokens=_chained(r.tokens or r.words for r in results),
+                          is_word=_chained(r.is_word or [True] * len(r.words) for r in results),
+                          read=_chained(r.read or r.words for r in results),
+                          labels=labels if results[0].labels is not None else None,
+                          confidence=sure if results[0].confidence is not None else None)
 
 
 def _chained(lists: Iterable[list]) -> list:
