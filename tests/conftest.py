@@ -191,6 +191,15 @@ def fifo_with(path: Path, text: str, times: int = 1) -> threading.Thread:
 TREEBANK_TOKENIZER = Tokenizer("treebank", lowercase=True, replace_digits=True)
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raising KeyboardInterrupt, as in a terminal: a process started in the background by a shell (a CI job)
+    inherits SIGINT ignored, and then Python never raises it."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture(scope="module")
 def ptb():
     return gi.load("ptb")

@@ -210,7 +210,7 @@ class WidthCRF(ModelKind):
 
 
 def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluate_ensembles_and_distill(
-        monkeypatch, tmp_path, tiny_run):
+        monkeypatch, tmp_path, tiny_run, ctrl_c_raises):
     """Defined in this file alone: `train` fits it (and resumes it to the same weights after an interruption),
     `parse`, `evaluate`, an ensemble beside a language model and `distill` take it like any model."""
     import os

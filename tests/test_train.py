@@ -507,7 +507,7 @@ def test_api_and_command_line_errors_name_what_was_given_where_it_was_given(tmp_
         gi.train(config, tmp_path / "d", settings={"train.max_minutes": -3}, log=None)
 
 
-def test_ctrl_c_in_gi_train_reaches_the_caller_after_last_pt_is_saved(tmp_path, monkeypatch):
+def test_ctrl_c_in_gi_train_reaches_the_caller_after_last_pt_is_saved(tmp_path, monkeypatch, ctrl_c_raises):
     import grammar_induce as gi
 
     original = awd.train_step
