@@ -68,11 +68,7 @@ class Entry:
 
 def training_reader(data: DataConfig) -> Tokenizer:
     """How a run reads its training, validation and test files: the config's tokenizer, with its
-    lowercasing and digit mapping only when data.normalize_training_text. Text that is not normalised is read as it
-    is: for the Penn Treebank tokenizer that is the whitespace split with punctuation set aside (the PTB LM text is
-    tokenized already; its raw-text rules would cut a line's last `u.s.` into `u.s .`)."""
-    if data.tokenizer == "treebank" and not data.normalize_training_text:
-        return Tokenizer("whitespace", punctuation_aside=True)
+    lowercasing and digit mapping only when data.normalize_training_text (the PTB LM text is read as it is)."""
     return tokenizer_of(data, normalize=data.normalize_training_text)
 
 

@@ -127,9 +127,12 @@ class Tokenizer:
 
 def tokenizer_of(data: DataConfig, normalize: bool = True) -> Tokenizer:
     """The tokenizer a config's [data] describes; with normalize=False without its lowercasing, digit
-    mapping and width folding (how a run reads text that is normalised already, such as the PTB LM text)."""
+    mapping and width folding (how a run reads text that is normalised already, such as the PTB LM text). Such text
+    is tokenized already too: for the Penn Treebank tokenizer that is the whitespace split with punctuation set aside
+    (its raw-text rules would cut a line's last `u.s.` into `u.s .`)."""
     if not normalize:
-        return Tokenizer(data.tokenizer, punctuation_aside=data.punctuation_aside)
+        kind = "whitespace" if data.tokenizer == "treebank" else data.tokenizer
+        return Tokenizer(kind, punctuation_aside=data.punctuation_aside or data.tokenizer == "treebank")
     return Tokenizer(data.tokenizer, data.lowercase, data.replace_digits, data.punctuation_aside, data.fold_width)
 
 

@@ -276,8 +276,8 @@ def labelled_spans(tree, tags: TagFilter) -> tuple[tuple[int, int, str], ...]:
 
     def word(node) -> tuple[int, int]:
         nonlocal position
-        position += tags.keeps(node.label())
-        return position - tags.keeps(node.label()), position
+        start, position = position, position + tags.keeps(node.label())
+        return start, position
 
     def phrase(node, spans: list[tuple[int, int]]) -> tuple[int, int]:
         start, end = (spans[0][0], spans[-1][1]) if spans else (position, position)
