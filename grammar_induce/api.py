@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from .families.checkpoint import LoadedModel
     from .inference.ensemble import ParseOptions
     from .inference.parsing import ParseSummary
+    from .output.evaluation import Report
     from .output.formats import SentenceResult
     from .workflows.grammar import GrammarReport
-    from .workflows.scoring import Report
 
 LABEL = "X"  # the one label of every constituent: the trees are unlabeled
 
@@ -438,7 +438,7 @@ def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = No
         raise SettingError("model", f"{model}: names {len(spec.paths)} models; sentences are drawn from one PCFG")
     loaded = checkpoint.load(spec.paths[0])
     if not hasattr(loaded.model, "grammar"):
-        raise SettingError("model", f"{model}: {loaded.model.DESCRIPTION} is not a grammar to draw sentences from "
+        raise SettingError("model", f"{model}: {loaded.family.description} is not a grammar to draw sentences from "
                            "(a PCFG is: model.kind = \"pcfg\")")
     with torch.no_grad():
         grammar = loaded.model.grammar()

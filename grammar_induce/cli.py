@@ -16,6 +16,7 @@ import click
 from . import config as config_module
 from .api import QUICKSTART_CONFIG, QUICKSTART_GOLD
 from .families.pretrained import DEFAULT_MODEL, shown
+from .families.student.settings import KEEPS, StudentConfig, StudentTrainConfig  # distill's student: torch-free
 from .inference.ensemble import COMBINERS
 from .messages import clipped
 from .output.formats import ALL_LAYERS, CONFIDENT, DEPENDENCY, FORMATS, LABELLED, PICTURES
@@ -313,16 +314,16 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
     if World.from_env().is_main:  # under torchrun, process 0 says it for all
         for text in parser.messages.notes:
             _note(text)
-    if all(m.model.OWN_TREES for m in parser.models):  # each kind named, not the first one's for all
-        kinds = list(dict.fromkeys(type(m.model) for m in parser.models))
-        said = " and ".join(f"{kind.DESCRIPTION} ({kind.SEARCH})" for kind in kinds)
+    if all(m.family.yields.own_trees for m in parser.models):  # each kind named, not the first one's for all
+        kinds = list(dict.fromkeys(m.family for m in parser.models))
+        said = " and ".join(f"{kind.description} ({kind.yields.search})" for kind in kinds)
         _ignored(["layers", "distance", "decoder"], f"with {said}: {'its' if len(kinds) == 1 else 'their'} trees "
                  "come from their own search, not distances")
     return parser
 
 
 def _kinds_named(models) -> str:
-    return " and ".join(dict.fromkeys(m.model.DESCRIPTION for m in models))
+    return " and ".join(dict.fromkeys(m.family.description for m in models))
 
 
 def _weights(text: str | None) -> tuple[float, ...] | str | None:
@@ -402,7 +403,7 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
                      batch_size, precision, device, pretokenized, labels, whole_lines, confidence or bool(calibration),
                      calibration, label_map)
     models = parser.models
-    if fmt in DEPENDENCY and not any(m.model.DEPENDENCIES for m in models):
+    if fmt in DEPENDENCY and not any(m.family.yields.heads for m in models):
         raise click.UsageError(f"--format {fmt} writes dependency heads, and {_kinds_named(models)} "
                                "has none: a StructFormer (model.kind = \"structformer\") has them")
     refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
@@ -441,7 +442,7 @@ def _say_how_it_parsed(models, summary, messages) -> None:
     """What parse says after its trees (on stderr): the choices auto made, the notes, the members' agreement."""
     if summary.auto_layers:
         _note("--layer auto chose " + ", ".join(f"layer {layer} of {shown(m.source)}" for m, layer in zip(models, summary.layers)
-                                                if not m.model.OWN_TREES))
+                                                if not m.family.yields.own_trees))
     if summary.auto_weights:
         from .inference.members import auto_weights_note
 
@@ -449,7 +450,7 @@ def _say_how_it_parsed(models, summary, messages) -> None:
     for text in messages.notes:
         _note(text)
     if summary.agreement and len(models) > 1:
-        from .inference.ensemble import agreement_table
+        from .output.tables import agreement_table
 
         click.echo(agreement_table({f"{k + 1}: {shown(m.source)}": score for k, (m, score)
                                     in enumerate(zip(models, summary.agreement))}), err=True)
@@ -474,6 +475,7 @@ def rank(model_names, input_path, layers, decoder, batch_size, precision, device
     the other models') beyond what right-branching trees do; the weights --weights auto gives them."""
     from . import api
     from .inference.parsing import standings
+    from .output.tables import standings_table
 
     parser = api.load(*model_names, layer=_layer(layers), decoder=decoder, batch_size=batch_size,
                       precision=precision, device=device)
@@ -482,26 +484,9 @@ def rank(model_names, input_path, layers, decoder, batch_size, precision, device
                                "ensemble's name)")
     lines, _ = _read_sentences((), input_path)
     members = standings(parser.models, lines, parser.options)
-    click.echo(standings_table(members))
-
-
-def standings_table(members) -> str:
-    """`rank`'s table: a row per model, the best first."""
-    rows = [("rank", "model", "kind", "layer", "agreement", "right-branching", "lead", "weight")]
-    order = sorted(range(len(members.models)), key=lambda k: -members.standings[k].lead)
-    for place, k in enumerate(order, 1):
-        m, s, layer = members.models[k], members.standings[k], members.options.layers[k]
-        rows.append((str(place), shown(m.source), m.config.model.kind, "-" if m.model.OWN_TREES else str(layer),
-                     f"{100 * s.agreement:.1f}", f"{100 * s.baseline:.1f}", f"{100 * s.lead:.1f}", f"{s.weight:.3f}"))
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    peers = members.standings[0].peers
-    legend = (f"agreement: sentence F1 of a model's trees against each of its peers' ({peers}), averaged; "
-              "right-branching: the same of right-branching trees; lead: the difference; weight: the lead, the best "
-              "model's 1 (what --weights auto gives)")
-    fixed = " ".join(f"--layer {layer}" for layer in members.options.layers) + " --weights " + ",".join(
-        f"{s.weight:.3f}" for s in members.standings)
-    return "\n".join([*lines, legend, f"to parse with these, whatever the text: {fixed}"])
+    models = members.models
+    click.echo(standings_table([shown(m.source) for m in models], [m.config.model.kind for m in models],
+                               members.options.layers, [m.family.yields.own_trees for m in models], members.standings))
 
 
 def _labelled_format(fmt: str) -> str:
@@ -597,9 +582,9 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
                   "device"],
                  "with --pred (they choose how a model parses)")
         report = api.evaluate(pred_path, gold, pred_format=pred_format, **settings)
-    texts = {json_path: lambda: scoring.report_json(report) + "\n",
+    texts = {json_path: lambda: report.to_json() + "\n",
              save_trees: lambda: "".join(to_brackets(t) + "\n" for t in report.predicted),
-             report_path: lambda: scoring.report_html(report, report_sentences),
+             report_path: lambda: report.to_html(report_sentences),
              calibrate: lambda: scoring.fitted_calibration(report, gold).to_json() + "\n"}
     # the files first, all of them or none: the table is printed only when every one was written
     write_all([(path, lambda f, text=text: f.write(text().encode("utf-8"))) for path, text in texts.items() if path])
@@ -612,7 +597,8 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--train", "train_file", required=True, help="text the teachers parse and the student learns, a sentence per line")
 @click.option("--valid", "valid_file", required=True, help="held-out text: the epoch kept agrees best with the teachers on it")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="folder for round-K.pt, best.pt, distill.jsonl")
-@click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True, help="student epochs per round")
+@click.option("--epochs", type=click.IntRange(min=1), default=StudentTrainConfig.epochs, show_default=True,
+              help="student epochs per round")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="1: learn the teachers' trees; more: parse again with the student beside the teachers, learn again")
 @click.option("--confident", is_flag=True, help="learn only the spans most members agree on (the rest of each tree is free)")
@@ -620,12 +606,12 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
               help="learn from sentences of at most N words (the tree CRF is cubic in the length)")
 @seed_option("of the student")
 @click.option("--force", is_flag=True, help="write over a folder that holds a student already")
-@click.option("--keep", type=click.Choice(["agreement", "last"]), default="agreement", show_default=True,
+@click.option("--keep", type=click.Choice(KEEPS), default=StudentTrainConfig.keep, show_default=True,
               help="the epoch a round keeps: the one agreeing best with the teachers on --valid, or the last")
 @click.option("--resume", is_flag=True, help="go on with an interrupted run (its work is in OUT.partial)")
-@click.option("--emb-size", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("--emb-size", type=click.IntRange(min=1), default=StudentConfig.emb_size, show_default=True,
               help="the student's word embedding size (most of its weights)")
-@click.option("--hidden-size", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("--hidden-size", type=click.IntRange(min=1), default=StudentConfig.hidden_size, show_default=True,
               help="the student's BiLSTM size per direction, and its span MLP's")
 @model_options
 @user_errors

@@ -14,9 +14,9 @@ import dataclasses
 import math
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from .errors import UserError
 
@@ -71,14 +71,15 @@ class DataConfig:
             raise ConfigError("data.max_vocab and data.workers must be >= 0 and data.min_freq >= 1")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """[train]: what every family's training has (the loop's limits, device, precision, seed; a recipe's batch size,
-    learning rate and clipping); a family's subclass adds its recipe's keys."""
+    """[train]: what every family's training has: the loop's limits, device, precision and seed, and a recipe's batch
+    size, learning rate and clipping, whose defaults are each family's own (its paper's: a family's subclass gives
+    them, with its recipe's keys)."""
 
-    batch_size: int = 20
-    lr: float = 30.0
-    clip: float = 0.25
+    batch_size: int
+    lr: float
+    clip: float  # the gradient norm's limit (0: none)
     epochs: int = 1000
     max_steps: int = 0  # 0: no limit; otherwise stop after this many batches in all (inside an epoch too)
     max_minutes: float = 0.0  # 0: no limit; otherwise stop once this run (a resume: again) has trained this long
@@ -120,24 +121,29 @@ def probabilities(section: str, values: object, *names: str) -> None:
             raise ConfigError(f"{section}.{name} must be in [0, 1), got {getattr(values, name)}")
 
 
-@dataclass(frozen=True)
-class Family:
-    """What a model kind's config is read with: its [model] and [train] dataclasses, and how messages name it."""
+class Sections(Protocol):
+    """What a model kind's config is read with (a families/family.Family has it): its [model] and [train]
+    dataclasses, and how messages name it."""
 
-    model: type[ModelConfig]
-    train: type[TrainConfig]
-    description: str  # "a TN-PCFG"
+    @property
+    def model_config(self) -> type[ModelConfig]: ...
+
+    @property
+    def train_config(self) -> type[TrainConfig]: ...
+
+    @property
+    def description(self) -> str: ...
 
 
-def sections_of(family: Family) -> dict[str, type]:
-    return {"model": family.model, "data": DataConfig, "train": family.train}
+def sections_of(family: Sections) -> dict[str, type]:
+    return {"model": family.model_config, "data": DataConfig, "train": family.train_config}
 
 
 @dataclass(frozen=True)
 class Config:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
 
     def validate(self) -> Config:
         self.model.validate()
@@ -166,10 +172,10 @@ class ConfigReader:
     """Reads config files into the `Config` of their kind's family: `families` gives each kind's name its sections
     (families/registry.py makes the one the package uses, `registry.CONFIGS`), so this core module knows no family."""
 
-    def __init__(self, families: Callable[[], Mapping[str, Family]]):
+    def __init__(self, families: Callable[[], Mapping[str, Sections]]):
         self._families = families
 
-    def family_of(self, kind: object) -> Family:
+    def family_of(self, kind: object) -> Sections:
         """The sections of a kind's name; an unknown name is a ConfigError listing the known ones."""
         family = self._families().get(kind) if isinstance(kind, str) else None
         if family is None:
@@ -245,7 +251,7 @@ class ConfigReader:
                 raise ConfigError(f"--set {item}: {e}") from None
         return raw
 
-    def checked_value(self, section: str, key: str, value: Any, family: Family) -> Any:
+    def checked_value(self, section: str, key: str, value: Any, family: Sections) -> Any:
         """The value of a key of the family's section with the field's type (an int where a float is expected becomes
         one); errors name the key (and the family, for a key it does not read) but not where it came from."""
         fields = {f.name: f for f in dataclasses.fields(sections_of(family)[section])}
@@ -266,7 +272,7 @@ class ConfigReader:
             raise ConfigError(f"{section}.{key} must be a finite number, got {value}")
         return value
 
-    def _build_section(self, name: str, values: dict[str, Any], source: str, family: Family) -> Any:
+    def _build_section(self, name: str, values: dict[str, Any], source: str, family: Sections) -> Any:
         for key, value in values.items():
             try:
                 values[key] = self.checked_value(name, key, value, family)
@@ -278,7 +284,7 @@ class ConfigReader:
         return any(key in {f.name for f in dataclasses.fields(sections_of(family)[section])}
                    for family in self._families().values())
 
-    def _kind_named(self, family: Family) -> str:
+    def _kind_named(self, family: Sections) -> str:
         names = [name for name, other in self._families().items() if other == family]
         return " or ".join(repr(name) for name in names) or "?"
 

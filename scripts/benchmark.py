@@ -116,14 +116,14 @@ def torch_dtype(precision: str):
 def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: bool, n_layers: int | None = None,
                  precision: str = "fp32"):
     """A function doing only the matrix products of one batch (through the lowest `n_layers`), at their real
-    shapes, in `precision`, the per-step ones as the recurrence runs them (runtime/products.py). Each operand is
+    shapes, in `precision`, the per-step ones as the recurrence runs them (families/onlstm/products.py). Each operand is
     given in the layout the step multiplies it in, made beforehand and not timed, but for the per-step products'
     weights: their packing, and the backward's transposed copy it packs from, are timed, as the recurrence makes them
     once a batch. The step's other layout copies (`left_operand`'s of the gate gradients for the weights' gradients;
     on AMX, `linear_operand`'s and `transposed_left_product`'s) are not: they count against the step."""
     import torch
 
-    from grammar_induce.runtime.products import RepeatedProduct, copies_linear_weight, swaps_transposed_left
+    from grammar_induce.families.onlstm.products import RepeatedProduct, copies_linear_weight, swaps_transposed_left
 
     def linear_floor(x, weight):  # x @ weight.t(), on weight.t() laid out contiguous where the step copies it so
         by_inputs = weight.t().contiguous() if copies_linear_weight(x, weight) else weight.t()
@@ -146,7 +146,7 @@ def matmul_floor(cfg, steps: int, batch: int, device, backward: bool, decoder: b
         if backward:
             # the weights' gradients take the gate gradients laid out gates by tokens, the layout no product is
             # slower in (oneDNN's bfloat16 on AMX or AVX-512 BF16 runs a transposed left operand slowly: the step
-            # copies them so there, runtime/products.py's `left_operand`)
+            # copies them so there, families/onlstm/products.py's `left_operand`)
             dg_by_gates = r(gates, steps * batch)
             work.append(lambda dg=dg, w=w_ih: dg @ w)  # d input
             work.append(lambda dg=dg_by_gates, x=x: dg @ x)  # d input map
@@ -175,11 +175,11 @@ def bench_training(name: str, device_name: str, batches: int, precision: str, ph
     import torch
 
     from grammar_induce.families.onlstm.model import ONLSTMLanguageModel
-    from grammar_induce.families.onlstm.trainer import make_optimizer, train_step
+    from grammar_induce.families.onlstm.recipe import make_optimizer, train_step
     from grammar_induce.runtime import memory
 
     device = torch.device(device_name)
-    if device.type == "cpu":  # as training does (families/training.py)
+    if device.type == "cpu":  # as training does (training/loop.py)
         memory.keep_freed_memory()
     cfg = model_config(name)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
@@ -222,7 +222,7 @@ def bench_reference_training(name: str, device_name: str, batches: int) -> dict:
     import torch
 
     from grammar_induce.families.onlstm.model import ONLSTMLanguageModel
-    from grammar_induce.families.onlstm.trainer import make_optimizer
+    from grammar_induce.families.onlstm.recipe import make_optimizer
     from tests.paper_onlstm import reference_training_loss
 
     device = torch.device(device_name)
@@ -255,14 +255,14 @@ def loaded_model(name: str, device, direction: str = "forward", seed: int = 0):
     import torch
 
     from grammar_induce.families.checkpoint import LoadedModel
-    from grammar_induce.families.registry import build
+    from grammar_induce.families.registry import family_of
     from grammar_induce.text.tokenizer import Tokenizer, Vocab
 
     cfg = model_config(name)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, direction=direction))
     torch.manual_seed(seed)
     vocab = Vocab(["<unk>", "<eos>"] + [f"w{k}" for k in range(VOCAB - 2)])
-    return LoadedModel(build(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
+    return LoadedModel(family_of(cfg.model.kind).build(VOCAB, cfg.model).to(device).eval(), vocab, Tokenizer(), cfg)
 
 
 def bench_parsing(name: str, device_name: str, batch_size: int, count: int, n_layers: int | None = None,
@@ -367,15 +367,15 @@ def random_student(forward, emb_size: int, hidden_size: int, n_layers: int):
 
     import torch
 
-    from grammar_induce.config import Config
     from grammar_induce.families.checkpoint import LoadedModel
+    from grammar_induce.families.student.model import FAMILY as STUDENT
     from grammar_induce.families.student.model import SpanParser
     from grammar_induce.families.student.settings import StudentConfig
 
     config = StudentConfig(kind="student", emb_size=emb_size, hidden_size=hidden_size, n_layers=n_layers)
     torch.manual_seed(0)
     return LoadedModel(SpanParser(VOCAB, config).to(forward.model.device).eval(), forward.vocab, forward.tokenizer,
-                       dataclasses.replace(Config(), model=config))
+                       dataclasses.replace(forward.config, model=config, train=STUDENT.train_config()))
 
 
 def bench_student(name: str, device_name: str, count: int, words: int) -> dict:

@@ -34,7 +34,7 @@ def bench_structformer_training(device_name: str, batches: int, precision: str, 
     import torch
 
     from grammar_induce.families.structformer.model import StructFormer
-    from grammar_induce.families.structformer.trainer import masked
+    from grammar_induce.families.structformer.recipe import masked
     from grammar_induce.runtime import memory
     from grammar_induce.runtime.clipping import clip_and_step
     from grammar_induce.runtime.precision import product_dtype

@@ -28,7 +28,13 @@ import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.families import checkpoint
 from grammar_induce.families.reading import Reading
-from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement, rank_members, resolve_weights
+from grammar_induce.inference.ensemble import (
+    ParseOptions,
+    layers_by_agreement,
+    parse_layer,
+    rank_members,
+    resolve_weights,
+)
 from grammar_induce.inference.members import read_sentences
 from grammar_induce.messages import Messages
 from grammar_induce.metrics import SpanMetric
@@ -155,7 +161,7 @@ def main() -> None:
     gold_spans = [trees.spans(x.tree) for x in gold]
     for g in groups:
         for k, path in enumerate(teachers[g]):
-            member = [p.tree(models[g][k].model.parse_layer(None), "forget", "gap") for p in parsed[g, k, "gold"]]
+            member = [p.tree(parse_layer(models[g][k], None), "forget", "gap") for p in parsed[g, k, "gold"]]
             print(f"teacher {g}{k + 1} ({path}), middle layer, gap decoder: {100 * f1(member, gold_spans):.1f}")
     if args.rank:
         return rank(groups, models, parsed, gold_spans, args.out / "ranking.json")

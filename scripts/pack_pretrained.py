@@ -154,7 +154,7 @@ def describe_teachers(made: dict | None) -> str:
     names = {"onlstm": "ON-LSTM", "pcfg": "TN-PCFG", "student": "student"}
     teachers = ", ".join(f"{names.get(kind, kind)} {'/'.join(Path(path).parts[-3:])}"
                          for kind, path in zip(kinds, made["teachers"]))
-    own_trees = [registry.kind_of(kind).OWN_TREES for kind in kinds]
+    own_trees = [registry.family_of(kind).yields.own_trees for kind in kinds]
     decoder = f"{made['decoder']} decoder, " if made["decoder"] else ""  # None: each member's own (no distances read)
     combined = f"layers {layers_named(made['layers'], own_trees)}, {decoder}span voting"
     if made.get("weights"):
@@ -237,9 +237,9 @@ def _as_entry(model: pretrained.Pretrained) -> dict:
     """A catalogue entry as models.toml writes it (None values left out)."""
     from dataclasses import asdict
 
-    from grammar_induce.families.registry import kind_of
+    from grammar_induce.families.registry import family_of
 
-    own_trees = kind_of(model.kind).OWN_TREES  # a direction is an ON-LSTM's
+    own_trees = family_of(model.kind).yields.own_trees  # a direction is an ON-LSTM's
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items()
             if k != "name" and v is not None and not (k == "direction" and own_trees) and v != ""}
 

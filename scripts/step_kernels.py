@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from grammar_induce.families.onlstm import products
 from grammar_induce.families.onlstm.recurrence import recurrence
-from grammar_induce.runtime import products
 
 VIEWS = {"view", "select", "slice", "as_strided", "unbind", "transpose", "t", "unsqueeze", "squeeze", "expand",
          "detach", "alias", "_unsafe_view", "permute", "split", "reshape", "lift_fresh", "empty", "new_empty"}

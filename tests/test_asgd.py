@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from grammar_induce.runtime import asgd
-from grammar_induce.runtime.asgd import ASGD
+from grammar_induce.families.onlstm import asgd
+from grammar_induce.families.onlstm.asgd import ASGD
 
-PAPER = {"lr": 30.0, "t0": 0, "lambd": 0.0, "weight_decay": 1.2e-6}  # as the recipe makes it (onlstm/trainer.py)
+PAPER = {"lr": 30.0, "t0": 0, "lambd": 0.0, "weight_decay": 1.2e-6}  # as the recipe makes it (onlstm/recipe.py)
 DECAYING = {"lr": 0.5, "t0": 2, "lambd": 0.01, "alpha": 0.75, "weight_decay": 0.01}  # every term at work
 
 needs_c = pytest.mark.skipif(asgd._library() is None, reason="no C compiler here")

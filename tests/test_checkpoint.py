@@ -1,10 +1,10 @@
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
-from grammar_induce.config import Config
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.inference.ensemble import ParseOptions
@@ -22,7 +22,7 @@ BEFORE = ROOT / "tests" / "fixtures" / "v0.1"  # written by grammar-induce 0.1.0
 def test_save_load_gives_identical_outputs(tmp_path):
     model = tiny_model().eval()
     vocab = Vocab(["<unk>", "<eos>"] + [f"w{k}" for k in range(18)])
-    config = Config(model=model.config)
+    config = dataclasses.replace(tiny_config(), model=model.config)
     checkpoint.save(tmp_path / "m.pt", model, vocab, Tokenizer(), config)
     loaded = checkpoint.load(tmp_path / "m.pt")
     tokens = torch.randint(0, 20, (6, 2))

@@ -152,7 +152,7 @@ def test_every_seed_flag_has_the_one_default():
              for name, command in main.commands.items()
              if any(p.name == "seed" and p.expose_value for p in command.params)}
     assert set(seeds) == {"train", "distill", "sample"}
-    assert seeds["distill"].default == seeds["sample"].default == SEED == TrainConfig().seed
+    assert seeds["distill"].default == seeds["sample"].default == SEED == TrainConfig.seed
     assert seeds["train"].default is None
     assert all(f"[default: {'the config' + chr(39) + 's, else ' if n == 'train' else ''}{SEED}]" in p.help
                for n, p in seeds.items())

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from grammar_induce.runtime.asgd import ASGD
+from grammar_induce.families.onlstm.asgd import ASGD
 from grammar_induce.runtime.clipping import clip_and_step, total_norm
 
 

@@ -111,7 +111,7 @@ def test_a_kind_checks_the_sizes_it_is_built_with():
     from grammar_induce.families.onlstm.settings import ONLSTMConfig
 
     with pytest.raises(ConfigError, match="model.chunk_size 7 does not divide model.hidden_size 1150"):
-        registry.build(10, ONLSTMConfig(emb_size=14, hidden_size=1150, chunk_size=7))
+        registry.family_of("onlstm").build(10, ONLSTMConfig(emb_size=14, hidden_size=1150, chunk_size=7))
     with pytest.raises(ConfigError, match=r"x.toml: model.chunk_size is not read by a distilled student \(model.kind "
                                           r"'student'; its model keys: kind, emb_size, hidden_size, n_layers, dropout\)"):
         CONFIGS.from_dict({"model": {"kind": "student", "chunk_size": 7}}, "x.toml")
@@ -168,6 +168,7 @@ def test_the_registry_composes_the_families_a_config_is_read_with_no_global_inst
     registry had been imported first (its import installed the families in a global of config.py): issue 71."""
     import subprocess
     import sys
+    from types import SimpleNamespace
 
     code = ("from grammar_induce.families.registry import CONFIGS; "
             "print(type(CONFIGS.from_dict({'model': {'kind': 'pcfg'}}).train).__name__)")
@@ -175,7 +176,8 @@ def test_the_registry_composes_the_families_a_config_is_read_with_no_global_inst
     assert found.stdout.strip() == "SentenceTrainConfig"
     assert "global " not in (ROOT / "grammar_induce" / "config.py").read_text()
     with pytest.raises(ConfigError, match="model.kind must be one of toy, got 'onlstm'"):
-        C.ConfigReader(lambda: {"toy": C.Family(C.ModelConfig, C.TrainConfig, "a toy")}).from_dict({})
+        toy = SimpleNamespace(model_config=C.ModelConfig, train_config=C.TrainConfig, description="a toy")
+        C.ConfigReader(lambda: {"toy": toy}).from_dict({})
 
 
 def test_what_resume_may_change_is_each_familys_own():

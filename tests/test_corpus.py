@@ -6,7 +6,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grammar_induce.config import Config
+from grammar_induce.config import DataConfig
 from grammar_induce.errors import InputError
 from grammar_induce.text import corpus
 from grammar_induce.text.tokenizer import EOS, Tokenizer
@@ -108,7 +108,7 @@ def test_a_cache_entry_with_changed_ids_or_vocabulary_is_rebuilt(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("the dog barked\nthe cat sat on the mat\n" * 20)
     root = tmp_path / "cache"
-    reader = corpus.training_reader(Config().data)
+    reader = corpus.training_reader(DataConfig())
     entry = corpus.training_entry(str(text), reader, corpus.Limits(), root)
     ids, words = entry.ids.clone(), list(entry.vocab.words)
     (entry.path / "ids.bin").write_bytes(bytes((entry.path / "ids.bin").stat().st_size))  # zeroed, same size

@@ -3,8 +3,8 @@ from collections import Counter
 import pytest
 import torch
 
-from grammar_induce.config import Config
 from grammar_induce.errors import InputError
+from grammar_induce.families.registry import CONFIGS
 from grammar_induce.text import corpus
 from grammar_induce.text.tokenizer import EOS, UNK, Tokenizer, Vocab, batchify, get_batch
 
@@ -46,7 +46,7 @@ def test_stream_batchify_and_batches():
 def test_training_text_errors_name_file_and_line(tmp_path):
     """The token cache's reader (every training file goes through it) names the file, and the line."""
     def prepare(path):
-        return corpus.prepare(Config(), str(path))
+        return corpus.prepare(CONFIGS.from_dict({}), str(path))
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"good line\nstill good\nbad \xff byte\n")
@@ -63,4 +63,4 @@ def test_training_text_errors_name_file_and_line(tmp_path):
 def test_blank_lines_are_skipped_and_counted(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("a b\n\n  \nc\r\n")
-    assert "3 tokens in 2 sentences (2 blank lines skipped)" in corpus.prepare(Config(), str(path))
+    assert "3 tokens in 2 sentences (2 blank lines skipped)" in corpus.prepare(CONFIGS.from_dict({}), str(path))

@@ -181,7 +181,7 @@ def test_a_focused_run_resumes_to_the_same_weights_after_a_signal(tmp_path, monk
     assert b["training_state"]["epoch"] == 3
     for key in a["state_dict"]:
         assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
-    assert math.isfinite(b["training_state"]["best_loss"])
+    assert math.isfinite(b["training_state"]["best"])
 
 
 def test_train_focus_on_the_command_line_keeps_the_teachers_and_refuses_what_is_none(tmp_path):

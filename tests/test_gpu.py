@@ -14,10 +14,10 @@ import torch
 
 import grammar_induce as gi
 from grammar_induce import trees
+from grammar_induce.families.onlstm import graphs
 from grammar_induce.families.onlstm import recurrence as engine
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.output.formats import DEPENDENCY, FORMATS
-from grammar_induce.runtime import graphs
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, invoke, tiny_config

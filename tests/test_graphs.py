@@ -1,4 +1,4 @@
-"""Replaying work from CUDA graphs (runtime/graphs.py), tested on the CPU with its stand-in recorder: a graph per
+"""Replaying work from CUDA graphs (families/onlstm/graphs.py), tested on the CPU with its stand-in recorder: a graph per
 shape from the second use, inputs copied in, outputs copied out, the oldest dropped; and the ON-LSTM's recurrence
 through it equal to the tensor-op steps, values and gradients, over changing step counts (the CUDA recording itself is
 checked by tests/test_gpu.py on a GPU)."""
@@ -9,8 +9,8 @@ from typing import NamedTuple
 import pytest
 import torch
 
+from grammar_induce.families.onlstm import graphs
 from grammar_induce.families.onlstm import recurrence as engine
-from grammar_induce.runtime import graphs
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, tiny_config

@@ -1,7 +1,7 @@
 """The package's shape: folders are layers, imports point down, and what needs no torch does not load it.
 
-From the top: the way in (cli, api), workflows, inference, families (each model family in a folder of its own),
-text, output and structures (side by side), runtime,
+From the top: the way in (cli, api), workflows, inference and training (side by side), families (each model family in
+a folder of its own) and output (side by side), text and structures (side by side), runtime,
 and the core (trees, metrics, files, config, errors, messages). A module imports its own folder and the layers
 below it, never above or beside; no workflow imports another; no module imports itself round a cycle (type checking's
 imports too); the core imports only `errors`; nothing imports the
@@ -19,7 +19,8 @@ from .conftest import ROOT
 
 PACKAGE = ROOT / "grammar_induce"
 CORE = {"trees", "metrics", "files", "config", "errors", "messages"}
-RANKS = {"core": 0, "runtime": 1, "text": 2, "output": 2, "structures": 2, "families": 3, "inference": 4, "workflows": 5,
+RANKS = {"core": 0, "runtime": 1, "text": 2, "structures": 2, "families": 3, "output": 3, "inference": 4, "training": 4,
+         "workflows": 5,
          "way in": 6}
 WAY_IN = {"api", "cli", "__init__", "__main__"}
 

@@ -1,7 +1,8 @@
-"""A model kind is one class and one registry entry. A toy kind, defined in this file alone, that yields
-right-branching trees runs through loading, parse, evaluate, ensembles and the API; a toy family that trains
-itself (a `log_likelihood`) goes through train and resume too; nothing outside the registry and the kinds asks
-which kind a model is."""
+"""A family is its model module's `FAMILY` and one registry entry. A toy family, defined in this file alone, that
+yields right-branching trees runs through loading, parse, evaluate, ensembles and the API; one whose distances and
+dependency heads are its own is parsed, evaluated and rendered by them; a toy family that trains itself (a
+`log_likelihood`) goes through train and resume too; nothing outside the registry and the families asks which
+family a model is."""
 
 import json
 import re
@@ -18,7 +19,8 @@ from grammar_induce.cli import QUICKSTART_GOLD, main
 from grammar_induce.config import Config, ConfigError, ModelConfig
 from grammar_induce.errors import InputError, SettingError
 from grammar_induce.families import checkpoint, registry, sentences
-from grammar_induce.families.base import ModelKind
+from grammar_induce.families.family import Family, Yields
+from grammar_induce.families.kind import ModelKind
 from grammar_induce.families.reading import Reading
 from grammar_induce.inference.voting import most_voted_trees
 
@@ -30,8 +32,6 @@ SENTENCE = "the dog saw a cat near the river"
 class RightBranching(ModelKind):
     """The toy: every sentence's right-branching tree."""
 
-    NAME, DESCRIPTION, SEARCH, OWN_TREES = "toy-right", "a right-branching toy", "a rule", True
-
     def __init__(self, vocab_size: int, config: ModelConfig):  # it reads no key of its own: the base sections
         super().__init__()
         self.embedding = torch.nn.Embedding(vocab_size, 2)  # a weight: the checkpoint has a state and a device
@@ -40,11 +40,22 @@ class RightBranching(ModelKind):
         return [Reading(list(w), parsed_tree=trees.right_branching(w)) for w in words]
 
 
+# it reads no key of its own (the base [model]); a [train] section of some recipe's, as every family has one
+RIGHT = Family("toy-right", "a right-branching toy", RightBranching, ModelConfig, sentences.SentenceTrainConfig,
+               Yields(own_trees=True, search="a rule"))
+
+
+def register(monkeypatch, family: Family) -> None:
+    """The one registry line a new family needs, for the test alone."""
+    monkeypatch.setitem(registry.FAMILIES, family.name, family)
+
+
 @pytest.fixture
 def toy(monkeypatch, tmp_path, tiny_model):
     """A checkpoint of the toy kind, registered for the test alone, sharing the tiny model's words."""
-    monkeypatch.setitem(registry.KINDS, RightBranching.NAME, RightBranching)
-    config = Config(model=ModelConfig(kind=RightBranching.NAME), data=tiny_model.config.data)
+    register(monkeypatch, RIGHT)
+    config = Config(model=ModelConfig(kind=RIGHT.name), data=tiny_model.config.data,
+                    train=sentences.SentenceTrainConfig())
     path = tmp_path / "toy.pt"
     checkpoint.save(path, RightBranching(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
                     config)
@@ -57,7 +68,7 @@ def brackets(tree: nltk.Tree) -> str:
 
 def test_the_kind_is_looked_up_by_the_name_its_checkpoint_stores(toy, monkeypatch):
     assert isinstance(checkpoint.load(toy).model, RightBranching)
-    monkeypatch.delitem(registry.KINDS, RightBranching.NAME)
+    monkeypatch.delitem(registry.FAMILIES, RIGHT.name)
     with pytest.raises(InputError, match=r"toy\.pt: damaged checkpoint \(model\.kind must be one of onlstm, lstm, "
                                          r"student, pcfg, structformer, got 'toy-right'\)"):
         checkpoint.load(toy)
@@ -93,9 +104,9 @@ def test_in_an_ensemble_it_votes_beside_a_language_model(toy, tiny_run):
 
 class Positions(ModelKind):
     """A toy whose distances have names of their own, over two layers: `position` (each word's index: the paper's
-    split peels the last word off) and `reverse` (the other way)."""
+    split peels the last word off) and `reverse` (the other way); and dependency heads (each word's head the next
+    word, the last the root)."""
 
-    NAME, DESCRIPTION, DISTANCES = "toy-positions", "a positions toy", ("position", "reverse")
     parse_layers = 2
 
     def __init__(self, vocab_size: int, config: ModelConfig):
@@ -104,15 +115,22 @@ class Positions(ModelKind):
 
     def read(self, tokens, words, n_layers=None, products=None) -> list[Reading]:
         return [Reading(list(w), {"position": [[float(k) for k in range(len(w))]] * 2,
-                                  "reverse": [[float(len(w) - k) for k in range(len(w))]] * 2}) for w in words]
+                                  "reverse": [[float(len(w) - k) for k in range(len(w))]] * 2},
+                        heads=[*range(2, len(w) + 1), 0]) for w in words]
+
+
+POSITIONS = Family("toy-positions", "a positions toy", Positions, ModelConfig, sentences.SentenceTrainConfig,
+                   Yields(distances=("position", "reverse"), heads=True))
 
 
 def test_a_family_whose_distances_have_names_of_their_own_parses_evaluates_and_writes_by_them(monkeypatch, tmp_path,
                                                                                                tiny_model):
     """Readings name their distances (issue 71): the toy's are offered by its names, its first by default, in the API,
-    parse, jsonl and evaluate's rows; a name it lacks is a one-line error naming it and the names it has."""
-    monkeypatch.setitem(registry.KINDS, Positions.NAME, Positions)
-    config = Config(model=ModelConfig(kind=Positions.NAME), data=tiny_model.config.data)
+    parse, jsonl and evaluate's rows; a name it lacks is a one-line error naming it and the names it has. Its
+    `Yields.heads` flag is all it takes for its heads to be written as CoNLL (the heads renderer)."""
+    register(monkeypatch, POSITIONS)
+    config = Config(model=ModelConfig(kind=POSITIONS.name), data=tiny_model.config.data,
+                    train=sentences.SentenceTrainConfig())
     path = tmp_path / "positions.pt"
     checkpoint.save(path, Positions(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
                     config)
@@ -135,16 +153,21 @@ def test_a_family_whose_distances_have_names_of_their_own_parses_evaluates_and_w
     report = gi.evaluate(gi.load(path, distance="reverse"), gold=QUICKSTART_GOLD)
     assert report.main_row == "layer 1 reverse"
     assert {"layer 1 position", "layer 2 reverse", "mean of layers position"} <= set(report.rows)
+    conll = CliRunner().invoke(main, ["parse", "--model", str(path), "--format", "conll", SENTENCE])
+    assert conll.exit_code == 0, conll.output
+    rows = [line.split("\t") for line in conll.stdout.splitlines() if line and not line.startswith("#")]
+    assert [(row[1], row[6]) for row in rows] == [(w, str(k + 2) if k < 7 else "0") for k, w in enumerate(words)]
 
 
-def test_nothing_outside_the_registry_and_the_kinds_asks_which_kind_a_model_is():
+def test_nothing_outside_the_registry_and_the_families_asks_which_family_a_model_is():
     package = ROOT / "grammar_induce"
     asking = re.compile(r"is_student|has_distances|YIELDS|\.NAME\s*[!=]=|[!=]=\s*\w+\.NAME\b|model\.kind\s*[!=]=|"
-                        r"kind\s*[!=]=\s*\"(onlstm|lstm|student|pcfg)\"|"
+                        r"(family|STUDENT)\.name\s*[!=]=|[!=]=\s*\w*(family|STUDENT)\.name\b|"
+                        r"kind\s*[!=]=\s*\"(onlstm|lstm|student|pcfg|structformer)\"|"
                         r"(isinstance|issubclass)\([^)]*(SpanParser|LanguageModel)")
     families = package / "families"
     found = [f"{path.relative_to(package)}:{k}" for path in package.rglob("*.py")
-             if not (path.parent.parent == families or path in (families / "registry.py", families / "base.py"))
+             if not (path.parent.parent == families or path in (families / "registry.py", families / "family.py"))
              for k, line in enumerate(path.read_text().splitlines(), 1) if asking.search(line)]
     assert found == []
 
@@ -178,10 +201,6 @@ class WidthCRF(ModelKind):
     learned number per span width; `train` fits its `log_likelihood` by the whole-sentence recipe, `read` gives
     its CKY trees. Its config: its own [model] section, the whole-sentence recipe's [train]."""
 
-    NAME, DESCRIPTION, SEARCH, OWN_TREES = "toy-width", "a width-score toy", "CKY over width scores", True
-    TRAINER = sentences.SentenceTrainer
-    CONFIG = WidthConfig, sentences.SentenceTrainConfig
-
     def __init__(self, vocab_size: int, config: WidthConfig):
         super().__init__()
         self.unigram = torch.nn.Parameter(torch.zeros(vocab_size))
@@ -209,6 +228,10 @@ class WidthCRF(ModelKind):
         return [Reading(list(w), parsed_tree=tree) for w, tree in zip(words, found)]
 
 
+WIDTH = Family("toy-width", "a width-score toy", WidthCRF, WidthConfig, sentences.SentenceTrainConfig,
+               Yields(own_trees=True, search="CKY over width scores"), recipe=sentences.SentenceRecipe)
+
+
 def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluate_ensembles_and_distill(
         monkeypatch, tmp_path, tiny_run, ctrl_c_raises):
     """Defined in this file alone: `train` fits it (and resumes it to the same weights after an interruption),
@@ -217,7 +240,7 @@ def test_a_toy_family_that_trains_itself_goes_through_train_resume_parse_evaluat
     import signal
 
 
-    monkeypatch.setitem(registry.KINDS, WidthCRF.NAME, WidthCRF)
+    register(monkeypatch, WIDTH)
     tiny = tmp_path / "toy.toml"  # its own config file: its own [model] key, its recipe's [train]
     tiny.write_text(TOY_CONFIG.format(root=ROOT))
     with pytest.raises(ConfigError, match=r"model.emb_size is not read by a width-score toy \(model.kind 'toy-width'"):

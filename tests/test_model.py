@@ -3,13 +3,13 @@ import math
 import pytest
 import torch
 
-from grammar_induce.families.base import count_parameters
+from grammar_induce.families.kind import count_parameters
 from grammar_induce.families.onlstm import native
 from grammar_induce.families.onlstm.decoder import cross_entropy
 from grammar_induce.families.onlstm.model import ONLSTMLanguageModel, cumax, embedding_dropout, keep_mask, paper_layer
+from grammar_induce.families.onlstm.products import RepeatedProduct
 from grammar_induce.families.onlstm.recurrence import _Recurrence, recurrence
 from grammar_induce.families.onlstm.settings import ONLSTMConfig
-from grammar_induce.runtime.products import RepeatedProduct
 
 from . import paper_onlstm
 from .paper_onlstm import reference_distances
@@ -225,7 +225,7 @@ def test_parameter_count_of_the_paper_model():
 
 def test_the_paper_style_training_loss_is_the_models_without_dropout():
     """The benchmark's baseline (reference_training_loss) computes what training computes."""
-    from grammar_induce.families.onlstm.trainer import lm_loss
+    from grammar_induce.families.onlstm.recipe import lm_loss
 
     from .conftest import tiny_config
     from .paper_onlstm import reference_training_loss

@@ -14,6 +14,7 @@ from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences
 from grammar_induce.families.pcfg.model import TNPCFG
 from grammar_induce.families.pcfg.settings import PCFGConfig
+from grammar_induce.inference.ensemble import parse_layer
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, tiny_config
@@ -197,7 +198,7 @@ def test_a_pcfg_at_an_sgd_learning_rate_stops_at_its_first_diverged_step(tmp_pat
     """`--set model.kind=pcfg` on an ON-LSTM config keeps its lr (10, for SGD): one Adam step at that rate sends the
     loss past what a float's perplexity holds while it stays finite. The run stops there and says why, instead of
     training on to a best.pt of infinite perplexity."""
-    from grammar_induce.families.training import TrainingStopped
+    from grammar_induce.training.loop import TrainingStopped
 
     with pytest.raises(TrainingStopped, match=r"the training loss became [\d.]+e\+\d+ at step 2 of epoch 1; nothing "
                                               r"had been saved yet.*\(lr 10 with adam: try a lower lr or clip\)"):
@@ -251,7 +252,7 @@ def test_a_pcfg_is_a_teacher_and_an_ensemble_member_beside_a_language_model(tmp_
     said: list[str] = []
     student = api.distill(pcfg, lm, train=tiny_config().data.train, valid=tiny_config().data.valid,
                           out=tmp_path / "student", epochs=1, emb_size=8, hidden_size=8, log=said.append)
-    lm_layer = api.load(lm).models[0].model.parse_layer(None)
+    lm_layer = parse_layer(api.load(lm).models[0], None)
     assert any(line.startswith(f"round 1: 2 members (layers -, {lm_layer}, ") for line in said)  # a PCFG reads none
     assert student.parse(sentence).leaves() == sentence.split()
     made = checkpoint.load(tmp_path / "student" / "best.pt").provenance
@@ -358,11 +359,13 @@ def test_a_line_too_long_for_a_pcfgs_chart_is_parsed_in_pieces_of_bounded_depth_
     """A line longer than the chart's limit got a right-branching tree as deep as the line, which readers (json,
     nltk) could not read back (issue 70, class 5): now each piece has its MBR tree, joined by a balanced tree."""
     from grammar_induce import api
+    from grammar_induce.families import registry
     from grammar_induce.families.pcfg import model as pcfg
     from grammar_induce.messages import Messages
 
     monkeypatch.setattr(pcfg, "PARSE_LIMIT", 4)
-    monkeypatch.setattr(pcfg.TNPCFG, "LONGEST", (4, pcfg.TNPCFG.LONGEST[1]))
+    shorter = replace(pcfg.FAMILY.yields, longest=(4, pcfg.LONGER_LINES))
+    monkeypatch.setitem(registry.FAMILIES, "pcfg", replace(pcfg.FAMILY, yields=shorter))
     messages = Messages()
     lines = ["the dog barked", "the old man saw a dog near the river", "a cat"]
     parser = api.load(tiny_pcfg, labels=True)

@@ -268,18 +268,18 @@ def test_train_config_rejects_unknown_precisions():
 
 
 def test_the_lstm_baseline_keeps_its_layers_and_state_in_float32_under_bf16(with_bf16_units):
-    from grammar_induce.families.onlstm import trainer as awd
-    from grammar_induce.families.registry import build
+    from grammar_induce.families.onlstm import recipe as awd
+    from grammar_induce.families.registry import family_of
 
     config = tiny_config(model={"kind": "lstm"}, train={"precision": "bf16"})
-    model = build(30, config.model).eval()  # no dropout: the same function twice
+    model = family_of("lstm").build(30, config.model).eval()  # no dropout: the same function twice
     tokens = torch.randint(0, 30, (8, 4), generator=torch.Generator().manual_seed(0))
     loss, _, hidden = awd.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), config)
     assert all(state.dtype == torch.float32 for layer in hidden for state in layer)
     fp32_loss, _, _ = awd.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), tiny_config(
         model={"kind": "lstm"}))
     assert abs(loss.item() - fp32_loss.item()) < 0.01 * fp32_loss.item()
-    assert "torch's LSTM layers in float32" in precision.describe("bf16", "bf16", CPU, model.BF16_PARTS)
+    assert "torch's LSTM layers in float32" in precision.describe("bf16", "bf16", CPU, family_of("lstm").bf16_parts)
 
 
 @pytest.mark.parametrize("slow, expected", [(BF16, "fp32"), (None, "bf16")])

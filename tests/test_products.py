@@ -6,8 +6,8 @@ import weakref
 import pytest
 import torch
 
-from grammar_induce.runtime import precision, products
-from grammar_induce.runtime.products import (
+from grammar_induce.families.onlstm import products
+from grammar_induce.families.onlstm.products import (
     RepeatedProduct,
     copies_linear_weight,
     left_operand,
@@ -17,6 +17,7 @@ from grammar_induce.runtime.products import (
     transposed_copy,
     transposed_left_product,
 )
+from grammar_induce.runtime import precision
 
 BF16 = torch.bfloat16
 ROUNDING = 1e-4  # float32 sums of a few hundred terms of size ~1, added in another order: ~1e-5 apart

@@ -1,4 +1,4 @@
-"""The loop keeps every recipe's random generators in one shape (runtime/randomness.py), and a last.pt written when
+"""The loop keeps every recipe's random generators in one shape (training/randomness.py), and a last.pt written when
 recipes kept their own resumes the same."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from grammar_induce.inference.members import Members, read_sentences
 from grammar_induce.inference.voting import most_voted_tree
 from grammar_induce.metrics import SpanMetric
 from grammar_induce.text.treebank import TagFilter, read_gold
-from grammar_induce.workflows.scoring import EvalOptions, evaluate_file, evaluate_models, report_json
+from grammar_induce.workflows.scoring import EvalOptions, evaluate_file, evaluate_models
 
 from .conftest import (
     LABELLED_GOLD,
@@ -36,7 +36,7 @@ def test_model_report_rows_and_baselines(tiny_model, tmp_path):
     assert report.rows["right-branching"] == right
     assert report.sentences == len(gold) == 500
     assert sum(m.sentences for m in report.by_length["right-branching"].values()) == 500
-    data = json.loads(report_json(report))
+    data = json.loads(report.to_json())
     assert data["rows"]["right-branching"]["sentence_f1"] == pytest.approx(right.sentence_f1)
 
 

@@ -15,8 +15,8 @@ from grammar_induce.families import checkpoint
 from grammar_induce.families.registry import CONFIGS
 from grammar_induce.families.structformer import structure
 from grammar_induce.families.structformer.model import StructFormer, before_each_word
+from grammar_induce.families.structformer.recipe import UNK, masked, token_batches
 from grammar_induce.families.structformer.settings import StructFormerConfig
-from grammar_induce.families.structformer.trainer import UNK, masked, token_batches
 from grammar_induce.inference.parsing import joined
 from grammar_induce.output.formats import MemberResult, SentenceResult, render
 from grammar_induce.text.heads import attachment, chain, dependency_heads, head_child

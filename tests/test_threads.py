@@ -62,7 +62,7 @@ def test_one_torch_thread_another_device_or_one_item_run_in_the_calling_thread(t
 def test_a_students_trees_in_two_threads_are_those_read_one_batch_at_a_time(two_torch_threads, monkeypatch):
     """Each thread reads with one torch thread: the same arithmetic as reading alone on one."""
     student = checkpoint.load(pretrained.catalogue()["en"].paths[0])
-    assert student.model.READS_IN_LANES
+    assert student.family.reads_in_lanes
     words = "the old man saw a dog near the river and the cat sat on the mat".split()
     sentences = [words[k % 5 : k % 5 + 3 + k % 11] for k in range(60)]
     torch.set_num_threads(1)

@@ -10,17 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from grammar_induce.config import ConfigError
+from grammar_induce.config import Config, ConfigError
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.onlstm import native
-from grammar_induce.families.onlstm import trainer as awd
-from grammar_induce.families.onlstm.trainer import averaged_weights, sample_seq_len
-from grammar_induce.families.training import TrainingStopped
+from grammar_induce.families.onlstm import recipe as awd
+from grammar_induce.families.onlstm.recipe import averaged_weights, sample_seq_len
 from grammar_induce.messages import Messages
 from grammar_induce.output import draw
 from grammar_induce.runtime import precision
+from grammar_induce.runtime.distributed import World
 from grammar_induce.text.tokenizer import Tokenizer
+from grammar_induce.training.loop import TrainingStopped
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, invoke, one_line_error, run_training, tiny_config, well_formed
@@ -41,7 +42,7 @@ def test_run_directory_contents(tiny_run):
 
 
 def test_best_is_the_lowest_validation(tiny_run, tiny_model):
-    from grammar_induce.families.onlstm.trainer import evaluate_loss
+    from grammar_induce.families.onlstm.recipe import evaluate_loss
     from grammar_induce.text.tokenizer import batchify
 
     from .plain_corpus import encode_stream
@@ -227,7 +228,7 @@ def test_a_diverging_run_stops_keeping_last_pt_and_its_curves(tmp_path):
 
 
 def test_a_validation_past_a_float_perplexity_stops_the_run_before_best_pt(tmp_path, monkeypatch):
-    monkeypatch.setattr(awd.AWDTrainer, "held_out", lambda self, model, part, products: 800.0)
+    monkeypatch.setattr(awd.AWDRecipe, "held_out", lambda self, model, part, products: 800.0)
     out = tmp_path / "run"
     with pytest.raises(TrainingStopped, match=r"the validation loss became 800 after epoch 1; nothing had been saved yet"):
         train(tiny_config(train={"epochs": 1}), out, **QUIET)
@@ -235,13 +236,14 @@ def test_a_validation_past_a_float_perplexity_stops_the_run_before_best_pt(tmp_p
 
 
 def test_a_loss_has_diverged_where_its_perplexity_is_past_a_float_or_it_is_not_a_number():
-    from grammar_induce.families.base import PERPLEXITY
-    from grammar_induce.families.student.trainer import StudentTrainer
+    from grammar_induce.families.recipe import PERPLEXITY
+    from grammar_induce.families.student.model import FAMILY as STUDENT
 
     per_word = PERPLEXITY.diverged
     assert [per_word(x) for x in (7.0, 709.0, 710.0, math.inf, math.nan)] == [False, False, True, True, True]
-    student = StudentTrainer(tiny_config(), torch.nn.Linear(1, 1), None, torch.device("cpu"), lambda: 0.5, False, "")
-    per_tree = student.measure.diverged  # a long sentence's tree can cost hundreds of nats
+    config = Config(model=STUDENT.model_config(kind="student"), data=tiny_config().data, train=STUDENT.train_config())
+    student = STUDENT.distilled_by(config, torch.nn.Linear(1, 1), None, torch.device("cpu"), World(), None)
+    per_tree = student.score.diverged  # a long sentence's tree can cost hundreds of nats
     assert [per_tree(x) for x in (-0.5, 710.0, 1e30, math.inf, math.nan)] == [False, False, False, True, True]
 
 
@@ -564,7 +566,7 @@ def test_a_kind_that_train_does_not_make_is_refused_naming_those_it_makes(tmp_pa
 def test_an_epoch_position_saved_before_tokens_read_were_counted_apart_resumes():
     """last.pt files written before the loss's units and the tokens read were two counts keep resuming: their one
     count was the loss's units."""
-    from grammar_induce.families.training import RESUME_VERSION, TrainState
+    from grammar_induce.training.state import RESUME_VERSION, TrainState
 
     old = {"version": RESUME_VERSION, "epoch": 19, "step": 7, "best_loss": 4.4, "val_history": [4.5, 4.4],
            "phase": "adam", "elapsed": 9.0,
@@ -573,3 +575,27 @@ def test_an_epoch_position_saved_before_tokens_read_were_counted_apart_resumes()
     assert (position.start, position.units, position.tokens, position.loss_sum) == (78, 915, 915, 361.5)
     again = TrainState.from_dict(TrainState.from_dict(old, Path("last.pt")).to_dict(), Path("last.pt")).position
     assert again == position
+
+
+def test_a_best_loss_saved_before_scores_had_a_direction_resumes_as_the_figure_it_was(tmp_path):
+    """A last.pt of before kept the best as a loss (`best_loss`: a student's agreement negated); resumed, a score where
+    higher is better reads it as the agreement it was, and a new last.pt keeps the figure itself (`best`)."""
+    from grammar_induce.families.recipe import PERPLEXITY, Score
+    from grammar_induce.training.state import TrainState
+
+    old = {"version": 1, "epoch": 3, "step": 7, "best_loss": -0.625, "val_history": [], "phase": "adam",
+           "elapsed": 1.0, "position": None}
+    state = TrainState.from_dict(old, Path("last.pt"))
+    assert (state.best, state.saved_as_loss) == (-0.625, True)
+    saved = state.to_dict()
+    assert saved["best"] == -0.625 and "best_loss" not in saved
+    assert TrainState.from_dict(saved, Path("last.pt")).saved_as_loss is False
+    state.read_best_as(higher_is_better=True)
+    assert (state.best, state.saved_as_loss) == (0.625, False)
+    perplexity = TrainState.from_dict({**old, "best_loss": 4.4}, Path("last.pt"))
+    perplexity.read_best_as(higher_is_better=False)
+    assert perplexity.best == 4.4
+    agreement = Score(lambda f: {"valid_agreement_f1": f}, higher_is_better=True)
+    assert agreement.keeps(0.7, 0.625) and not agreement.keeps(0.6, 0.625) and agreement.keeps(0.1, None)
+    assert PERPLEXITY.keeps(4.0, 4.4) and not PERPLEXITY.keeps(4.5, 4.4)
+    assert Score(agreement.record, higher_is_better=True, keep="last").keeps(0.1, 0.9)

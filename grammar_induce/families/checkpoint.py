@@ -23,7 +23,8 @@ from ..files import atomic_write, is_zip
 from ..messages import clipped
 from ..text.tokenizer import Tokenizer, Vocab
 from . import registry
-from .base import ModelKind
+from .family import Family
+from .kind import ModelKind
 
 FORMAT_VERSION = 1
 
@@ -39,6 +40,11 @@ class LoadedModel:
     config: Config
     source: str = ""  # the checkpoint file, for messages
     provenance: dict[str, Any] | None = None  # how it was made, where that is not the config (a student's teachers)
+
+    @property
+    def family(self) -> Family:
+        """Its family (what its readings yield, how messages name it), by the kind its config names."""
+        return registry.family_of(self.config.model.kind)
 
     @functools.cached_property
     def word_id(self) -> Callable[[str], int]:
@@ -138,7 +144,7 @@ def load(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
         config = registry.CONFIGS.from_dict(payload["config"], source=str(path), saved=True)
         vocab = Vocab(payload["vocab"])
         tokenizer = Tokenizer(**payload["tokenizer"])
-        model = registry.build(len(vocab), config.model)
+        model = registry.family_of(config.model.kind).build(len(vocab), config.model)
         model.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError, ConfigError) as e:
         raise InputError(f"{path}: damaged checkpoint ({_mismatch(e).removeprefix(f'{path}: ')})") from None

@@ -100,17 +100,17 @@ def table() -> str:
 
 def _own_trees(m: Pretrained) -> bool:
     """Whether the model's kind yields trees of its own (a student, a PCFG), not distances read by layer."""
-    from .registry import kind_of  # here: the registry loads torch, and the catalogue is read without it
+    from .registry import family_of  # here: the registry loads torch, and the catalogue is read without it
 
-    return kind_of(m.kind).OWN_TREES
+    return family_of(m.kind).yields.own_trees
 
 
 def _how(m: Pretrained) -> str:
     if _own_trees(m):
-        from .registry import kind_of
+        from .registry import family_of
 
-        kind = kind_of(m.kind)
-        return kind.SEARCH + ("; labels with --labels" if kind.LABELS else "")
+        yields = family_of(m.kind).yields
+        return yields.search + ("; labels with --labels" if yields.labels else "")
     how = f"layers {','.join(map(str, m.layers)) or 'middle'}, {m.decoder} decoder"
     if len(m.files) > 1:
         how += f", {m.combine}" + (f", right-branching voter {m.right_voter:g}" if m.right_voter else "")

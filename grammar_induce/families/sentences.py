@@ -1,7 +1,7 @@
 """The recipe of families fitted to whole sentences by their likelihood (a PCFG, families/pcfg; any kind with
 `log_likelihood(words, lengths, products)`): batches of sentences of neighbouring lengths (a curriculum of longest
 lengths if asked), Adam with the PCFG papers' betas, gradient clipping, the model kept by held-out likelihood.
-families/training.py runs it; one process (no torchrun)."""
+training/loop.py runs it; one process (no torchrun)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from ..runtime.clipping import clip_and_step
 from ..text import corpus
 from ..text.tokenizer import Vocab, tokenizer_of
 from . import focus
-from .base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
+from .kind import ModelKind, count_parameters
+from .recipe import EpochPosition, Recipe, Step, TrainingText
 
 ADAM_BETAS = (0.75, 0.999)  # TN-PCFG's (and compound PCFG's) optimiser
 PROBE_WORDS = 20  # `auto` precision's probe: a training batch of sentences this long
@@ -153,13 +154,11 @@ def sentence_step(model, optimizer: torch.optim.Optimizer, words: Tensor, length
     return loss.item()
 
 
-class SentenceTrainer(Trainer):
+class SentenceRecipe(Recipe):
     UNIT, PHASE = "batch", "adam"
 
-    def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device,
-                 world: distributed.World, phase: str | None):
-        self.config, self.model, self.text, self.device = config, model, text, device
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr, betas=ADAM_BETAS)
+    def setup(self, phase: str) -> None:
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.config.train.lr, betas=ADAM_BETAS)
         self.batches: list[list[int]] = []
 
     read_text = staticmethod(read_as_sentences)

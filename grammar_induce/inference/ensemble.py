@@ -76,7 +76,19 @@ def resolve_layers(options: ParseOptions, models: list[LoadedModel]) -> list[int
         raise SettingError("layer", f"is given {plural(len(options.layers), 'time')} for {plural(len(models), 'model')}: "
                          "give it once for all, or once per model")
     layers = options.layers * len(models) if len(options.layers) == 1 else options.layers or (None,) * len(models)
-    return [loaded.model.parse_layer(layer) for layer, loaded in zip(layers, models)]
+    return [parse_layer(loaded, layer) for layer, loaded in zip(layers, models)]
+
+
+def parse_layer(loaded: LoadedModel, asked: int | None) -> int:
+    """The layer a parse reads: the one asked for (checked), else the middle one (the paper's 2 of 3); a family that
+    yields its own trees has one, whatever is asked (the command line notes that)."""
+    if loaded.family.yields.own_trees:
+        return 1
+    n_layers = loaded.model.parse_layers
+    layer = middle_layer(n_layers) if asked is None else asked
+    if not 1 <= layer <= n_layers:
+        raise SettingError("layer", f"{layer} is out of range: the model has layers 1 to {n_layers}")
+    return layer
 
 
 def layers_by_agreement(parsed: list[list[Reading | None]], options: ParseOptions,
@@ -281,12 +293,3 @@ def member_agreement(sentences: list[list[Tree]]) -> list[SpanMetric]:
         for a, b in itertools.permutations(range(n), 2):
             scores[a] += SpanMetric.of(spans[a], spans[b])
     return scores
-
-
-def agreement_table(agreement: dict[str, SpanMetric]) -> str:
-    """Each member's sentence F1 against the other members' trees, and the mean over all pairs."""
-    lines = ["agreement between members (sentence F1 against the others' trees; no gold needed)"]
-    lines += [f"  {name:30s} {100 * m.sentence_f1:6.1f}" for name, m in agreement.items()]
-    mean = sum(m.sentence_f1 for m in agreement.values()) / len(agreement)
-    lines.append(f"  {'mean pairwise F1':30s} {100 * mean:6.1f}")
-    return "\n".join(lines)

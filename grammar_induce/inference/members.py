@@ -3,7 +3,7 @@ once, every member run over the sentences and their readings combined. parse (an
 evaluate and distill each call `Members.parse`.
 
 A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode (a backward model gets
-the words reversed); each model kind turns its rows into readings in reading order (families/base.py).
+the words reversed); each model kind turns its rows into readings in reading order (families/kind.py).
 """
 
 from __future__ import annotations
@@ -54,13 +54,13 @@ class Members:
         the middle one, unless `auto` chooses on the first chunk) and the precision resolved."""
         check_members(models)
         for loaded in models:  # a distance the model lacks (a StructFormer has its parser's alone)
-            model = loaded.model
-            if options.distance is not None and not model.OWN_TREES and options.distance not in model.DISTANCES:
-                raise SettingError("distance", f"{options.distance}: {shown(loaded.source)} ({model.DESCRIPTION}) "
-                                   f"has no {options.distance} distances; it has {', '.join(model.DISTANCES)}")
-        if options.labels and (len(models) > 1 or not models[0].model.LABELS):
+            family, yields = loaded.family, loaded.family.yields
+            if options.distance is not None and not yields.own_trees and options.distance not in yields.distances:
+                raise SettingError("distance", f"{options.distance}: {shown(loaded.source)} ({family.description}) "
+                                   f"has no {options.distance} distances; it has {', '.join(yields.distances)}")
+        if options.labels and (len(models) > 1 or not models[0].family.yields.labels):
             raise SettingError("labels", "come from one model that induces them (a PCFG), not "
-                               + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].model.DESCRIPTION))
+                               + (f"an ensemble of {len(models)}" if len(models) > 1 else models[0].family.description))
         if not (options.auto_layers and len(models) > 1):
             options = replace(options, layers=tuple(resolve_layers(options, models)), auto_layers=False)
         weights = resolve_weights(options, [m.config.model.kind for m in models])  # "auto": on the first chunk
@@ -198,7 +198,7 @@ def parse_probe(models: list[LoadedModel], batch_size: int) -> precision.Probe |
     """`auto`'s probe of a parse: every member reading a batch of PARSE_PROBE_WORDS-word sentences of random words, as
     read_sentences reads (a kind that reads in lanes: a batch in each at once), None when no member has products to
     run in bfloat16."""
-    if not any(m.model.BF16_PARTS for m in models):
+    if not any(m.family.bf16_parts for m in models):
         return None
     rows = min(batch_size, PROBE_ROWS)
     generator = torch.Generator().manual_seed(0)
@@ -224,8 +224,8 @@ def check_members(models: list[LoadedModel]) -> None:
     """Every model must yield distances or trees, and all must split text alike (each one normalises its own copy of
     the tokens: lowercase, digits as N, as its tokenizer says)."""
     for loaded in models:
-        if not (loaded.model.OWN_TREES or loaded.model.DISTANCES):
-            raise InputError(f"{loaded.source}: {loaded.model.DESCRIPTION} has no distances to parse with "
+        if not (loaded.family.yields.own_trees or loaded.family.yields.distances):
+            raise InputError(f"{loaded.source}: {loaded.family.description} has no distances to parse with "
                              "(train an ON-LSTM: model.kind = \"onlstm\")")
     first = models[0]
     for loaded in models[1:]:
@@ -253,7 +253,7 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     def read(batch: list[int]) -> list[Reading]:
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
-        if confidence and loaded.model.CONFIDENCE:
+        if confidence and loaded.family.yields.confidence:
             return loaded.model.read(tokens, words, n_layers, products, confidence=True)
         return loaded.model.read(tokens, words, n_layers, products)
 
@@ -268,7 +268,7 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
 
 def _lanes(loaded: LoadedModel) -> int:
     """How many batches a model reads at once on a CPU (runtime/threads.py): as its kind says."""
-    return LANES if loaded.model.READS_IN_LANES else 1
+    return LANES if loaded.family.reads_in_lanes else 1
 
 
 def _batches(order: list[int], sentences: list[list[str]], batch_size: int) -> Iterator[list[int]]:

@@ -107,10 +107,10 @@ def _long_line_rules(members: Members) -> list[tuple[int, str]]:
     voting = len(members.models) > 1 and members.options.combine == "mbr"
     if voting:
         rules.append((greedy[0], f"span voting {greedy[1]}"))
-    for model in dict.fromkeys(m.model for m in members.models):
-        limit, what = model.LONGEST or greedy
-        if model.SEARCH and not (voting and limit >= greedy[0]):  # span voting's note says it for the others
-            rules.append((limit, f"the {model.NAME}'s {model.SEARCH} {what}"))
+    for family in dict.fromkeys(m.family for m in members.models):
+        limit, what = family.yields.longest or greedy
+        if family.yields.search and not (voting and limit >= greedy[0]):  # span voting's note says it for the others
+            rules.append((limit, f"the {family.name}'s {family.yields.search} {what}"))
     return rules
 
 

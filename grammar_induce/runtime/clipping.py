@@ -3,7 +3,7 @@ in fewer passes over the gradients.
 
 `clip_grad_norm_` reads every gradient twice before the optimizer reads it again: once for the norms (torch's
 `vector_norm`), once to scale them. Here the norm is a sum of dot products, and where the optimizer takes a gradient
-scale (torch's fused SGD and Adam: what its GradScaler hands them; our ASGD, runtime/asgd.py), the clip is that
+scale (torch's fused SGD and Adam: what its GradScaler hands them; our ASGD, families/onlstm/asgd.py), the clip is that
 scale, applied in the update's own pass. A float32 gradient of 1,150 x 4,830 on a 2-core Intel Xeon with AMX:
 `vector_norm` 2.8 ms with a relative error of 1.4e-4, the dot product 0.6 ms with 2.2e-6 (against float64); clip
 and fused SGD step in a training step of the paper's model 21.2 against 35.0 ms.

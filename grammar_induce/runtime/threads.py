@@ -6,7 +6,7 @@ batches at once, on two threads with one torch thread each, keep both cores busy
 release the interpreter's lock, so one thread's products run while the other's Python does (`en` on a 2-core Intel
 Xeon with AMX: 1.2-1.3x the sentences a second, the same trees). A model whose products keep both cores busy loses by
 it (the ON-LSTM pair there: 0.9x, each thread streaming the whole weights): a model kind says whether it reads so
-(ModelKind.READS_IN_LANES).
+(`Family.reads_in_lanes`).
 """
 
 from __future__ import annotations

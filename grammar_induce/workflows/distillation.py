@@ -22,11 +22,10 @@ from .. import trees
 from ..config import SEED, Config, ConfigError
 from ..errors import InputError
 from ..families import checkpoint, registry
-from ..families.base import ModelKind, Trainer, TrainingText
 from ..families.checkpoint import LoadedModel
+from ..families.family import Family
+from ..families.kind import ModelKind
 from ..families.reading import Reading
-from ..families.registry import STUDENT
-from ..families.training import fit, resume_state
 from ..files import atomic_write, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine, layers_named
 from ..inference.members import Members, check_members, read_sentences, token_ids
@@ -37,25 +36,30 @@ from ..runtime import precision, rundir
 from ..runtime.distributed import World
 from ..runtime.rundir import append_metrics
 from ..text.tokenizer import EOS
+from ..training.loop import fit
+from ..training.state import resume_state
 from ..trees import Tree
+
+STUDENT: Family = registry.distilled()  # the family distill trains
+_SIZES, _TRAINING = STUDENT.model_config(), STUDENT.train_config()  # its defaults, kept in its settings.py
 
 
 @dataclass(frozen=True)
 class DistillSettings:
-    epochs: int = 2  # per round
+    epochs: int = _TRAINING.epochs  # per round
     rounds: int = 1  # 1: learn the teachers' trees; more: re-parse with the student beside them and learn again
     confident: bool = False  # learn only the spans most members agree on (the rest of each tree is free)
-    student_batch_size: int = 32  # sentences per optimizer step
-    lr: float = 2e-3  # Adam
+    student_batch_size: int = _TRAINING.batch_size  # sentences per optimizer step
+    lr: float = _TRAINING.lr  # Adam
     max_length: int = 40  # training sentences of at most this many words (the CRF is cubic in the length)
-    emb_size: int = 200
-    hidden_size: int = 200
-    n_layers: int = 2  # of the BiLSTM
-    dropout: float = 0.3
+    emb_size: int = _SIZES.emb_size
+    hidden_size: int = _SIZES.hidden_size
+    n_layers: int = _SIZES.n_layers  # of the BiLSTM
+    dropout: float = _SIZES.dropout
     seed: int = SEED
     # which epoch a round keeps: the one whose trees agree best with the targets on the held-out text,
     # or the last (a fixed budget: the best agreement also copies the teachers' errors best)
-    keep: str = "agreement"
+    keep: str = _TRAINING.keep
 
     def __post_init__(self) -> None:
         """Settings checked before any teacher parses, in the API's words."""
@@ -149,8 +153,8 @@ def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -
         raise InputError(f"{out_dir}: holds other files ({', '.join(others[:4])}{', ...' if len(others) > 4 else ''}) "
                          "and no student: distill writes into a new or empty folder (or over a student, with --force)")
     if best.exists():
-        kind, described = _checkpoint_kind(best)
-        if kind is None or kind.DISTILLED_BY is None:
+        family, described = _checkpoint_family(best)
+        if family is None or not family.is_distilled:
             raise InputError(f"{out_dir}: its best.pt is {described}, not a distilled student: it is never written "
                              "over; choose another --out")
         if not force:
@@ -161,17 +165,17 @@ def _check_output_folder(out_dir: Path, work: Path, force: bool, resume: bool) -
         raise InputError(f"{work}: holds an interrupted distillation: add --resume to go on with it, or remove it")
 
 
-def _checkpoint_kind(path: Path) -> tuple[type[ModelKind] | None, str]:
-    """The kind of a checkpoint's model (None: not one this installation knows) and how a message names it."""
+def _checkpoint_family(path: Path) -> tuple[Family | None, str]:
+    """The family of a checkpoint's model (None: not one this installation knows) and how a message names it."""
     try:
         name = checkpoint.read(path)["config"]["model"]["kind"]
     except (InputError, KeyError, TypeError):
         return None, "not a grammar-induce checkpoint"
     try:
-        kind = registry.kind_of(name)
+        family = registry.family_of(name)
     except ConfigError:
         return None, f"a model of an unknown kind ({name})"
-    return kind, f"{kind.DESCRIPTION} ({name})"
+    return family, f"{family.description} ({name})"
 
 
 def _read_state(work: Path) -> dict:
@@ -200,7 +204,7 @@ def _rounds(teachers: list[LoadedModel], train_words: list[list[str]], valid_wor
                 valid_targets, _ = ensemble_targets(members, valid_words, fixed)
                 _save(work / _targets_file(round_number), {"train": _saved_targets(train_targets),
                                                            "valid": _saved_targets(valid_targets)})
-                own_trees = [m.model.OWN_TREES for m in members]
+                own_trees = [m.family.yields.own_trees for m in members]
                 messages.say(f"round {round_number}: {len(members)} members "
                     f"(layers {layers_named(fixed.layers, own_trees, ', ')}, {fixed.combine}"
                     + (f", weights {','.join(f'{w:.3f}' for w in fixed.weights)}"
@@ -246,7 +250,7 @@ def provenance(teachers: list[LoadedModel], train_path: str, valid_path: str, se
     return {"kind": "distilled", "teachers": [t.source for t in teachers],
             "teacher_kinds": [t.config.model.kind for t in teachers], "train": str(train_path),
             "valid": str(valid_path), "training_sentences": sentences, "rounds": rounds,
-            "layers": [None if t.model.OWN_TREES else layer for t, layer in zip(teachers, options.layers)],
+            "layers": [None if t.family.yields.own_trees else layer for t, layer in zip(teachers, options.layers)],
             "decoder": options.decoder, "combine": options.combine,
             "right_voter": options.right_voter, "weights": list(options.weights), "distance": options.distance,
             "settings": asdict(settings)}
@@ -313,19 +317,19 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     device = teacher.model.device
     ids = [token_ids(teacher, words) for words in train.words]
     spans = train.confident if settings.confident else [trees.spans(t, whole=True) for t in train.trees]
-    targets = STUDENT.TARGETS(ids, spans, learnable(train.words, settings.max_length), teacher.vocab.index[EOS])
-    text = TrainingText(teacher.tokenizer, teacher.vocab, targets, valid.words, None, [])
+    recipe = STUDENT.distilled_by
 
-    def recipe(cfg: Config, model: ModelKind, phase: str | None) -> Trainer:
-        live = LoadedModel(model, teacher.vocab, teacher.tokenizer, cfg, str(folder / "best.pt"))
-        return STUDENT.DISTILLED_BY(cfg, model, text, device, lambda: agreement_with(live, valid), settings.keep == "last",
-                              f"round {round_number}")
+    def agreement(model: ModelKind) -> float:
+        return agreement_with(LoadedModel(model, teacher.vocab, teacher.tokenizer, config, str(folder / "best.pt")), valid)
 
+    text = recipe.text_of(teacher.tokenizer, teacher.vocab, ids, spans, learnable(train.words, settings.max_length),
+                          teacher.vocab.index[EOS], len(valid.words), agreement)
     last = folder / "last.pt"
     payload = checkpoint.read(last) if resume and last.exists() else None
-    result = fit(config, folder, recipe, len(teacher.vocab), (payload, resume_state(payload, last)) if payload else None,
+    result = fit(config, folder, STUDENT, lambda cfg, model, phase: recipe(cfg, model, text, device, World(), phase),
+                 len(teacher.vocab), (payload, resume_state(payload, last)) if payload else None,
                  device=device, world=World(), quiet=True, messages=messages,
-                 precision_line=precision.describe("fp32", "fp32", device, STUDENT.BF16_PARTS, STUDENT.FP32_PARTS))
+                 precision_line=precision.describe("fp32", "fp32", device, STUDENT.bf16_parts, STUDENT.fp32_parts))
     if result.stopped_by is not None:
         raise KeyboardInterrupt  # distill notes where the run is and how to resume it
     for record in rundir.read_metrics(folder):  # every epoch of the round, the resumed run's and those before
@@ -339,11 +343,11 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
 
 def _student_config(teacher: LoadedModel, settings: DistillSettings, round_number: int) -> Config:
     """The student's model and how it trains (a round's own seed); its text settings are the teacher's."""
-    model_section, train_section = STUDENT.CONFIG
-    model = model_section(kind=STUDENT.NAME, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
-                          n_layers=settings.n_layers, dropout=settings.dropout)
-    train = train_section(batch_size=settings.student_batch_size, lr=settings.lr, clip=5.0, epochs=settings.epochs,
-                          seed=settings.seed + round_number, device=str(teacher.model.device))
+    model = STUDENT.model_config(kind=STUDENT.name, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
+                                 n_layers=settings.n_layers, dropout=settings.dropout)
+    train = STUDENT.train_config(batch_size=settings.student_batch_size, lr=settings.lr, epochs=settings.epochs,
+                                 seed=settings.seed + round_number, device=str(teacher.model.device),
+                                 keep=settings.keep, round=round_number)
     return Config(model=model, data=teacher.config.data, train=train)
 
 

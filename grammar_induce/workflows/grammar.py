@@ -125,7 +125,7 @@ def read_grammar(members: Members, text: Iterable[str] | None = None, text_name:
     if len(members.models) != 1 or not hasattr(loaded.model, "grammar"):
         raise SettingError("model", "grammar reads one induced PCFG (model.kind = \"pcfg\"), not "
                            + (f"an ensemble of {len(members.models)}" if len(members.models) > 1
-                              else loaded.model.DESCRIPTION))
+                              else loaded.family.description))
     members = replace(members, options=replace(members.options, labels=True))
     report = GrammarReport(shown(loaded.source), read_symbols(loaded.model.grammar(), loaded.vocab.words, top))
     if text is not None:

@@ -6,7 +6,6 @@ of predicted trees; then left-branching, right-branching, balanced and random tr
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -17,9 +16,10 @@ from .. import trees
 from ..errors import InputError
 from ..families.pretrained import shown
 from ..inference.calibration import Calibration
-from ..inference.ensemble import agreement_table, confidences
+from ..inference.ensemble import confidences
 from ..messages import Messages, plural, progress_bar
-from ..metrics import CalibrationBin, SpanMetric, calibration, calibration_error
+from ..metrics import SpanMetric
+from ..output.evaluation import Report
 from ..text.heads import attachment, chain
 from ..text.predicted import onto_gold, predicted_trees
 from ..text.treebank import GoldTree, TagFilter, read_gold
@@ -49,108 +49,6 @@ class EvalOptions:
     dependencies: bool = False  # also score a model's dependency heads (UAS) against the gold trees' head rules
 
 
-@dataclass
-class Report:
-    rows: dict[str, SpanMetric]
-    main_row: str  # the row whose trees are saved and broken down by length
-    by_length: dict[str, dict[str, SpanMetric]]  # row -> bucket -> metric
-    sentences: int
-    skipped: int
-    predicted: list[trees.Tree]
-    agreement: dict[str, SpanMetric] = field(default_factory=dict)  # member -> its F1 against the others
-    notes: list[str] = field(default_factory=list)  # warnings about the gold trees
-    gold: list[GoldTree] = field(default_factory=list)  # the scored gold trees, aligned with `predicted`
-    unknown: dict[str, tuple[int, int]] = field(default_factory=dict)  # model -> gold words it does not know, of all
-    # row -> label -> (found, of); the random row's found is the mean of its draws
-    label_recall: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
-    # row -> (directed, undirected) attachment score against Collins' head rules (evaluate --deps)
-    dependencies: dict[str, tuple[float, float]] = field(default_factory=dict)
-    # the main row's brackets the F1 counts: (its confidence, whether it is a gold constituent); none without confidences
-    brackets: list[tuple[float, bool]] = field(default_factory=list)
-    labelled: SpanMetric | None = None  # the main row's induced labels under a label map, against the gold categories
-
-    @property
-    def calibration(self) -> list[CalibrationBin]:
-        return calibration(self.brackets)
-
-    def to_dict(self) -> dict:
-        return {
-            "sentences": self.sentences, "skipped": self.skipped, "main": self.main_row,
-            "agreement": {name: m.to_dict() for name, m in self.agreement.items()}, "notes": self.notes,
-            "rows": {name: m.to_dict() for name, m in self.rows.items()},
-            "by_length": {row: {b: m.to_dict() for b, m in buckets.items()} for row, buckets in self.by_length.items()},
-            **({"unknown_words": {name: {"unknown": count, "words": total} for name, (count, total)
-                                  in self.unknown.items()}} if self.unknown else {}),
-            **({"label_recall": {row: {label: found / total if total else None for label, (found, total) in labels.items()}
-                                 for row, labels in self.label_recall.items()}} if self.label_recall else {}),
-            **({"dependencies": {row: {"directed": d, "undirected": u} for row, (d, u) in self.dependencies.items()}}
-               if self.dependencies else {}),
-            **({"labelled": self.labelled.to_dict()} if self.labelled is not None else {}),
-            **({"calibration": {"row": self.main_row, "expected_calibration_error": calibration_error(self.calibration),
-                                "bins": [b.to_dict() for b in self.calibration]}} if self.calibration else {}),
-        }
-
-    def table(self) -> str:
-        width = max(28, *(len(name) + 2 for name in self.rows))
-        lines = [f"{'':{width}s} {'sent F1':>8s} {'corpus F1':>10s} {'prec':>6s} {'recall':>7s}"]
-        for name, m in self.rows.items():
-            mark = " *" if name == self.main_row else ""
-            if m.predicted or m.gold:
-                corpus = f"{100 * m.corpus_f1:10.1f} {100 * m.precision:6.1f} {100 * m.recall:7.1f}"
-            else:  # no span of two or more words on either side (every sentence too short): nothing to score
-                corpus = f"{'n/a':>10s} {'n/a':>6s} {'n/a':>7s}"
-            lines.append(f"{name + mark:{width}s} {100 * m.sentence_f1:8.1f} {corpus}")
-        if self.label_recall:
-            lines.append("\n" + label_recall_table(self.label_recall))
-        if self.dependencies:
-            lines.append("\n" + dependency_table(self.dependencies))
-        if self.calibration:
-            lines.append("\n" + calibration_table(self.main_row, self.calibration))
-        if self.labelled is not None:
-            m = self.labelled
-            lines.append(f"\nlabelled (the induced labels renamed by the label map, a mapping learned from gold trees): "
-                         f"corpus F1 {100 * m.corpus_f1:.1f}, prec {100 * m.precision:.1f}, recall {100 * m.recall:.1f}, "
-                         f"sentence F1 {100 * m.sentence_f1:.1f}")
-        if self.agreement:
-            lines.append("\n" + agreement_table(self.agreement))
-        lines += [f"\ngold words unknown to {shown(name)}: {100 * count / max(total, 1):.1f}% ({count:,} of {total:,})"
-                  for name, (count, total) in self.unknown.items()]
-        lines += [f"\nnote: {note}" for note in self.notes]
-        lines.append(f"\nsentence F1 by length ({plural(self.sentences, 'sentence')}, {self.skipped:,} skipped)")
-        rows = list(self.by_length)
-        lines.append(f"{'words':10s} {'count':>6s} " + " ".join(f"{r[:16]:>16s}" for r in rows))
-        for bucket in self.by_length[rows[0]]:
-            count = self.by_length[rows[0]][bucket].sentences
-            lines.append(f"{bucket:10s} {count:6d} "
-                         + " ".join(f"{100 * self.by_length[r][bucket].sentence_f1:16.1f}" for r in rows))
-        return "\n".join(lines)
-
-
-def calibration_table(row: str, bins: list[CalibrationBin]) -> str:
-    """How far a row's confidences mean what they say: per confidence bin, its brackets (those the F1 counts), their
-    mean confidence and the share of them that are gold constituents."""
-    lines = [f"calibration of {row} (the brackets the F1 counts, by confidence; calibrated: gold share = confidence)",
-             f"{'confidence':12s} {'brackets':>9s} {'mean':>6s} {'gold share':>11s} {'gap':>6s}"]
-    lines += [f"{f'{b.low:.1f}-{b.high:.1f}':12s} {b.brackets:9,d} {b.mean_confidence:6.2f} {b.gold_share:11.2f} "
-              f"{b.gap:+6.2f}" for b in bins]
-    lines.append(f"expected calibration error {calibration_error(bins):.3f}")
-    return "\n".join(lines)
-
-
-def label_recall_table(recall: dict[str, dict[str, tuple[float, int]]]) -> str:
-    """Per row, the share of the gold constituents of each category whose span the predicted trees hold."""
-    labels = list(next(iter(recall.values())))
-    width = max(28, *(len(name) + 2 for name in recall))
-    counts = next(iter(recall.values()))
-    lines = ["label recall (gold constituents of each category whose span the trees hold)",
-             f"{'':{width}s} " + " ".join(f"{label:>6s}" for label in labels),
-             f"{'(gold constituents)':{width}s} " + " ".join(f"{counts[label][1]:6d}" for label in labels)]
-    for name, row in recall.items():
-        lines.append(f"{name:{width}s} " + " ".join(f"{100 * found / total:6.1f}" if total else f"{'-':>6s}"
-                                                    for found, total in row.values()))  # -: no gold constituent
-    return "\n".join(lines)
-
-
 def label_recall(predicted: list, gold: list[GoldTree]) -> dict[str, tuple[int, int]]:
     """For each of RECALL_LABELS: (gold constituents of it whose span the predicted tree holds, gold
     constituents of it), counting the spans the F1 protocol counts (two or more words, not the whole sentence)."""
@@ -162,13 +60,6 @@ def label_recall(predicted: list, gold: list[GoldTree]) -> dict[str, tuple[int, 
                 found[label][0] += (start, end) in held
                 found[label][1] += 1
     return {label: (hit, total) for label, (hit, total) in found.items()}
-
-
-def dependency_table(scores: dict[str, tuple[float, float]]) -> str:
-    lines = ["dependencies: attachment scores against Collins' (1999) head rules (text/heads.py)",
-             f"{'':28s} {'directed':>9s} {'undirected':>11s}"]
-    lines += [f"{name:28s} {100 * d:9.1f} {100 * u:11.1f}" for name, (d, u) in scores.items()]
-    return "\n".join(lines)
 
 
 def dependency_scores(name: str, heads: list[list[int]], gold: list[GoldTree]) -> dict[str, tuple[float, float]]:
@@ -228,23 +119,24 @@ def _predicted_rows(members: Members, readings: list[list]) -> tuple[dict[str, l
     if len(models) > 1:
         predicted, agreement = _ensemble_rows(members, readings)
         return predicted, f"{members.options.combine} of {len(models)}", agreement
-    if (model := models[0].model).OWN_TREES:
-        main_row = f"{model.NAME} ({model.SEARCH})"
+    family, yields = models[0].family, models[0].family.yields
+    if yields.own_trees:
+        main_row = f"{family.name} ({yields.search})"
         return {main_row: members.combine(readings)}, main_row, None
-    distance = members.options.distance or model.DISTANCES[0]
-    main_row = f"layer {members.options.layers[0]} {distance}" if model.LAYERED else f"{distance} distances"
-    return _layer_rows(readings[0], members.options.decoder, model.LAYERED), main_row, None
+    distance = members.options.distance or yields.distances[0]
+    main_row = f"layer {members.options.layers[0]} {distance}" if yields.layered else f"{distance} distances"
+    return _layer_rows(readings[0], members.options.decoder, yields.layered), main_row, None
 
 
 def _dependency_rows(models: list, readings: list[list], gold: list[GoldTree]) -> dict[str, tuple[float, float]]:
     """The first model with dependency heads: its tree-decoded heads' attachment scores, beside its argmax ones."""
-    k, model = next(((k, m.model) for k, m in enumerate(models) if m.model.DEPENDENCIES), (0, models[0].model))
-    if not model.DEPENDENCIES:
-        raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({model.DESCRIPTION}) "
+    k, family = next(((k, m.family) for k, m in enumerate(models) if m.family.yields.heads), (0, models[0].family))
+    if not family.yields.heads:
+        raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({family.description}) "
                          "has none: a StructFormer (model.kind = \"structformer\") has them")
-    rows = dependency_scores(f"{model.NAME} heads (tree)", [p.heads for p in readings[k]], gold)
+    rows = dependency_scores(f"{family.name} heads (tree)", [p.heads for p in readings[k]], gold)
     if readings[k] and readings[k][0].argmax_heads is not None:  # the paper's: each word's best head alone
-        rows = {f"{model.NAME} heads (argmax)": attachment([p.argmax_heads for p in readings[k]],
+        rows = {f"{family.name} heads (argmax)": attachment([p.argmax_heads for p in readings[k]],
                                                           [g.heads for g in gold]), **rows}
     return rows
 
@@ -301,7 +193,7 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
 
 def _layer_rows(parsed: list, decoder: str, layered: bool) -> dict[str, list[trees.Tree]]:
     """A row per layer and distance name, and each name's mean over the layers; distances that are not a layer's
-    (`ModelKind.LAYERED`: a StructFormer's parser) are one row, `<name> distances`."""
+    (not `Yields.layered`: a StructFormer's parser) are one row, `<name> distances`."""
     n_layers = parsed[0].n_layers
     predicted: dict[str, list[trees.Tree]] = {}
     for k in (name for name, rows in parsed[0].distances.items() if rows):  # the names the model has
@@ -324,7 +216,7 @@ def _ensemble_rows(members, readings: list[list]) -> tuple[dict[str, list[trees.
     from ..inference.members import Members
 
     layers = members.options.layers
-    names = [f"{k + 1}: {_short_name(m.source)}" + ("" if m.model.OWN_TREES else f" L{layer}")
+    names = [f"{k + 1}: {_short_name(m.source)}" + ("" if m.family.yields.own_trees else f" L{layer}")
              for k, (m, layer) in enumerate(zip(members.models, layers))]  # a model of its own trees reads no layer
     predicted = dict(zip(names, members.member_trees(readings)))
     for how in combiners_for([list(column) for column in zip(*readings)]):
@@ -446,19 +338,3 @@ def _by_length(predicted: list, gold_spans: list[set], lengths: list[int]) -> di
 
 def _progress(total: int, quiet: bool):
     return progress_bar(total, "parsing", "sent", quiet=quiet or total < 500)
-
-
-def report_html(report: Report, limit: int = 1000) -> str:
-    """The evaluation as one self-contained HTML page (see draw.report_page); at most `limit` sentences drawn."""
-    from ..output import draw
-
-    sentences = [draw.ReportSentence(g.source, g.words, p, g.tree)
-                 for g, p in zip(report.gold[:limit], report.predicted[:limit])]
-    by_length = {row: {bucket: m.sentence_f1 for bucket, m in buckets.items()} for row, buckets in report.by_length.items()}
-    title = f"grammar-induce evaluation: {report.main_row}, {report.sentences} sentences"
-    return draw.report_page(title, [(name, m.to_dict()) for name, m in report.rows.items()], report.main_row,
-                            by_length, sentences, report.sentences)
-
-
-def report_json(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2)

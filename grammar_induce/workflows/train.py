@@ -1,6 +1,6 @@
 """`train`: a config's family trained on its text files in a run directory (its lock, what a resume may change,
-`auto` precision measured on the recipe's probe), through the one loop (families/training.py) with the family's
-recipe (`ModelKind.TRAINER`); the teachers' trees that focus a grammar (`train.focus`: files read aligned with the
+`auto` precision measured on the recipe's probe), through the one loop (training/loop.py) with the family's
+recipe (`Family.recipe`); the teachers' trees that focus a grammar (`train.focus`: files read aligned with the
 training text, models' trees made once and kept in chunks in the cache); a trained model's perplexity on a file, as
 its recipe validates.
 """
@@ -23,14 +23,16 @@ from .. import config as config_module
 from ..config import Config, ConfigError
 from ..errors import InputError, UserError
 from ..families import checkpoint, registry
-from ..families.base import ModelKind, Trainer, TrainingText, exp_loss
+from ..families.family import Family
 from ..families.focus import SpanVotes, Teacher
-from ..families.training import Result, TrainState, fit, resume_state
+from ..families.recipe import Recipe, TrainingText, exp_loss
 from ..files import read_lines, refuse_overwriting, write_text
 from ..messages import Messages, plural
 from ..runtime import distributed, memory, precision, rundir
 from ..text import aligned, corpus
 from ..text.tokenizer import Vocab
+from ..training.loop import Result, fit
+from ..training.state import TrainState, resume_state
 from ..trees import Tree, to_brackets
 
 FOCUS_CHUNK = 2000  # sentences a model teacher parses between two saved chunks of its trees
@@ -46,13 +48,12 @@ class TreeMaker:
     parse: Callable[[list[list[str]]], list[Tree]]
 
 
-def recipe_of(kind: type[ModelKind]) -> type[Trainer]:
-    """The recipe `train` fits a kind with; a kind made otherwise (a student: by distill) is a ConfigError."""
-    if kind.TRAINER is None:
-        trainable = ", ".join(name for name, cls in registry.KINDS.items() if cls.TRAINER is not None)
-        raise ConfigError(f"model.kind {kind.NAME!r}: train makes {trainable}; {kind.DESCRIPTION} is made otherwise "
-                          "(a student: by distill)")
-    return kind.TRAINER
+def recipe_of(family: Family) -> type[Recipe]:
+    """The recipe `train` fits a family with; a family made otherwise (a student: by distill) is a ConfigError."""
+    if family.recipe is None:
+        raise ConfigError(f"model.kind {family.name!r}: train makes {', '.join(registry.trained())}; "
+                          f"{family.description} is made otherwise (a student: by distill)")
+    return family.recipe
 
 
 def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -> float:
@@ -62,7 +63,7 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -
     data = loaded.config.data
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.reading_order == "backward")
-    return exp_loss(recipe_of(type(loaded.model)).held_out_loss(loaded.model, entry.ids, loaded.config, part))
+    return exp_loss(recipe_of(loaded.family).held_out_loss(loaded.model, entry.ids, loaded.config, part))
 
 
 def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = False, quiet: bool = False,
@@ -75,9 +76,9 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     """
     messages = messages or Messages()
     memory.ask_for_huge_pages()  # before any tensor (faulting a batch in 4 KiB pages costs about 5% of a CPU step)
-    kind = registry.kind_of(config.model.kind)  # the family, looked up once
-    recipe = recipe_of(kind)
-    kind.check_config(config.model)  # before the run directory is touched
+    family = registry.family_of(config.model.kind)  # looked up once
+    recipe = recipe_of(family)
+    family.model.check_config(config.model)  # before the run directory is touched
     world = distributed.World.from_env()
     if world.size > 1 and not recipe.PARALLEL:
         raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
@@ -103,12 +104,12 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     if kept:
         config, probe = dataclasses.replace(config, train=dataclasses.replace(config.train, precision=kept)), None
     else:
-        config, probe = measured_precision(config, recipe, requested, len(text.vocab), device, world)
-    said = precision.describe(requested, config.train.precision, device, kind.BF16_PARTS, kind.FP32_PARTS, probe,
+        config, probe = measured_precision(config, family, requested, len(text.vocab), device, world)
+    said = precision.describe(requested, config.train.precision, device, family.bf16_parts, family.fp32_parts, probe,
                               kept=bool(kept))
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
-        result = fit(config, out_dir, lambda cfg, model, phase: recipe(cfg, model, text, device, world, phase),
+        result = fit(config, out_dir, family, lambda cfg, model, phase: recipe(cfg, model, text, device, world, phase),
                      len(text.vocab), (payload, saved) if payload and saved else None, device=device, world=world,
                      quiet=quiet, messages=messages, precision_line=said,
                      initial=start["state_dict"] if start else None)
@@ -143,18 +144,18 @@ def run_precision(payload: dict[str, Any], requested: str, device: torch.device)
     return saved if saved == "fp32" or precision.bf16_hardware(device) is not None else None
 
 
-def measured_precision(config: Config, recipe: type[Trainer], requested: str, vocab_size: int, device: torch.device,
+def measured_precision(config: Config, family: Family, requested: str, vocab_size: int, device: torch.device,
                        world: distributed.World) -> tuple[Config, precision.Probe | None]:
     """The config with `auto` measured on a probe of one training step (forward and backward of a new model of
     the config on random ids of the training batch's shape, as its recipe says), where bfloat16 hardware leaves a
     choice (a single process: under torchrun every process keeps bf16, so that all run alike); and the probe."""
     if requested != "auto" or config.train.precision != "bf16" or world.size > 1:
         return config, None
-    model = registry.build(vocab_size, config.model).to(device)
+    model = family.build(vocab_size, config.model).to(device)
     cfg = config.train
     shapes = {k: v for k, v in config.to_dict()["train"].items() if k != "precision"}  # a batch's shape among them
     key = (config.model.kind, tuple(config.to_dict()["model"].values()), vocab_size, tuple(shapes.values()))
-    probe = precision.Probe(key, recipe.probe(model, config, vocab_size))
+    probe = precision.Probe(key, recipe_of(family).probe(model, config, vocab_size))
     chosen = precision.resolve(requested, device, probe)
     return dataclasses.replace(config, train=dataclasses.replace(cfg, precision=chosen)), probe
 

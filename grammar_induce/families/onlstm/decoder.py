@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...runtime.products import linear_operand, transposed_left_product
 from . import native
+from .products import linear_operand, transposed_left_product
 
 BLOCK_FLOATS = 1 << 18  # float32 log-probabilities of a block of rows (1 MB): a cache's worth
 

@@ -17,12 +17,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...config import ConfigError
-from ..base import ModelKind
+from ..family import Family, Yields
+from ..kind import ModelKind
 from ..reading import Reading, model_order
 from .decoder import decoder_cross_entropy
+from .recipe import AWDRecipe
 from .recurrence import State, drop_connect, keep_mask, linear, recurrence, recurrence_with_input_map, scale_steps
 from .settings import AWDTrainConfig, ONLSTMConfig
-from .trainer import AWDTrainer
 
 
 class Distances(NamedTuple):
@@ -176,8 +177,7 @@ class LanguageModel(ModelKind):
     with the AWD-LSTM dropouts. Layers map (x (T, B, I), (h0, c0)) to (hs (T, B, H), c_last, forget and
     input distances (T, B) or None)."""
 
-    TRAINER = AWDTrainer
-    CONFIG = ONLSTMConfig, AWDTrainConfig
+    ORDERED = False  # whether its layers order their neurons (master gates): they give distances
 
     def __init__(self, vocab_size: int, config: ONLSTMConfig, make_layer: Callable[[int, int], nn.Module]):
         super().__init__()
@@ -216,7 +216,7 @@ class LanguageModel(ModelKind):
             inp.append(dist_i)
             above = self.layers[k + 1] if k < len(self.layers) - 1 else None
             x = hs if above is None else locked_dropout(hs, cfg.dropouth, self.training, above.input_dtype(products))
-        distances = Distances(torch.stack(forget), torch.stack(inp)) if self.DISTANCES else None
+        distances = Distances(torch.stack(forget), torch.stack(inp)) if self.ORDERED else None
         return x, new_hidden, distances
 
     def forward(self, tokens: Tensor, hidden: State | None = None, products: torch.dtype | None = None,
@@ -234,9 +234,7 @@ class LanguageModel(ModelKind):
 
 
 class ONLSTMLanguageModel(LanguageModel):
-    NAME, DESCRIPTION, DISTANCES = "onlstm", "an ON-LSTM language model", ("forget", "input")  # master gates
-    BF16_PARTS = "matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the input maps' " \
-                 "master-gate rows in float32"
+    ORDERED = True
 
     def __init__(self, vocab_size: int, config: ONLSTMConfig):
         super().__init__(vocab_size, config,
@@ -275,8 +273,13 @@ class ONLSTMLanguageModel(LanguageModel):
 class LSTMLanguageModel(LanguageModel):
     """The AWD-LSTM baseline (Merity et al., ICLR 2018) with the same embedding, dropouts and decoder."""
 
-    NAME, DESCRIPTION = "lstm", "an lstm language model"
-    BF16_PARTS = "the decoder's products in bfloat16, torch's LSTM layers in float32"
-
     def __init__(self, vocab_size: int, config: ONLSTMConfig):
         super().__init__(vocab_size, config, lambda input_size, size: LSTMLayer(input_size, size, config.wdrop))
+
+
+FAMILY = Family("onlstm", "an ON-LSTM language model", ONLSTMLanguageModel, ONLSTMConfig, AWDTrainConfig,
+                Yields(distances=("forget", "input")), recipe=AWDRecipe,  # the master forget and input gates
+                bf16_parts="matrix products (input maps, hidden maps, decoder) in bfloat16, in evaluation the input "
+                           "maps' master-gate rows in float32")
+LSTM_FAMILY = Family("lstm", "an lstm language model", LSTMLanguageModel, ONLSTMConfig, AWDTrainConfig,
+                     recipe=AWDRecipe, bf16_parts="the decoder's products in bfloat16, torch's LSTM layers in float32")

@@ -4,7 +4,7 @@ onlstm.py writes the cell as the paper does (`paper_layer`, one step at a time t
 this module computes the same function fast. The input projection of all steps is one matrix
 product (done by the caller, or under bf16 training with the layer: `recurrence_with_input_map`), the
 hidden-to-hidden weight gradient one matrix product per batch, the per-step products run on the hidden map laid out
-once per sequence (runtime/products.py),
+once per sequence (families/onlstm/products.py),
 and backpropagation through time is written out. Each time step's element-wise work, forward
 and backward, exists in tensor ops (any device, `_forward_step`, `_backward_coefficients`) and
 as one call into C on a CPU (onlstm_step.c, see native.py); `_time_steps` chooses. Under bf16 the C steps read
@@ -27,10 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...runtime import graphs
 from ...runtime.draws import keep_mask, keep_threshold, random_bits
-from ...runtime.products import RepeatedProduct, left_operand, linear_operand, linear_product
-from . import native
+from . import graphs, native
+from .products import RepeatedProduct, left_operand, linear_operand, linear_product
 
 State = list[tuple[Tensor, Tensor]]  # per layer: h (B, H), c (B, H)
 
@@ -62,7 +61,7 @@ class _TimeSteps(NamedTuple):
 
 def _time_steps(state: Tensor) -> _TimeSteps:
     """The C steps where they can run on the state's device and dtype (see native.py); on a GPU the tensor-op steps
-    replayed from CUDA graphs (runtime/graphs.py, unless turned off); else the tensor-op steps. Chosen here only.
+    replayed from CUDA graphs (families/onlstm/graphs.py, unless turned off); else the tensor-op steps. Chosen here only.
     Fixed arguments are bound once, not per step."""
     if native.usable(state):
         loop = functools.partial(_native_forward_loop, native.library(state.dtype).forward_step)
@@ -238,7 +237,7 @@ def _distances(probs: Tensor) -> tuple[Tensor, Tensor]:
 def backward_map(weight: Tensor, rows: int, steps: int) -> Callable[[Tensor], Tensor]:
     """g -> g @ weight for the `rows` gate gradients of each of `steps` steps, run in the weight's dtype (a layer's
     weights set the product dtype), the result in it too (the float32 sum it goes into converts it on the way: no
-    kernel of its own); the weight laid out once for all (runtime/products.py)."""
+    kernel of its own); the weight laid out once for all (families/onlstm/products.py)."""
     step = RepeatedProduct(weight, rows, uses=steps, transposed=True)
     return lambda g: step(g.to(weight.dtype))
 
@@ -266,7 +265,7 @@ class _Recurrence(torch.autograd.Function):
     Everything the backward pass needs that does not depend on the incoming gradient is
     computed for all steps at once before the loop, so each step is a handful of kernels.
     With `input_weight`, the layer's input map is part of it (x (T, B, I) -> xproj = x @ input_weight.t(), in x's
-    dtype: the weight is converted as it is laid out for the product, runtime/products.py's `linear_operand`), so that
+    dtype: the weight is converted as it is laid out for the product, families/onlstm/products.py's `linear_operand`), so that
     both weights' gradients are products with the gate gradients laid out gates by tokens, one copy for the two where a
     transposed left operand is slow (`left_operand`); the input weight's gradient comes in its own dtype.
     """

@@ -1,5 +1,5 @@
 """The ON-LSTM family's settings (and the AWD-LSTM baseline's): its [model] sizes and dropouts and its [train] keys
-of the paper's recipe (families/onlstm/trainer.py)."""
+of the paper's recipe (families/onlstm/recipe.py)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ class ONLSTMConfig(ModelConfig):
 
 @dataclass(frozen=True)
 class AWDTrainConfig(TrainConfig):
+    """The AWD-LSTM recipe's (Merity et al., the ON-LSTM paper's code): SGD at lr 30 on batches of 20 rows, the
+    gradient norm clipped at 0.25, averaged SGD later."""
+
+    batch_size: int = 20
+    lr: float = 30.0
+    clip: float = 0.25
     eval_batch_size: int = 10
     test_batch_size: int = 1
     bptt: int = 70

@@ -29,9 +29,10 @@ from torch import Tensor, nn
 from ... import trees
 from ...structures.rank_cfg import RankSpaceCFG
 from ...structures.tree_crf import span_values
-from ..base import ModelKind
+from ..family import Family, Yields
+from ..kind import ModelKind
 from ..reading import Reading
-from ..sentences import SentenceTrainConfig, SentenceTrainer
+from ..sentences import SentenceRecipe, SentenceTrainConfig
 from .settings import PCFGConfig
 
 PARSE_LIMIT = 150  # words: a longer line is parsed in pieces (its chart would grow with the length squared)
@@ -67,14 +68,6 @@ class TNPCFG(ModelKind):
     """`nonterminals`, `preterminals`, `rank` and `symbol_dim` of the model config (the paper: 250, 500, 500,
     256)."""
 
-    NAME, DESCRIPTION, SEARCH, OWN_TREES = "pcfg", "a TN-PCFG", "MBR CKY over span marginals", True
-    BF16_PARTS = "the rank-space products (leaves and every span's children) in bfloat16"
-    FP32_PARTS = "the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32"
-    LABELS = CONFIDENCE = True
-    LONGEST = PARSE_LIMIT, ("parsed them in pieces of at most that many words, joined by a balanced tree (its chart "
-                            "grows with the square of the length)")
-    TRAINER = SentenceTrainer
-    CONFIG = PCFGConfig, SentenceTrainConfig
 
     def __init__(self, vocab_size: int, config: PCFGConfig):
         super().__init__()
@@ -175,3 +168,14 @@ def _joined(words: list[str], parts: list[tuple[trees.Tree, dict, dict | None]],
     sure = None if not confidence else {(i + s, j + s): v for (_, _, own), s in zip(parts, starts)
                                         for (i, j), v in own.items()}  # the joining nodes: none (0)
     return Reading(words, parsed_tree=trees.balanced([tree for tree, _, _ in parts]), labels=labels, confidence=sure)
+
+
+LONGER_LINES = "parsed them in pieces of at most that many words, joined by a balanced tree (its chart grows with " \
+               "the square of the length)"
+FAMILY = Family(
+    "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, SentenceTrainConfig,
+    Yields(own_trees=True, labels=True, confidence=True, search="MBR CKY over span marginals",
+           longest=(PARSE_LIMIT, LONGER_LINES)),
+    recipe=SentenceRecipe,
+    bf16_parts="the rank-space products (leaves and every span's children) in bfloat16",
+    fp32_parts="the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32")

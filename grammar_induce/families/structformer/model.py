@@ -27,14 +27,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...runtime.draws import keep_threshold, random_bits
-from ..base import ModelKind
+from ..family import Family, Yields
+from ..kind import ModelKind
 from ..reading import Reading
 from . import structure
+from .recipe import MaskedLMRecipe
 from .settings import MaskedLMTrainConfig, StructFormerConfig
-from .trainer import MaskedLMTrainer
 
 POSITIONS = 500  # the paper's position embedding table; a longer sentence trains no position past it
 LONG_PARENTS = 64  # words: a longer batch reads its parent distribution in O(L^2) memory (structure.parents_long)
+DECODER = "gap"  # its distances are read with the gap decoder unless another is asked for
 
 
 class Dropout(nn.Dropout):
@@ -113,15 +115,6 @@ class StructFormer(ModelKind):
     """`hidden_size`, `n_layers`, `heads`, `parser_layers`, `conv_size`, `dropout`, `dropatt` and
     `position_embedding` of the model config (the paper's: 512, 8, 8, 3, 9, 0.1, 0, true)."""
 
-    NAME, DESCRIPTION, DISTANCES = "structformer", "a StructFormer masked language model", ("parser",)
-    DEPENDENCIES = True
-    LAYERED = False  # its distances are its parser network's, one set, not a layer's
-    DECODER = "gap"
-    TRAINER = MaskedLMTrainer
-    CONFIG = StructFormerConfig, MaskedLMTrainConfig
-    BF16_PARTS = "the linear layers, convolutions and attention products in bfloat16 (autocast)"
-    FP32_PARTS = "LayerNorms, the structure (distances, heights, parents), softmaxes, the loss and the weights in " \
-                 "float32"
 
     def __init__(self, vocab_size: int, config: StructFormerConfig):
         super().__init__()
@@ -221,7 +214,7 @@ class StructFormer(ModelKind):
         tree_heads = structure.tree_heads_of(parent, height, lengths)
         argmax_heads = structure.heads_of(parent, height, lengths)
         return [Reading(list(w), {"parser": [before_each_word(row[: n - 1])]}, heads=h, argmax_heads=a,
-                        decoder=self.DECODER)
+                        decoder=DECODER)
                 for w, row, n, h, a in zip(words, distance.tolist(), lengths, tree_heads, argmax_heads)]
 
 
@@ -229,3 +222,11 @@ def before_each_word(gaps: list[float]) -> list[float]:
     """The distances of the gaps after words 1..n-1 as distances of words 2..n (the gap before each), and the
     first word's below them all, so that neither decoder splits before it."""
     return [min(gaps, default=0.0) - 1.0] + gaps
+
+
+FAMILY = Family(
+    "structformer", "a StructFormer masked language model", StructFormer, StructFormerConfig, MaskedLMTrainConfig,
+    # its distances are its parser network's, one set, not a layer's
+    Yields(distances=("parser",), layered=False, heads=True, decoder=DECODER), recipe=MaskedLMRecipe,
+    bf16_parts="the linear layers, convolutions and attention products in bfloat16 (autocast)",
+    fp32_parts="LayerNorms, the structure (distances, heights, parents), softmaxes, the loss and the weights in float32")

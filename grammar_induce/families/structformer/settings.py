@@ -31,6 +31,7 @@ class StructFormerConfig(ModelConfig):
 class MaskedLMTrainConfig(TrainConfig):
     batch_size: int = 4096  # tokens a batch (sentences of neighbouring lengths)
     lr: float = 3e-4
+    clip: float = 0.25  # the paper's code's default
     weight_decay: float = 1.2e-6  # Adam's L2
     max_length: int = 400  # the longest training sentence
     mask_rate: float = 0.3  # the share of words masked

@@ -16,14 +16,14 @@ import torch
 from torch import Tensor, nn
 
 from ... import trees
-from ...config import TrainConfig
 from ...structures import cky, tree_crf
 from ...trees import Tree
-from ..base import ModelKind
+from ..family import Family, Yields
+from ..kind import ModelKind
 from ..reading import Reading
 from . import native_scores
-from .settings import StudentConfig
-from .trainer import SpanTargets, StudentTrainer
+from .recipe import StudentRecipe
+from .settings import StudentConfig, StudentTrainConfig
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
 SCORE_CELLS = 1 << 24  # floats of span scores at a time when parsing (64 MB): long lines go fewer at a time
@@ -32,14 +32,6 @@ SCORE_CELLS = 1 << 24  # floats of span scores at a time when parsing (64 MB): l
 class SpanParser(ModelKind):
     """Span scores from a BiLSTM; `emb_size`, `hidden_size` (per direction and of the MLP), `n_layers`
     (of the BiLSTM) and `dropout` of the model config."""
-
-    NAME, DESCRIPTION, SEARCH, OWN_TREES = "student", "a distilled student", "CKY", True  # it scores spans: CKY
-    CONFIDENCE = True  # its CRF's span marginals
-    BF16_PARTS = "the BiLSTM's products in bfloat16 when parsing"  # it trains in float32
-    READS_IN_LANES = True  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
-    # `distill` fits it (not `train`): with this recipe, on these targets (what a teacher's trees give it to learn)
-    DISTILLED_BY, TARGETS = StudentTrainer, SpanTargets
-    CONFIG = StudentConfig, TrainConfig
 
     def __init__(self, vocab_size: int, config: StudentConfig):
         super().__init__()
@@ -200,3 +192,11 @@ class SpanParser(ModelKind):
 def _contiguous(t: Tensor, dtype: torch.dtype) -> Tensor:
     """t in `dtype`, laid out contiguously: one copy where both change (`to` alone keeps a view's strides)."""
     return t.contiguous() if t.dtype == dtype else t.to(dtype, memory_format=torch.contiguous_format)
+
+
+FAMILY = Family(
+    "student", "a distilled student", SpanParser, StudentConfig, StudentTrainConfig,
+    Yields(own_trees=True, confidence=True, search="CKY"),  # it scores spans: CKY; its CRF's span marginals
+    distilled_by=StudentRecipe,  # `distill` fits it, not `train`
+    bf16_parts="the BiLSTM's products in bfloat16 when parsing",  # it trains in float32
+    reads_in_lanes=True)  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)

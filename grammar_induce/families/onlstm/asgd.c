@@ -1,4 +1,4 @@
-/* Averaged SGD's update of one weight in one pass (runtime/asgd.py): torch.optim.ASGD's maths, element by element.
+/* Averaged SGD's update of one weight in one pass (families/onlstm/asgd.py): torch.optim.ASGD's maths, element by element.
  *
  * grad, where grad_scale is not 0, is divided by it and written back (a clipping scale, as fused SGD takes it); then
  * g = grad + weight_decay * param, param = param * decay + step_size * g (decay = 1 - lambd * eta, step_size = -eta),

@@ -1,13 +1,12 @@
-"""The one training loop every family runs through (a family's recipe: base.Trainer): `fit` trains a model in a
-folder its caller holds (`train`'s run directory, a distillation's round). It owns the typed resume state in
-last.pt (the recipe's optimizer and random generators beside it), signals, step and time limits, validation each
-epoch, best.pt, epoch snapshots, metrics.jsonl, the log and its curves; the recipe says what an optimizer step is
-and how held-out text is scored."""
+"""The one training loop every family runs through (a family's recipe: families/recipe.py): `fit` trains a model in
+a folder its caller holds (`train`'s run directory, a distillation's round). It owns the resume state in last.pt
+(state.py; the recipe's optimizer and the random generators beside it), signals, step and time limits, validation
+each epoch, best.pt by the recipe's score, epoch snapshots, metrics.jsonl, the log and its curves; the recipe says
+what an optimizer step is and how held-out text is scored."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 import signal
 import threading
@@ -21,72 +20,40 @@ import torch
 
 from .. import config as config_module
 from ..config import Config
-from ..errors import InputError, UserError
+from ..errors import UserError
+from ..families import checkpoint
+from ..families.family import Family
+from ..families.kind import ModelKind, count_parameters
+from ..families.recipe import EpochPosition, Recipe, exp_loss
 from ..files import write_text
 from ..messages import Messages, progress_bar
 from ..output import draw
-from ..runtime import distributed, memory, precision, randomness, rundir
+from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
-from . import checkpoint, registry
-from .base import EpochPosition, ModelKind, Trainer, count_parameters, exp_loss
+from . import randomness
+from .state import TrainState, random_state
 
 
 class TrainingStopped(UserError):
     """Training cannot go on (a NaN loss); the last good checkpoint is kept."""
 
 
-RESUME_VERSION = 1  # of the training state in last.pt; files from before it was recorded are version 1
-
-
-@dataclass
-class TrainState:
-    """Everything the loop changes; `last.pt` stores all of it (with the optimizer and random
-    generators) so a resumed run is exact."""
-
-    epoch: int = 1  # the epoch in progress (1-based)
-    step: int = 0  # optimizer steps taken in all
-    best_loss: float = math.inf
-    val_history: list[float] = field(default_factory=list)
-    phase: str = "sgd"  # sgd | asgd
-    position: EpochPosition | None = None  # where an interrupted epoch stopped
-    elapsed: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        position = None if self.position is None else {
-            f.name: getattr(self.position, f.name) for f in dataclasses.fields(EpochPosition)}
-        return {"version": RESUME_VERSION, "epoch": self.epoch, "step": self.step, "best_loss": self.best_loss,
-                "val_history": list(self.val_history), "phase": self.phase, "position": position,
-                "elapsed": self.elapsed}
-
-    @classmethod
-    def from_dict(cls, saved: dict[str, Any], source: Path) -> TrainState:
-        version = saved.get("version", 1)
-        if version != RESUME_VERSION:
-            raise InputError(f"{source}: training state version {version}; this grammar-induce resumes version "
-                             f"{RESUME_VERSION} (start a new run, or resume with the version that wrote it)")
-        try:
-            position = saved["position"]
-            if position is not None and "units" not in position:  # saved before tokens read were counted apart:
-                position = {**position, "units": position["tokens"]}  # its "tokens" counted the loss's units
-            return cls(int(saved["epoch"]), int(saved["step"]), float(saved["best_loss"]),
-                       [float(v) for v in saved["val_history"]], str(saved["phase"]),
-                       None if position is None else EpochPosition(
-                           *(position[f.name] for f in dataclasses.fields(EpochPosition))),
-                       float(saved["elapsed"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{source}: damaged training state ({type(e).__name__}: {e})") from None
-
-
 @dataclass
 class Result:
     out_dir: Path
     parameters: int
-    best_valid_ppl: float | None
+    best: dict[str, Any]  # the best held-out figure as the recipe's score records it: {"valid_ppl": 93.4}, ...
     test_ppl: float | None
     epochs: list[dict[str, Any]]
     main_process: bool = True  # false on the other ranks of a distributed run
     stopped_by: int | None = None  # the signal that interrupted training, if one did
     limited_by: str | None = None  # the limit that stopped it ("max_steps", "max_minutes"), if one did
+
+    @property
+    def best_valid_ppl(self) -> float | None:
+        """The best held-out perplexity (None: the recipe's score is not a perplexity, or there was no held-out
+        text)."""
+        return self.best.get("valid_ppl")
 
 
 class _StopFlag:
@@ -116,7 +83,7 @@ class _Loop:
     """The parts of a run: fixed ones (config, device, world, run directory, logging) and the recipe."""
 
     config: Config
-    trainer: Trainer
+    trainer: Recipe
     model: ModelKind
     device: torch.device
     world: distributed.World
@@ -129,30 +96,31 @@ class _Loop:
     limited_by: str | None = None  # the limit that stopped it
 
 
-MakeTrainer = Callable[[Config, ModelKind, "str | None"], Trainer]  # (config, model, saved phase) -> the recipe
+MakeRecipe = Callable[[Config, ModelKind, "str | None"], Recipe]  # (config, model, saved phase) -> the recipe
 
 
-def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: int,
+def fit(config: Config, out_dir: Path, family: Family, make_recipe: MakeRecipe, vocab_size: int,
         resumed: tuple[dict[str, Any], TrainState] | None, *, device: torch.device, world: distributed.World,
         quiet: bool, messages: Messages, precision_line: str, initial: dict[str, torch.Tensor] | None = None) -> Result:
     """The loop itself, in a folder the caller holds (`train`'s run directory, a distillation's round): a model
-    of the config built under its seed (or last.pt's, `resumed`), its recipe, epochs until done or stopped.
+    of the family built under the config's seed (or last.pt's, `resumed`), its recipe, epochs until done or stopped.
     `initial`: the weights a new run starts from (a trained model's, float16 read as the model's dtype)."""
     if device.type == "cpu":
         memory.keep_freed_memory()
     torch.manual_seed(config.train.seed)
-    model = registry.build(vocab_size, config.model).to(device)
+    model = family.build(vocab_size, config.model).to(device)
     payload, saved = resumed or (None, None)
     if payload:
         model.load_state_dict(payload["state_dict"])
     elif initial is not None:
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in initial.items()})
-    trainer = make_trainer(config, model, saved.phase if saved else None)
+    trainer = make_recipe(config, model, saved.phase if saved else None)
     trainer.rng = random.Random(config.train.seed)
     if payload:
         trainer.load_state_dict(payload["training_state"])
-        randomness.restore(_random_state(payload["training_state"]), trainer.rng, device)
+        randomness.restore(random_state(payload["training_state"]), trainer.rng, device)
     state = saved or TrainState(phase=trainer.PHASE)
+    state.read_best_as(trainer.score.higher_is_better)
     loop = _Loop(config, trainer, model, device, world, out_dir, quiet, messages)
     if world.is_main:
         _announce(loop, state)
@@ -161,21 +129,9 @@ def fit(config: Config, out_dir: Path, make_trainer: MakeTrainer, vocab_size: in
     interrupted = state.position is not None
     test_ppl = _final_test(loop) if world.is_main and trainer.has("test") and not interrupted else None
     trainer.finish()
-    best = exp_loss(state.best_loss) if trainer.has("valid") and math.isfinite(state.best_loss) else None
+    best = trainer.score.record(state.best if trainer.has("valid") else None)
     return Result(out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by,
                   loop.limited_by)
-
-
-def _random_state(training_state: dict[str, Any]) -> dict[str, Any]:
-    """The saved generators: the loop's (`random`), or, in a last.pt of before the loop kept them, the recipe's
-    (`rng`: the same keys, some of them)."""
-    return training_state.get("random") or training_state.get("rng") or {}
-
-
-def resume_state(payload: dict[str, Any], source: Path) -> TrainState:
-    if "training_state" not in payload:
-        raise InputError(f"{source}: holds no training state to resume from (a copy of best.pt?)")
-    return TrainState.from_dict(payload["training_state"], source)
 
 
 def _announce(loop: _Loop, state: TrainState) -> None:
@@ -281,7 +237,7 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
         if step is None:
             break
         loss = step.loss_sum / max(1, step.units)
-        if world.any(trainer.measure.diverged(loss)):  # on every process at once, as a stop request
+        if world.any(trainer.score.diverged(loss)):  # on every process at once, as a stop request
             bar.close()
             _stop_on_bad_loss(loop, state, f"the training loss became {loss:.4g}",
                               f"at step {state.step + 1} of epoch {state.epoch}")
@@ -310,7 +266,7 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
 
 
 def _stop_on_bad_loss(loop: _Loop, state: TrainState, what: str, when: str) -> None:
-    """Stop a run that has diverged (its recipe's measure says so), saying what is kept and which lr did it."""
+    """Stop a run that has diverged (its recipe's score says so), saying what is kept and which lr did it."""
     last = loop.out_dir / "last.pt"
     kept = (f"{last} keeps the last good state" if last.exists()
             else "nothing had been saved yet, so the run can start again")
@@ -328,10 +284,10 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
             val_loss = _validation_loss(loop)
         else:
             val_loss = stats["train_loss"]
-        if validated and trainer.measure.diverged(val_loss):  # every process has rank 0's figure
+        if validated and trainer.score.diverged(val_loss):  # every process has rank 0's figure
             _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}", f"after epoch {state.epoch}")
-        if trainer.measure.better(val_loss, state.best_loss) or not validated:
-            state.best_loss = val_loss
+        if trainer.score.keeps(val_loss, state.best) or not validated:
+            state.best = val_loss
             if world.is_main:
                 _save_model(loop, loop.out_dir / "best.pt")
         if cfg.keep_epochs and world.is_main:
@@ -339,7 +295,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     record = {
         "epoch": state.epoch,
         "train_loss": round(stats["train_loss"], 5),
-        **trainer.measure.record(val_loss if validated else None),
+        **trainer.score.record(val_loss if validated else None),
         "lr": trainer.lr,
         "phase": state.phase,
         "tokens_per_s": round(stats["tokens_per_s"], 1),
@@ -356,7 +312,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
     _save_last(loop, state)
     if world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
-        _side_output(loop, "the log line", lambda: loop.messages.say(trainer.measure.line(record)))
+        _side_output(loop, "the log line", lambda: loop.messages.say(trainer.score.line(record)))
         _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
     return record
 
@@ -371,14 +327,14 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
     with trainer.validation_weights(state.phase):
         if validated:
             val_loss = _validation_loss(loop)
-            if trainer.measure.diverged(val_loss):
+            if trainer.score.diverged(val_loss):
                 _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}",
                                   f"in epoch {state.epoch}")
-        if (not validated or trainer.measure.better(val_loss, state.best_loss)) and world.is_main:
-            state.best_loss = val_loss if validated else stats["train_loss"]
+        if (not validated or trainer.score.keeps(val_loss, state.best)) and world.is_main:
+            state.best = val_loss if validated else stats["train_loss"]
             _save_model(loop, loop.out_dir / "best.pt")
     record = {"epoch": state.epoch, "partial": round(stats["fraction"], 4), "stopped_by": loop.limited_by,
-              "train_loss": round(stats["train_loss"], 5), **trainer.measure.record(val_loss), "lr": trainer.lr,
+              "train_loss": round(stats["train_loss"], 5), **trainer.score.record(val_loss), "lr": trainer.lr,
               "phase": state.phase, "tokens_per_s": round(stats["tokens_per_s"], 1),
               "seconds": round(stats["seconds"], 2)}
     if world.is_main:
@@ -386,9 +342,14 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
     _save_last(loop, state)
     loop.messages.say(f"stopped by {_limit_named(loop, loop.limited_by or 'max_minutes')} in epoch {state.epoch}, "
                       f"{100 * stats['fraction']:.0f}% of the way through"
-                      + (f" (valid ppl {exp_loss(val_loss):.2f} so far)" if val_loss is not None else "")
+                      + (f" ({_figure(trainer.score.record(val_loss))} so far)" if val_loss is not None else "")
                       + "; last.pt keeps its place and --resume finishes it")
     return record
+
+
+def _figure(record: dict[str, Any]) -> str:
+    """A score's record as the log says it: "valid ppl 93.40", "valid agreement f1 61.20"."""
+    return ", ".join(f"{name.replace('_', ' ')} {value:.2f}" for name, value in record.items() if value is not None)
 
 
 def _validation_loss(loop: _Loop) -> float:

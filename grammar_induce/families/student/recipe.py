@@ -1,7 +1,7 @@
-"""The student's recipe (`distill` runs it through the one loop, families/training.py): the span parser learns the spans of
+"""The student's recipe (`distill` runs it through the one loop, training/loop.py): the span parser learns the spans of
 its targets' trees (or their confident spans) by its CRF loss, batches of sentences of similar lengths in a random
-order, Adam, the gradient norm clipped at config.train.clip; what validates it is given by whoever runs it
-(distill: agreement with the targets' trees on held-out text; the loss the loop sees is its negative)."""
+order, Adam, the gradient norm clipped at config.train.clip. Its score is the agreement of its trees with the targets'
+on held-out sentences (higher is better), which whoever runs it hands it (`HeldOutTrees`: distill parses them)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 
 import torch
 
-from ...config import Config
 from ...runtime.clipping import clip_and_step
-from ..base import EpochPosition, Measure, ModelKind, Step, Trainer, TrainingText, count_parameters
+from ...text.tokenizer import Tokenizer, Vocab
+from ..kind import ModelKind, count_parameters
+from ..recipe import EpochPosition, Recipe, Score, Step, TrainingText
 from ..sentences import epoch_order
 
 
@@ -29,20 +30,39 @@ class SpanTargets:
     eos: int  # the id that pads a batch's rows
 
 
-class StudentTrainer(Trainer):
+@dataclass
+class HeldOutTrees:
+    """The held-out sentences and how a student's trees on them are scored: `agreement(model)`, the sentence F1
+    (0 to 1) of its trees against the targets' trees (distill parses them: the recipe does not)."""
+
+    sentences: int
+    agreement: Callable[[ModelKind], float]
+
+    def __len__(self) -> int:
+        return self.sentences
+
+
+class StudentRecipe(Recipe):
+    """`text.train`: the SpanTargets; `text.valid`: the HeldOutTrees. The config's train section (StudentTrainConfig)
+    says which epoch is kept (`keep`: the most agreeing one's, or the last) and the round the log names."""
+
     UNIT, PHASE = "batch", "adam"
 
-    def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device,
-                 agreement: Callable[[], float], keep_last: bool, name: str):
-        """`text.train`: the SpanTargets; `text.valid`: the held-out sentences `agreement` (higher is better)
-        scores the student on; `keep_last`: best.pt is the last epoch's, not the most agreeing one's; `name`: the
-        log's name of the run ("round 1")."""
-        self.config, self.model, self.text, self.device = config, model, text, device
-        self.agreement, self.keep_last, self.name = agreement, keep_last, name
+    @classmethod
+    def text_of(cls, tokenizer: Tokenizer, vocab: Vocab, ids: list[list[int]], spans: list[set[tuple[int, int]]],
+                usable: list[int], eos: int, held_out: int, agreement: Callable[[ModelKind], float]) -> TrainingText:
+        """What distill hands the recipe to learn from: each sentence's ids and spans (those of `usable` trained on,
+        `eos` padding a batch), and `held_out` sentences whose trees `agreement` scores."""
+        return TrainingText(tokenizer, vocab, SpanTargets(ids, spans, usable, eos), HeldOutTrees(held_out, agreement),
+                            None, [])
+
+    def setup(self, phase: str) -> None:
+        train = self.config.train
         # diverged: only a loss that is not a finite number (a step's is a tree's negative log-probability per
         # sentence, which long sentences make large with nothing wrong; validation's is the trees' agreement)
-        self.measure = Measure(self._record, self._better, lambda loss: not math.isfinite(loss), self._line)
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)
+        self.score = Score(self._record, higher_is_better=True, diverged=lambda loss: not math.isfinite(loss),
+                           line=self._line, keep="last" if train.keep == "last" else "best")
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=train.lr)
         self.batches: list[list[int]] = []
 
     def describe(self) -> str:
@@ -73,21 +93,18 @@ class StudentTrainer(Trainer):
             yield Step(value, 1, sum(len(row) - 1 for row in rows), 1, {"loss": f"{value:.4f}"})
 
     def held_out(self, model: ModelKind, part: str, products: torch.dtype | None) -> float:
-        """Minus the agreement of the student's trees with the targets on the held-out sentences (a loss)."""
+        """The agreement (0 to 1) of the student's trees with the targets' on the held-out sentences."""
         model.eval()
-        return -self.agreement()
-
-    def _better(self, val_loss: float, best_loss: float) -> bool:
-        return self.keep_last or val_loss < best_loss
+        return self.text.valid.agreement(model)
 
     @staticmethod
-    def _record(val_loss: float | None) -> dict[str, Any]:
+    def _record(agreement: float | None) -> dict[str, Any]:
         """Agreement, not a perplexity (the metrics' valid_ppl stays empty)."""
-        return {"valid_ppl": None, "valid_agreement_f1": None if val_loss is None else round(100 * -val_loss, 2)}
+        return {"valid_ppl": None, "valid_agreement_f1": None if agreement is None else round(100 * agreement, 2)}
 
     def epoch_record(self, epoch: int, stats: dict[str, float]) -> dict[str, Any]:
         return {"loss": round(stats["train_loss"], 4)}
 
     def _line(self, record: dict[str, Any]) -> str:
-        return (f"{self.name} epoch {record['epoch']}: loss {record['loss']:.4f}, held-out agreement with the targets "
+        return (f"round {self.config.train.round} epoch {record['epoch']}: loss {record['loss']:.4f}, held-out agreement with the targets "
                 f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")

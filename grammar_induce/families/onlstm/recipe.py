@@ -1,7 +1,7 @@
 """The paper's recipe (AWD-LSTM, as the ON-LSTM code trains): the text as one token stream in batch rows, variable
 BPTT windows with the learning rate scaled to each, the hidden state carried across windows, cross entropy plus AR
 and TAR, gradient clipping, SGD switched to averaged SGD when validation stops improving (non-monotone trigger),
-validation with ASGD's averages. families/training.py runs it."""
+validation with ASGD's averages. training/loop.py runs it."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import torch
 from torch import Tensor
 
 from ...config import Config
-from ...runtime import distributed, graphs, precision
-from ...runtime.asgd import ASGD
+from ...runtime import distributed, precision
 from ...runtime.clipping import clip_and_step
 from ...text import corpus
 from ...text.tokenizer import Vocab, batchify, get_batch, tokenizer_of
-from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText, count_parameters
-from . import native
+from ..kind import ModelKind, count_parameters
+from ..recipe import EpochPosition, Recipe, Step, TrainingText
+from . import graphs, native
+from .asgd import ASGD
 from .recurrence import State
 
 
@@ -60,7 +61,7 @@ def sample_seq_len(rng: random.Random, bptt: int) -> int:
 def make_optimizer(model: torch.nn.Module, config: Config, phase: str) -> torch.optim.Optimizer:
     """The paper's SGD, or ASGD once averaging starts. SGD runs torch's fused kernel on CPUs and GPUs: one pass over
     each weight, the same numbers as its loop (three passes) in a third of the time on a CPU; ASGD one pass in C on a
-    CPU (runtime/asgd.py)."""
+    CPU (families/onlstm/asgd.py)."""
     cfg = config.train
     if phase == "asgd":
         return ASGD(model.parameters(), lr=cfg.lr, t0=0, lambd=0.0, weight_decay=cfg.weight_decay)
@@ -136,7 +137,7 @@ def should_average(history: list[float], val_loss: float, nonmono: int) -> bool:
 
 def time_step_note(model: torch.nn.Module) -> str:
     """How the layers' time steps run: on a CPU in C or (slower) as tensor ops (families/onlstm/native.py); on a GPU
-    replayed from CUDA graphs or launched kernel by kernel (runtime/graphs.py)."""
+    replayed from CUDA graphs or launched kernel by kernel (families/onlstm/graphs.py)."""
     weight = next(model.parameters())
     if weight.device.type == "cuda":
         return (", time steps replayed from CUDA graphs" if graphs.enabled(weight.device)
@@ -146,16 +147,15 @@ def time_step_note(model: torch.nn.Module) -> str:
     return ", time steps in C" if native.usable(weight) else ", time steps as tensor ops (the C steps are turned off or could not be built)"
 
 
-class AWDTrainer(Trainer):
+class AWDRecipe(Recipe):
     UNIT, PARALLEL, PHASE = "tok", True, "sgd"
 
-    def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device,
-                 world: distributed.World, phase: str | None):
-        self.config, self.model, self.text, self.device, self.world = config, model, text, device, world
-        text.train = text.train.to(device)
-        text.valid = text.valid.to(device) if text.valid is not None else None
-        self.optimizer = make_optimizer(model, config, phase or self.PHASE)
-        self.trainable = world.wrap(model)  # the model, or its DistributedDataParallel wrapper
+    def setup(self, phase: str) -> None:
+        text = self.text
+        text.train = text.train.to(self.device)
+        text.valid = text.valid.to(self.device) if text.valid is not None else None
+        self.optimizer = make_optimizer(self.model, self.config, phase)
+        self.trainable = self.world.wrap(self.model)  # the model, or its DistributedDataParallel wrapper
         self.hidden: State = []
 
     read_text = staticmethod(read_stream)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from . import native
+from ...runtime import native
 
 SOURCE = Path(__file__).with_name("asgd.c")
 

@@ -1,7 +1,7 @@
 """The StructFormer paper's masked-LM recipe (google-research/structformer, main.py): sentences sorted by length and
 cut into batches of about `batch_size` tokens, the batches in a random order; a random 30% of each batch's words
 (never `<unk>`) replaced by the mask and predicted; Adam (lr 3e-4, eps 1e-9, L2 weight decay), gradient clipping,
-the learning rate halved when validation has not improved for two epochs. families/training.py runs it.
+the learning rate halved when validation has not improved for two epochs. training/loop.py runs it.
 
 Validation masks with a generator seeded the same way every time (the paper's code draws new masks each epoch),
 so that its perplexity moves only with the model."""
@@ -20,7 +20,8 @@ from ...config import Config
 from ...runtime import distributed, precision
 from ...runtime.clipping import clip_and_step
 from ...text.tokenizer import Vocab
-from ..base import EpochPosition, ModelKind, Step, Trainer, TrainingText
+from ..kind import ModelKind
+from ..recipe import EpochPosition, Recipe, Step, TrainingText
 from ..sentences import PROBE_WORDS, described, epoch_order, padded, read_as_sentences, split_sentences
 
 
@@ -83,14 +84,13 @@ def held_out(model: MaskedLM, sentences: list[Tensor], config: Config, products:
     return total / max(1, count)
 
 
-class MaskedLMTrainer(Trainer):
+class MaskedLMRecipe(Recipe):
     UNIT, PHASE = "batch", "adam"
 
-    def __init__(self, config: Config, model: ModelKind, text: TrainingText, device: torch.device,
-                 world: distributed.World, phase: str | None):
-        self.config, self.model, self.text, self.device = config, model, text, device
-        cfg = config.train
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=ADAM_EPS, weight_decay=cfg.weight_decay)
+    def setup(self, phase: str) -> None:
+        cfg = self.config.train
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=ADAM_EPS,
+                                          weight_decay=cfg.weight_decay)
         self.plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(self.optimizer, "min", PLATEAU_FACTOR,
                                                                   PLATEAU_PATIENCE, threshold=0)
         self.batches: list[list[int]] = []

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from . import native, precision
+from ...runtime import native, precision
 
 PACK_FROM = 16  # products with one weight, from which laying it out once pays
 # oneDNN (torch 2.13) multiplies a transposed bfloat16 right operand on AMX at about half speed from about 3,000

@@ -1,4 +1,4 @@
-"""A training run's random state in one shape, kept by the training loop (families/training.py) in last.pt for every
+"""A training run's random state in one shape, kept by the training loop (training/loop.py) in last.pt for every
 recipe: the run's Python generator (the draws a recipe makes in Python: the ON-LSTM's BPTT lengths), torch's CPU
 generator (dropout, masks, sampling) and, on a GPU, the CUDA generator of the run's device. A resumed run sets all
 three as they were, so that it goes on as the run it continues would have."""

@@ -1,4 +1,4 @@
-/* A matrix's transpose copied in strips of rows, split over threads (runtime/products.py lays out a transposed weight
+/* A matrix's transpose copied in strips of rows, split over threads (families/onlstm/products.py lays out a transposed weight
  * from it, and copies the gate gradients so).
  *
  * torch copies a transposed 2-D view element by element on one thread (16-17 ms for the 1,150 x 4,830 bfloat16 weight

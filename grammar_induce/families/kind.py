@@ -1,0 +1,43 @@
+"""The model contract (`ModelKind`): what the rest of the code may ask of a model, whatever its family. A model is a
+torch module built from (vocabulary size, its family's ModelConfig); it reads a batch of sentences as rows of token
+ids and yields, per sentence, a `Reading`. What its readings hold (a tree of its own, distances by name, labels,
+heads) is its family's `Yields` (families/family.py), not the module's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from .reading import Reading
+
+
+class ModelKind(nn.Module):
+    @classmethod
+    def check_config(cls, config: ModelConfig) -> None:
+        """Refuse, as a ConfigError, sizes this kind cannot be built with (the config's own checks are the
+        ones every kind shares)."""
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def parse_layers(self) -> int:
+        """How many layers there are to read distances of (0: none; a kind that yields its own trees is read once)."""
+        return 0
+
+    def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
+             products: torch.dtype | None = None) -> list[Reading]:
+        """Each sentence's reading. `tokens`: (B, T) ids of `<eos> w1 ... wn <eos>` in the model's order (a
+        backward model's reversed), padded with `<eos>`, the rows sorted by length (the longest last);
+        `words`: each row's words in reading order. `n_layers`: only the lowest layers are needed;
+        `products`: the dtype of the matrix products (None: float32). A family whose Yields has `confidence` takes
+        `confidence=True` too: its tree's spans' probabilities (`Reading.confidence`)."""
+        raise NotImplementedError(f"{type(self).__name__} yields nothing to parse with")
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
