@@ -209,7 +209,7 @@ SMALL_STUDENT = {"emb_size": 16, "hidden_size": 16, "n_layers": 1, "max_length":
 
 
 def small_text(tmp_path, count=60):
-    from .test_distill import SYNTHETIC
+    from .test_distillation import SYNTHETIC
 
     path = tmp_path / "train.txt"
     path.write_text("".join(SYNTHETIC.joinpath("train.txt").read_text().splitlines(keepends=True)[:count]))

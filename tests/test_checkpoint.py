@@ -13,8 +13,8 @@ from grammar_induce.text.tokenizer import Tokenizer, Vocab
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, ROOT, RunsCode, invoke, sole_line_error, tiny_config
-from .test_model import tiny_model
-from .test_parse import sentence_results
+from .test_onlstm_model import tiny_model
+from .test_parsing import sentence_results
 
 BEFORE = ROOT / "tests" / "fixtures" / "v0.1"  # written by grammar-induce 0.1.0; see its README
 

@@ -16,7 +16,7 @@ from grammar_induce.runtime import memory
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET, tiny_config
-from .test_model import fast, needs_c_steps, random_layer
+from .test_onlstm_model import fast, needs_c_steps, random_layer
 
 
 def layer_values_float32(native_on: bool, monkeypatch) -> list[torch.Tensor]:

@@ -12,8 +12,8 @@ from grammar_induce.inference.members import read_sentences
 from grammar_induce.runtime import precision
 
 from .conftest import ROOT, tiny_config
-from .test_model import needs_c_steps, random_layer
-from .test_model import tiny_model as small_model
+from .test_onlstm_model import needs_c_steps, random_layer
+from .test_onlstm_model import tiny_model as small_model
 
 BF16 = torch.bfloat16
 CPU = torch.device("cpu")
@@ -243,7 +243,7 @@ def test_the_training_log_says_which_precision_runs(tmp_path, monkeypatch, units
 
 
 def test_bf16_parsing_gives_nearly_the_trees_of_float32(tiny_model, with_bf16_units):
-    from .test_parse import SENTENCES
+    from .test_parsing import SENTENCES
 
     sentences = [s for s in SENTENCES if s] * 3 + [("the dog saw a cat near the old river " * 3).split()]
     full = read_sentences(tiny_model, sentences)
