@@ -7,6 +7,7 @@ family a model is."""
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import nltk
 import pytest
@@ -50,16 +51,20 @@ def register(monkeypatch, family: Family) -> None:
     monkeypatch.setitem(registry.FAMILIES, family.name, family)
 
 
-@pytest.fixture
-def toy(monkeypatch, tmp_path, tiny_model):
-    """A checkpoint of the toy kind, registered for the test alone, sharing the tiny model's words."""
-    register(monkeypatch, RIGHT)
-    config = Config(model=ModelConfig(kind=RIGHT.name), data=tiny_model.config.data,
+def saved_toy(monkeypatch, path, family: Family, tiny_model) -> Path:
+    """A new model of a toy family (registered for the test alone) saved at `path`, with the tiny model's words."""
+    register(monkeypatch, family)
+    config = Config(model=ModelConfig(kind=family.name), data=tiny_model.config.data,
                     train=sentences.SentenceTrainConfig())
-    path = tmp_path / "toy.pt"
-    checkpoint.save(path, RightBranching(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
+    checkpoint.save(path, family.build(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
                     config)
     return path
+
+
+@pytest.fixture
+def toy(monkeypatch, tmp_path, tiny_model):
+    """A checkpoint of the right-branching toy."""
+    return saved_toy(monkeypatch, tmp_path / "toy.pt", RIGHT, tiny_model)
 
 
 def brackets(tree: nltk.Tree) -> str:
@@ -128,12 +133,7 @@ def test_a_family_whose_distances_have_names_of_their_own_parses_evaluates_and_w
     """Readings name their distances (issue 71): the toy's are offered by its names, its first by default, in the API,
     parse, jsonl and evaluate's rows; a name it lacks is a one-line error naming it and the names it has. Its
     `Yields.heads` flag is all it takes for its heads to be written as CoNLL (the heads renderer)."""
-    register(monkeypatch, POSITIONS)
-    config = Config(model=ModelConfig(kind=POSITIONS.name), data=tiny_model.config.data,
-                    train=sentences.SentenceTrainConfig())
-    path = tmp_path / "positions.pt"
-    checkpoint.save(path, Positions(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
-                    config)
+    path = saved_toy(monkeypatch, tmp_path / "positions.pt", POSITIONS, tiny_model)
     words = SENTENCE.split()
     by_position = trees.to_brackets(trees.decode([float(k) for k in range(8)], words, "forward", "paper"))
     by_reverse = trees.to_brackets(trees.decode([float(8 - k) for k in range(8)], words, "forward", "paper"))
