@@ -31,7 +31,7 @@ from ..output import draw
 from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
 from . import randomness
-from .state import TrainState, random_state
+from .state import TrainState
 
 
 class TrainingStopped(UserError):
@@ -118,7 +118,7 @@ def fit(config: Config, out_dir: Path, family: Family, make_recipe: MakeRecipe, 
     trainer.rng = random.Random(config.train.seed)
     if payload:
         trainer.load_state_dict(payload["training_state"])
-        randomness.restore(random_state(payload["training_state"]), trainer.rng, device)
+        randomness.restore(randomness.of_training_state(payload["training_state"]), trainer.rng, device)
     state = saved or TrainState(phase=trainer.PHASE)
     state.read_best_as(trainer.score.higher_is_better)
     loop = _Loop(config, trainer, model, device, world, out_dir, quiet, messages)

@@ -28,3 +28,9 @@ def restore(state: dict[str, Any], python: random.Random, device: torch.device) 
         torch.set_rng_state(state["torch"])
     if "cuda" in state and device.type == "cuda":
         torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def of_training_state(training_state: dict[str, Any]) -> dict[str, Any]:
+    """The saved generators: the loop's (`random`), or, in a last.pt of before the loop kept them, the recipe's
+    (`rng`: the same keys, some of them)."""
+    return training_state.get("random") or training_state.get("rng") or {}

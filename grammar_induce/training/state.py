@@ -65,12 +65,6 @@ class TrainState:
             raise InputError(f"{source}: damaged training state ({type(e).__name__}: {e})") from None
 
 
-def random_state(training_state: dict[str, Any]) -> dict[str, Any]:
-    """The saved generators: the loop's (`random`), or, in a last.pt of before the loop kept them, the recipe's
-    (`rng`: the same keys, some of them)."""
-    return training_state.get("random") or training_state.get("rng") or {}
-
-
 def resume_state(payload: dict[str, Any], source: Path) -> TrainState:
     if "training_state" not in payload:
         raise InputError(f"{source}: holds no training state to resume from (a copy of best.pt?)")
