@@ -180,6 +180,20 @@ def test_the_registry_composes_the_families_a_config_is_read_with_no_global_inst
         C.ConfigReader(lambda: {"toy": toy}).from_dict({})
 
 
+def test_each_familys_train_section_has_its_own_batch_lr_and_clip_and_the_shared_one_none():
+    """The shared [train] names a recipe's batch size, lr and clip but gives them no value (they were the AWD-LSTM's,
+    and a PCFG config without lr diverged): each family's train section gives its paper's (issue 71)."""
+    from grammar_induce.families.registry import FAMILIES
+
+    with pytest.raises(TypeError, match="batch_size', 'lr', and 'clip'"):
+        C.TrainConfig()
+    defaults = {name: (f.train_config.batch_size, f.train_config.lr, f.train_config.clip)
+                for name, f in FAMILIES.items()}
+    assert defaults == {"onlstm": (20, 30.0, 0.25), "lstm": (20, 30.0, 0.25), "student": (32, 2e-3, 5.0),
+                        "pcfg": (4, 1e-3, 3.0), "structformer": (4096, 3e-4, 0.25)}
+    assert CONFIGS.from_dict({"model": {"kind": "pcfg"}}).train.lr == 1e-3  # no lr in the file
+
+
 def test_what_resume_may_change_is_each_familys_own():
     awd, pcfg = (C.resumable(CONFIGS.from_dict({"model": {"kind": kind}})) for kind in ("onlstm", "pcfg"))
     assert {"train.alpha", "train.nonmono", "train.lr", "data.train"} <= awd
