@@ -83,7 +83,7 @@ class _Loop:
     """The parts of a run: fixed ones (config, device, world, run directory, logging) and the recipe."""
 
     config: Config
-    trainer: Recipe
+    recipe: Recipe
     model: ModelKind
     device: torch.device
     world: distributed.World
@@ -114,22 +114,22 @@ def fit(config: Config, out_dir: Path, family: Family, make_recipe: MakeRecipe, 
         model.load_state_dict(payload["state_dict"])
     elif initial is not None:
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in initial.items()})
-    trainer = make_recipe(config, model, saved.phase if saved else None)
-    trainer.rng = random.Random(config.train.seed)
+    recipe = make_recipe(config, model, saved.phase if saved else None)
+    recipe.rng = random.Random(config.train.seed)
     if payload:
-        trainer.load_state_dict(payload["training_state"])
-        randomness.restore(randomness.of_training_state(payload["training_state"]), trainer.rng, device)
-    state = saved or TrainState(phase=trainer.PHASE)
-    state.read_best_as(trainer.score.higher_is_better)
-    loop = _Loop(config, trainer, model, device, world, out_dir, quiet, messages)
+        recipe.load_state_dict(payload["training_state"])
+        randomness.restore(randomness.of_training_state(payload["training_state"]), recipe.rng, device)
+    state = saved or TrainState(phase=recipe.PHASE)
+    state.read_best_as(recipe.score.higher_is_better)
+    loop = _Loop(config, recipe, model, device, world, out_dir, quiet, messages)
     if world.is_main:
         _announce(loop, state)
         messages.say(precision_line)
     epochs = _run_epochs(loop, state)
     interrupted = state.position is not None
-    test_ppl = _final_test(loop) if world.is_main and trainer.has("test") and not interrupted else None
-    trainer.finish()
-    best = trainer.score.record(state.best if trainer.has("valid") else None)
+    test_ppl = _final_test(loop) if world.is_main and recipe.has("test") and not interrupted else None
+    recipe.finish()
+    best = recipe.score.record(state.best if recipe.has("valid") else None)
     return Result(out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by,
                   loop.limited_by)
 
@@ -141,17 +141,17 @@ def _announce(loop: _Loop, state: TrainState) -> None:
     data = loop.config.data
     for path in dict.fromkeys(p for p in (data.train, data.valid, data.test) if p and corpus.is_stream(p)):
         loop.messages.note(f"{path} is not a file but a stream, read once; --resume will need the text as a file")
-    for line in loop.trainer.text.notes:
+    for line in loop.recipe.text.notes:
         loop.messages.say(line)
-    loop.messages.say(loop.trainer.describe())
+    loop.messages.say(loop.recipe.describe())
 
 
 def _save_last(loop: _Loop, state: TrainState) -> None:
     if not loop.world.is_main:
         return
-    text = loop.trainer.text
-    training_state = {**state.to_dict(), **loop.trainer.state_dict(),
-                      "random": randomness.saved(loop.trainer.rng, loop.device),
+    text = loop.recipe.text
+    training_state = {**state.to_dict(), **loop.recipe.state_dict(),
+                      "random": randomness.saved(loop.recipe.rng, loop.device),
                       "elapsed": state.elapsed + time.time() - loop.started}
     checkpoint.save(loop.out_dir / "last.pt", loop.model, text.vocab, text.tokenizer, loop.config, training_state)
     loop.saved_at = time.time()
@@ -220,24 +220,24 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
     """Train from `state.position` (or the epoch's start). Returns statistics, or None if interrupted; a limit
     reached before the epoch's end leaves `state.position` set (where it stopped). A single process also saves
     last.pt every train.checkpoint_minutes, so a killed run loses little."""
-    trainer, world, cfg = loop.trainer, loop.world, loop.config.train
+    recipe, world, cfg = loop.recipe, loop.world, loop.config.train
     pos = state.position or EpochPosition()
     state.position = None
-    length = trainer.begin_epoch(state.epoch, pos)
+    length = recipe.begin_epoch(state.epoch, pos)
     began = time.time()
-    bar = progress_bar(length, f"epoch {state.epoch}", trainer.UNIT, quiet=loop.quiet or not world.is_main,
+    bar = progress_bar(length, f"epoch {state.epoch}", recipe.UNIT, quiet=loop.quiet or not world.is_main,
                        initial=pos.start)
-    steps = trainer.steps(pos)
+    steps = recipe.steps(pos)
     while True:
         if world.any(stop.requested):
             bar.close()
-            state.position = dataclasses.replace(trainer.pause(pos), seconds=pos.seconds + time.time() - began)
+            state.position = dataclasses.replace(recipe.pause(pos), seconds=pos.seconds + time.time() - began)
             return None
         step = next(steps, None)
         if step is None:
             break
         loss = step.loss_sum / max(1, step.units)
-        if world.any(trainer.score.diverged(loss)):  # on every process at once, as a stop request
+        if world.any(recipe.score.diverged(loss)):  # on every process at once, as a stop request
             bar.close()
             _stop_on_bad_loss(loop, state, f"the training loss became {loss:.4g}",
                               f"at step {state.step + 1} of epoch {state.epoch}")
@@ -250,13 +250,13 @@ def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, flo
         bar.update(step.advance)
         bar.set_postfix(**step.shown, tok_s=f"{pos.tokens * world.size / seconds:.0f}")
         if world.size == 1 and time.time() - loop.saved_at > cfg.checkpoint_minutes * 60:
-            state.position = dataclasses.replace(trainer.pause(pos), seconds=seconds)
+            state.position = dataclasses.replace(recipe.pause(pos), seconds=seconds)
             _save_last(loop, state)
             state.position = None
         if world.any(bool(_limit_reached(loop, state))):  # every process stops at the same step
             loop.limited_by = _limit_reached(loop, state) or "max_minutes"
             if pos.start < length:  # inside the epoch: keep its place
-                state.position = dataclasses.replace(trainer.pause(pos), seconds=pos.seconds + time.time() - began)
+                state.position = dataclasses.replace(recipe.pause(pos), seconds=pos.seconds + time.time() - began)
             break
     bar.close()
     seconds = pos.seconds + time.time() - began
@@ -270,23 +270,23 @@ def _stop_on_bad_loss(loop: _Loop, state: TrainState, what: str, when: str) -> N
     last = loop.out_dir / "last.pt"
     kept = (f"{last} keeps the last good state" if last.exists()
             else "nothing had been saved yet, so the run can start again")
-    raise TrainingStopped(f"{what} {when}; {kept} (lr {loop.trainer.lr:g} with {state.phase}: try a lower lr or "
+    raise TrainingStopped(f"{what} {when}; {kept} (lr {loop.recipe.lr:g} with {state.phase}: try a lower lr or "
                           f"clip)")
 
 
 def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
     """Validate (with the weights the recipe validates: ASGD's averages once averaging runs), keep the best
     model, let the recipe change phase, write the metrics line and last.pt."""
-    trainer, world, cfg = loop.trainer, loop.world, loop.config.train
-    validated = trainer.has("valid")
-    with trainer.validation_weights(state.phase):
+    recipe, world, cfg = loop.recipe, loop.world, loop.config.train
+    validated = recipe.has("valid")
+    with recipe.validation_weights(state.phase):
         if validated:
             val_loss = _validation_loss(loop)
         else:
             val_loss = stats["train_loss"]
-        if validated and trainer.score.diverged(val_loss):  # every process has rank 0's figure
+        if validated and recipe.score.diverged(val_loss):  # every process has rank 0's figure
             _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}", f"after epoch {state.epoch}")
-        if trainer.score.keeps(val_loss, state.best) or not validated:
+        if recipe.score.keeps(val_loss, state.best) or not validated:
             state.best = val_loss
             if world.is_main:
                 _save_model(loop, loop.out_dir / "best.pt")
@@ -295,15 +295,15 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     record = {
         "epoch": state.epoch,
         "train_loss": round(stats["train_loss"], 5),
-        **trainer.score.record(val_loss if validated else None),
-        "lr": trainer.lr,
+        **recipe.score.record(val_loss if validated else None),
+        "lr": recipe.lr,
         "phase": state.phase,
         "tokens_per_s": round(stats["tokens_per_s"], 1),
         "seconds": round(stats["seconds"], 2),
-        **trainer.epoch_record(state.epoch, stats),
+        **recipe.epoch_record(state.epoch, stats),
     }
     if validated:
-        state.phase, change = trainer.after_validation(state.phase, state.val_history, val_loss)
+        state.phase, change = recipe.after_validation(state.phase, state.val_history, val_loss)
         if change:
             loop.messages.say(f"epoch {state.epoch}: {change}")
     state.epoch += 1
@@ -312,7 +312,7 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
     _save_last(loop, state)
     if world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
-        _side_output(loop, "the log line", lambda: loop.messages.say(trainer.score.line(record)))
+        _side_output(loop, "the log line", lambda: loop.messages.say(recipe.score.line(record)))
         _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
     return record
 
@@ -321,20 +321,20 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
     """A limit stopped the run inside an epoch: validate the weights so far (best.pt if they are the best yet), write
     a metrics line marked partial, and last.pt with the position, so that --resume finishes the epoch. The epoch
     count, the validation history and the optimizer phase stay as they were: a part of an epoch is not an epoch."""
-    trainer, world = loop.trainer, loop.world
-    validated = trainer.has("valid")
+    recipe, world = loop.recipe, loop.world
+    validated = recipe.has("valid")
     val_loss = None
-    with trainer.validation_weights(state.phase):
+    with recipe.validation_weights(state.phase):
         if validated:
             val_loss = _validation_loss(loop)
-            if trainer.score.diverged(val_loss):
+            if recipe.score.diverged(val_loss):
                 _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}",
                                   f"in epoch {state.epoch}")
-        if (not validated or trainer.score.keeps(val_loss, state.best)) and world.is_main:
+        if (not validated or recipe.score.keeps(val_loss, state.best)) and world.is_main:
             state.best = val_loss if validated else stats["train_loss"]
             _save_model(loop, loop.out_dir / "best.pt")
     record = {"epoch": state.epoch, "partial": round(stats["fraction"], 4), "stopped_by": loop.limited_by,
-              "train_loss": round(stats["train_loss"], 5), **trainer.score.record(val_loss), "lr": trainer.lr,
+              "train_loss": round(stats["train_loss"], 5), **recipe.score.record(val_loss), "lr": recipe.lr,
               "phase": state.phase, "tokens_per_s": round(stats["tokens_per_s"], 1),
               "seconds": round(stats["seconds"], 2)}
     if world.is_main:
@@ -342,7 +342,7 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
     _save_last(loop, state)
     loop.messages.say(f"stopped by {_limit_named(loop, loop.limited_by or 'max_minutes')} in epoch {state.epoch}, "
                       f"{100 * stats['fraction']:.0f}% of the way through"
-                      + (f" ({_figure(trainer.score.record(val_loss))} so far)" if val_loss is not None else "")
+                      + (f" ({_figure(recipe.score.record(val_loss))} so far)" if val_loss is not None else "")
                       + "; last.pt keeps its place and --resume finishes it")
     return record
 
@@ -355,11 +355,11 @@ def _figure(record: dict[str, Any]) -> str:
 def _validation_loss(loop: _Loop) -> float:
     """The held-out text's loss under the model now, measured by rank 0 and given to every process."""
     products = precision.product_dtype(loop.config.train.precision)
-    return loop.world.broadcast(loop.trainer.held_out(loop.model, "valid", products) if loop.world.is_main else 0.0)
+    return loop.world.broadcast(loop.recipe.held_out(loop.model, "valid", products) if loop.world.is_main else 0.0)
 
 
 def _save_model(loop: _Loop, path: Path) -> None:
-    text = loop.trainer.text
+    text = loop.recipe.text
     checkpoint.save(path, loop.model, text.vocab, text.tokenizer, loop.config)
 
 
@@ -381,6 +381,6 @@ def _keep_snapshot(loop: _Loop, epoch: int) -> None:
 def _final_test(loop: _Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
-    ppl = exp_loss(loop.trainer.held_out(best.model, "test", precision.product_dtype(loop.config.train.precision)))
+    ppl = exp_loss(loop.recipe.held_out(best.model, "test", precision.product_dtype(loop.config.train.precision)))
     loop.messages.say(f"test ppl {ppl:.2f} (best.pt)")
     return ppl
