@@ -23,7 +23,7 @@ class Reading:
     labels: dict[tuple[int, int], str] | None = None  # the own tree's spans' induced labels (a PCFG's `NT-k`)
     heads: list[int] | None = None  # dependency heads, per word: 1-based, 0 for the root (a StructFormer's): a tree
     argmax_heads: list[int] | None = None  # each word's most probable head alone, as the paper's UAS reads them
-    decoder: str = "paper"  # the decoder its distances are read with unless one is asked for (its kind's DECODER)
+    decoder: str = "paper"  # what its distances are read with unless a decoder is asked for (its family's Yields.decoder)
     # the own tree's spans' probabilities under the model (a PCFG's span marginal, a student's CRF marginal), asked for
     confidence: dict[tuple[int, int], float] | None = None
 

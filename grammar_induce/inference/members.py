@@ -257,10 +257,11 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
             return loaded.model.read(tokens, words, n_layers, products, confidence=True)
         return loaded.model.read(tokens, words, n_layers, products)
 
+    decoder = loaded.family.yields.decoder  # what its distances are read with unless a decoder is asked for
     batches = list(_batches(order, sentences, batch_size))
     for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device, _lanes(loaded))):
         for k, reading in zip(batch, readings):
-            results[k] = reading
+            results[k] = reading if reading.decoder == decoder else replace(reading, decoder=decoder)
         if progress is not None:
             progress(len(batch))
     return results

@@ -36,7 +36,6 @@ from .settings import MaskedLMTrainConfig, StructFormerConfig
 
 POSITIONS = 500  # the paper's position embedding table; a longer sentence trains no position past it
 LONG_PARENTS = 64  # words: a longer batch reads its parent distribution in O(L^2) memory (structure.parents_long)
-DECODER = "gap"  # its distances are read with the gap decoder unless another is asked for
 
 
 class Dropout(nn.Dropout):
@@ -213,8 +212,7 @@ class StructFormer(ModelKind):
             parent = structure.parents(distance, height, scales)
         tree_heads = structure.tree_heads_of(parent, height, lengths)
         argmax_heads = structure.heads_of(parent, height, lengths)
-        return [Reading(list(w), {"parser": [before_each_word(row[: n - 1])]}, heads=h, argmax_heads=a,
-                        decoder=DECODER)
+        return [Reading(list(w), {"parser": [before_each_word(row[: n - 1])]}, heads=h, argmax_heads=a)
                 for w, row, n, h, a in zip(words, distance.tolist(), lengths, tree_heads, argmax_heads)]
 
 
@@ -226,7 +224,7 @@ def before_each_word(gaps: list[float]) -> list[float]:
 
 FAMILY = Family(
     "structformer", "a StructFormer masked language model", StructFormer, StructFormerConfig, MaskedLMTrainConfig,
-    # its distances are its parser network's, one set, not a layer's
-    Yields(distances=("parser",), layered=False, heads=True, decoder=DECODER), recipe=MaskedLMRecipe,
+    # its distances are its parser network's, one set, not a layer's, read with the gap decoder unless asked otherwise
+    Yields(distances=("parser",), layered=False, heads=True, decoder="gap"), recipe=MaskedLMRecipe,
     bf16_parts="the linear layers, convolutions and attention products in bfloat16 (autocast)",
     fp32_parts="LayerNorms, the structure (distances, heights, parents), softmaxes, the loss and the weights in float32")
