@@ -8,15 +8,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ...runtime.clipping import clip_and_step
-from ...text.tokenizer import Tokenizer, Vocab
 from ..kind import ModelKind, count_parameters
 from ..recipe import EpochPosition, Recipe, Score, Step, TrainingText
 from ..sentences import epoch_order
+
+if TYPE_CHECKING:
+    from ...text.tokenizer import Tokenizer, Vocab
 
 
 @dataclass
@@ -106,5 +108,5 @@ class StudentRecipe(Recipe):
         return {"loss": round(stats["train_loss"], 4)}
 
     def _line(self, record: dict[str, Any]) -> str:
-        return (f"round {self.config.train.round} epoch {record['epoch']}: loss {record['loss']:.4f}, held-out agreement with the targets "
-                f"{record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
+        return (f"round {self.config.train.round} epoch {record['epoch']}: loss {record['loss']:.4f}, held-out agreement "
+                f"with the targets {record['valid_agreement_f1']:.1f} F1, {record['seconds']:.0f} s")
