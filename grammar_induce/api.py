@@ -343,7 +343,7 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
           log: Callable[[str], None] | None = print, messages: Messages | None = None):
     """Train a model of the config's kind (an ON-LSTM language model, a PCFG: `model.kind = "pcfg"`, a StructFormer)
     into the run folder `out` (default: runs/<config name>), as `grammar-induce train` does: `config` a TOML file (default:
-    the quick start's), then `settings` ({"train.epochs": 3, "data.train": "my.txt"}), then `overrides`
+    the quick start's), then `settings` ({"run.epochs": 3, "data.train": "my.txt"}), then `overrides`
     ("section.key=value" strings, as --set); `resume` goes on from `out`/last.pt with the config it was started
     with. `log` is given each line of the training log, and each note as "note: ..." (None: silent). Ctrl-C (or
     SIGTERM) stops the run after the batch, saves last.pt, then takes effect: KeyboardInterrupt is raised.
@@ -354,7 +354,7 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
         if not isinstance(flag, bool):
             raise SettingError(setting, f"must be True or False, not {flag!r}")
     if settings is not None and not isinstance(settings, Mapping):
-        raise SettingError("settings", f"take a dict of section.key -> value ({{'train.epochs': 3}}), not "
+        raise SettingError("settings", f"take a dict of section.key -> value ({{'run.epochs': 3}}), not "
                            f"{type(settings).__name__}")
     if isinstance(overrides, str) or not all(isinstance(item, str) for item in overrides):
         raise SettingError("overrides", f"take a list of 'section.key=value' strings, not {overrides!r}")
@@ -368,7 +368,7 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
         messages.note(f"{source} is not read: a resumed run goes on with the config it was started with "
                       f"({out / 'config.toml'}); settings and --set change what may change")
     checked = _train_config(run.resume_config(out) if resume else None, source, settings or {}, overrides)
-    teachers = {name: _tree_maker(name, checked.train.device) for name in getattr(checked.train, "focus", ())
+    teachers = {name: _tree_maker(name, checked.run.device) for name in getattr(checked.train, "focus", ())
                 if _is_model(name)}
     result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers)
     if result.stopped_by is not None:  # last.pt is saved: now the signal does what it would have (Ctrl-C raises
@@ -386,7 +386,7 @@ def _train_config(resumed: dict | None, source: Path, settings: Mapping, overrid
     for key, value in settings.items():
         section, dot, name = str(key).partition(".")
         if not dot or section not in config_module.SECTIONS:
-            raise SettingError("settings", f"are keyed section.key (train.epochs), not {key!r}")
+            raise SettingError("settings", f"are keyed section.key (run.epochs), not {key!r}")
         try:
             family = registry.CONFIGS.family_of(config_module.kind_in(raw))
             raw.setdefault(section, {})[name] = registry.CONFIGS.checked_value(section, name, value, family)
@@ -409,7 +409,7 @@ def _train_config(resumed: dict | None, source: Path, settings: Mapping, overrid
 
 
 def _setting_error(key: str, value: object, text: str) -> SettingError:
-    """A bad value in `train`'s settings, in the API's words (`settings train.epochs must be positive`); the command
+    """A bad value in `train`'s settings, in the API's words (`settings run.epochs must be positive`); the command
     line, whose flags it holds, names the flag (`--max-minutes -1: ...`)."""
     detail = text if text.startswith(f"{key} ") else f"{key}: {text}"
     from .config import flag_of

@@ -16,7 +16,12 @@ import click
 from . import config as config_module
 from .api import QUICKSTART_CONFIG, QUICKSTART_GOLD
 from .families.pretrained import DEFAULT_MODEL, shown
-from .families.student.settings import KEEPS, StudentConfig, StudentTrainConfig  # distill's student: torch-free
+from .families.student.settings import (  # distill's student: torch-free
+    EPOCHS_PER_ROUND,
+    KEEPS,
+    StudentConfig,
+    StudentTrainConfig,
+)
 from .inference.ensemble import COMBINERS
 from .messages import clipped
 from .output.formats import ALL_LAYERS, CONFIDENT, DEPENDENCY, FORMATS, LABELLED, PICTURES
@@ -199,9 +204,9 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
 
     flags = {
         "data.train": _absolute(train_file), "data.valid": _absolute(valid_file), "data.test": _absolute(test_file),
-        "data.tokenizer": tokenizer, "train.device": device, "train.epochs": epochs, "train.max_steps": max_steps,
-        "train.max_minutes": max_minutes, "train.seed": seed, "model.direction": direction,
-        "train.keep_epochs": keep_epochs, "data.workers": workers, "train.precision": precision,
+        "data.tokenizer": tokenizer, "run.device": device, "run.epochs": epochs, "run.max_steps": max_steps,
+        "run.max_minutes": max_minutes, "run.seed": seed, "model.direction": direction,
+        "run.keep_epochs": keep_epochs, "data.workers": workers, "run.precision": precision,
         "train.init": _absolute(init), "train.focus": tuple(map(_file_or_name, focus)) if focus else None,
     }
     settings = {key: value for key, value in flags.items() if value is not None}
@@ -597,7 +602,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--train", "train_file", required=True, help="text the teachers parse and the student learns, a sentence per line")
 @click.option("--valid", "valid_file", required=True, help="held-out text: the epoch kept agrees best with the teachers on it")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="folder for round-K.pt, best.pt, distill.jsonl")
-@click.option("--epochs", type=click.IntRange(min=1), default=StudentTrainConfig.epochs, show_default=True,
+@click.option("--epochs", type=click.IntRange(min=1), default=EPOCHS_PER_ROUND, show_default=True,
               help="student epochs per round")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="1: learn the teachers' trees; more: parse again with the student beside the teachers, learn again")

@@ -1,11 +1,11 @@
 """Run configuration: frozen dataclasses loaded from TOML.
 
-A config file has three sections, `[model]`, `[data]` and `[train]`. `[data]` and the keys of `[model]` and
-`[train]` that every family has are here; each family adds its own keys in its folder (a `ModelConfig` and a
-`TrainConfig` subclass: families/onlstm/settings.py, ...), and the model kind (`model.kind`) says which family's
-sections a file is read with. Every key must be a field of them: a key of another family is an error naming the key
-and the family, and `--set section.key=value` overrides any key. A `ConfigReader` is given the families (the
-package's is families/registry.CONFIGS), so that this core module imports none of them.
+A config file has four sections. `[data]` and `[run]` (the loop's: how long, where, with what precision and seed) are
+every family's and are here; `[model]` and `[train]` (the recipe's batch size, learning rate, clipping and the rest)
+are each family's own, subclasses of the ones here in its folder (families/onlstm/settings.py, ...), and the model kind
+(`model.kind`) says which family's sections a file is read with. Every key must be a field of them: a key of another
+family is an error naming the key and the family, and `--set section.key=value` overrides any key. A `ConfigReader`
+is given the families (the package's is families/registry.CONFIGS), so that this core module imports none of them.
 """
 
 from __future__ import annotations
@@ -73,13 +73,27 @@ class DataConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """[train]: what every family's training has: the loop's limits, device, precision and seed, and a recipe's batch
-    size, learning rate and clipping, whose defaults are each family's own (its paper's: a family's subclass gives
-    them, with its recipe's keys)."""
+    """[train]: what every family's recipe has, a batch size, a learning rate and a gradient norm's limit, with no
+    values here: each family's subclass gives its paper's, with its recipe's own keys."""
 
     batch_size: int
     lr: float
     clip: float  # the gradient norm's limit (0: none)
+    # the keys --resume may change (see resume_changes); a family's subclass adds its optimizer's and regularisers'
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset({"lr", "clip"})
+
+    def validate(self) -> None:
+        at_least(1, "train", self, "batch_size")
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr must be positive, got {self.lr}")
+        at_least(0, "train", self, "clip")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """[run]: the loop's, every family's alike: how long it trains, what it keeps, where, in what precision and from
+    which seed."""
+
     epochs: int = 1000
     max_steps: int = 0  # 0: no limit; otherwise stop after this many batches in all (inside an epoch too)
     max_minutes: float = 0.0  # 0: no limit; otherwise stop once this run (a resume: again) has trained this long
@@ -87,22 +101,22 @@ class TrainConfig:
     keep_epochs: int = 0  # also keep the last N epochs' models as epoch-K.pt (a snapshot ensemble)
     device: str = "auto"
     # fp32 (the paper's numbers), bf16 (matrix products in bfloat16, on hardware that has it) or
-    # auto (bf16 where the hardware has it); see precision.py
+    # auto (bf16 where the hardware has it); see runtime/precision.py
     precision: str = "fp32"
     checkpoint_minutes: float = 10.0  # last.pt inside an epoch this often, so a killed run loses little
-    # the keys --resume may change (see resume_changes); a family's subclass adds its optimizer's and regularisers'
-    RESUMABLE: ClassVar[frozenset[str]] = frozenset({"epochs", "max_steps", "max_minutes", "keep_epochs", "device",
-                                                     "checkpoint_minutes", "precision", "lr", "clip"})
+    # what --resume may not change: the seed (a resumed run's random draws go on from the run's)
+    FIXED: ClassVar[frozenset[str]] = frozenset({"seed"})
 
     def validate(self) -> None:
         if self.precision not in PRECISIONS:
-            raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        at_least(1, "train", self, "batch_size", "epochs")
-        if self.lr <= 0:
-            raise ConfigError(f"train.lr must be positive, got {self.lr}")
+            raise ConfigError(f"run.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        at_least(1, "run", self, "epochs")
         if not 0 <= self.seed < 2**32:  # what every random generator of a run takes
-            raise ConfigError(f"train.seed must be from 0 to {2**32 - 1}, got {self.seed}")
-        at_least(0, "train", self, "clip", "max_steps", "max_minutes", "keep_epochs", "checkpoint_minutes")
+            raise ConfigError(f"run.seed must be from 0 to {2**32 - 1}, got {self.seed}")
+        at_least(0, "run", self, "max_steps", "max_minutes", "keep_epochs", "checkpoint_minutes")
+
+
+RUN_KEYS = frozenset(f.name for f in dataclasses.fields(RunConfig))
 
 
 def at_least(least: int, section: str, values: object, *names: str) -> None:
@@ -136,7 +150,7 @@ class Sections(Protocol):
 
 
 def sections_of(family: Sections) -> dict[str, type]:
-    return {"model": family.model_config, "data": DataConfig, "train": family.train_config}
+    return {"model": family.model_config, "data": DataConfig, "train": family.train_config, "run": RunConfig}
 
 
 @dataclass(frozen=True)
@@ -144,18 +158,20 @@ class Config:
     model: ModelConfig
     data: DataConfig
     train: TrainConfig
+    run: RunConfig
 
     def validate(self) -> Config:
         self.model.validate()
         self.data.validate()
         self.train.validate()
+        self.run.validate()
         return self
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)
 
 
-SECTIONS = ("model", "data", "train")
+SECTIONS = ("model", "data", "train", "run")
 
 
 def kind_in(raw: dict[str, Any]) -> object:
@@ -164,7 +180,7 @@ def kind_in(raw: dict[str, Any]) -> object:
 
 
 def flag_of(key: str) -> str:
-    """The command-line flag that sets a config key, where there is one: train.max_minutes -> --max-minutes."""
+    """The command-line flag that sets a config key, where there is one: run.max_minutes -> --max-minutes."""
     return "--" + key.rpartition(".")[2].replace("_", "-")
 
 
@@ -205,8 +221,14 @@ class ConfigReader:
             raise ConfigError(str(e) if str(e).startswith(f"{source}: ") else f"{source}: {e}") from None
 
     def migrated(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """A saved config (a run's, a checkpoint's; raw) without the keys its family does not read: until the families
-        had sections of their own, every config held every family's keys."""
+        """A saved config (a run's, a checkpoint's; raw) as this version reads it: the loop's keys, in [train] until
+        they had their section, in [run]; without the keys its family does not read (until the families had sections
+        of their own, every config held every family's keys)."""
+        raw = dict(raw)
+        if "run" not in raw and isinstance(raw.get("train"), dict):
+            train = raw["train"]
+            raw["train"] = {key: value for key, value in train.items() if key not in RUN_KEYS}
+            raw["run"] = {key: value for key, value in train.items() if key in RUN_KEYS}
         classes = sections_of(self.family_of(kind_in(raw)))
         return {name: {key: value for key, value in values.items()
                        if key in {f.name for f in dataclasses.fields(classes[name])}}
@@ -255,6 +277,8 @@ class ConfigReader:
         """The value of a key of the family's section with the field's type (an int where a float is expected becomes
         one); errors name the key (and the family, for a key it does not read) but not where it came from."""
         fields = {f.name: f for f in dataclasses.fields(sections_of(family)[section])}
+        if key not in fields and section == "train" and key in RUN_KEYS:
+            raise ConfigError(f"train.{key} is a key of [run] now (the loop's keys have their section): write run.{key}")
         if key not in fields:
             raise ConfigError(f"{section}.{key} is not read by {family.description} (model.kind "
                               f"{self._kind_named(family)}; its {section} keys: {', '.join(fields)})"
@@ -349,17 +373,18 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-# What --resume may change: how long the run goes on, where it runs, what it keeps (TrainConfig.RESUMABLE); where
-# the files are (a run resumed on another machine; the text is read with the run's vocabulary) and how they are read
-# in worker processes; and the optimizer's and regularisers' settings (each family's train section adds its own), as
-# the paper's code lets a resumed run set them. Every other key changes what the model is, how it reads, or how its
-# batches and random draws run on, and a resumed run would no longer be the run it continues.
+# What --resume may change: how long the run goes on, where it runs, what it keeps (every [run] key but its seed);
+# where the files are (a run resumed on another machine; the text is read with the run's vocabulary) and how they are
+# read in worker processes; and the optimizer's and regularisers' settings (TrainConfig.RESUMABLE: each family's train
+# section adds its own), as the paper's code lets a resumed run set them. Every other key changes what the model is,
+# how it reads, or how its batches and random draws run on, and a resumed run would no longer be the run it continues.
 DATA_RESUMABLE = frozenset({"train", "valid", "test", "workers", "cache_dir"})
 
 
 def resumable(config: Config) -> frozenset[str]:
     """The section.key names --resume may change in a run of this config's family."""
     return frozenset({f"train.{key}" for key in type(config.train).RESUMABLE}
+                     | {f"run.{key}" for key in RUN_KEYS - RunConfig.FIXED}
                      | {f"data.{key}" for key in DATA_RESUMABLE})
 
 

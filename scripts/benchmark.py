@@ -182,7 +182,7 @@ def bench_training(name: str, device_name: str, batches: int, precision: str, ph
     if device.type == "cpu":  # as training does (training/loop.py)
         memory.keep_freed_memory()
     cfg = model_config(name)
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
+    cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, precision=precision))
     steps, batch = cfg.train.bptt, cfg.train.batch_size
     torch.manual_seed(0)
     model = ONLSTMLanguageModel(VOCAB, cfg.model).to(device)

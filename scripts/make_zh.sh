@@ -17,7 +17,7 @@ python scripts/trees_to_text.py "$ctb/dev.trees" "$out/ctb-dev.txt"
 focused=teachers/zh-pcfg-focused.pt
 if [ -n "${FOCUSED:-}" ]; then
     OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} grammar-induce train --config configs/pcfg-ctb-focus.toml \
-        --train "$ctb/train.txt" --valid "$out/ctb-dev.txt" --seed 141 --set train.keep_epochs=10 \
+        --train "$ctb/train.txt" --valid "$out/ctb-dev.txt" --seed 141 --set run.keep_epochs=10 \
         --out "$out/zh-pcfg-focused" --quiet ${RESUME:+--resume}
     focused="$out/zh-pcfg-focused.pt"
     python scripts/keep_teacher.py "$out/zh-pcfg-focused/best.pt" "$focused" \

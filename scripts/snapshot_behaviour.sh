@@ -67,7 +67,7 @@ gi parse --model "$out/student/best.pt" --format jsonl < "$out/en.txt" > "$out/p
 rm -rf "$out/student"
 
 rm -rf "$out/runs"
-tiny=(--config configs/tiny.toml --seed 3 --quiet --set train.device=cpu)
+tiny=(--config configs/tiny.toml --seed 3 --quiet --set run.device=cpu)
 gi train "${tiny[@]}" --epochs 4 --set train.nonmono=0 --out "$out/runs/onlstm" > /dev/null
 # a PCFG's own config (a family reads only its own keys): the tiny config's text and training
 cat > "$out/pcfg-tiny.toml" <<TOML

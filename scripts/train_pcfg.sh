@@ -11,7 +11,7 @@ shared=${1:-../shared/data}
 out=${2:-runs/pcfg}
 mkdir -p "$out"
 python scripts/trees_to_text.py "$shared/ctb51/dev.trees" "$out/ctb-dev.txt"
-common=(--seed 141 --quiet --set train.checkpoint_minutes=5 ${MINUTES:+--max-minutes "$MINUTES"} ${RESUME:+--resume})
+common=(--seed 141 --quiet --set run.checkpoint_minutes=5 ${MINUTES:+--max-minutes "$MINUTES"} ${RESUME:+--resume})
 if [ "${ONLY:-ptb}" = ptb ]; then
     OMP_NUM_THREADS=1 grammar-induce train --config configs/pcfg-ptb.toml --train "$shared/ptb_lm/train.txt" \
         --valid "$shared/ptb_lm/valid.txt" --test "$shared/ptb_lm/test.txt" --out "$out/ptb" "${common[@]}" \

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import grammar_induce as gi
 from grammar_induce import config as config_module
 from grammar_induce.cli import main
-from grammar_induce.config import Config
+from grammar_induce.config import RUN_KEYS, Config
 from grammar_induce.families import checkpoint
 from grammar_induce.families.registry import CONFIGS
 from grammar_induce.text.tokenizer import Tokenizer
@@ -73,15 +73,21 @@ def token_cache(tmp_path_factory) -> Path:
 
 
 def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
-    """configs/tiny.toml with section overrides, e.g. train={"epochs": 1}; for another kind (model={"kind": "pcfg"}),
+    """configs/tiny.toml with section overrides, e.g. run={"epochs": 1}; for another kind (model={"kind": "pcfg"}),
     the tiny config's keys that its family reads."""
     raw = config_module.load(ROOT / "configs" / "tiny.toml")
-    raw["train"]["device"] = "cpu"
+    raw["run"]["device"] = "cpu"
     raw["model"]["kind"] = sections.get("model", {}).get("kind", "onlstm")
     raw = CONFIGS.migrated(raw)  # another family: the tiny config's keys it reads (its data, its training)
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     return CONFIGS.from_dict(raw)
+
+
+def by_section(settings: dict) -> dict[str, dict]:
+    """Keyword settings of a test's config as its sections: the loop's keys in [run], the others in [train]."""
+    return {"train": {k: v for k, v in settings.items() if k not in RUN_KEYS},
+            "run": {k: v for k, v in settings.items() if k in RUN_KEYS}}
 
 
 @pytest.fixture(scope="session")

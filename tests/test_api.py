@@ -171,8 +171,8 @@ def test_bad_arguments_get_errors_a_python_user_can_act_on(tiny_run, tmp_path):
 def test_train_from_python_is_what_the_command_line_trains(tmp_path):
 
     tiny = ROOT / "configs" / "tiny.toml"
-    settings = {"train.max_steps": 4, "train.device": "cpu"}
-    result = gi.train(tiny, tmp_path / "api", settings=settings, overrides=["train.seed=7"], log=None)
+    settings = {"run.max_steps": 4, "run.device": "cpu"}
+    result = gi.train(tiny, tmp_path / "api", settings=settings, overrides=["run.seed=7"], log=None)
     cli("train", "--config", tiny, "--out", tmp_path / "cli", "--max-steps", 4, "--device", "cpu", "--seed", 7,
         "--quiet")
     assert result.out_dir == tmp_path / "api" and result.best_valid_ppl is not None

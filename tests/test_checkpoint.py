@@ -47,7 +47,7 @@ def test_a_checkpoint_written_by_0_1_loads_and_parses_as_it_did():
 
 def test_training_gives_the_numbers_0_1_gave_and_resumes_its_last_pt(tmp_path):
     out = tmp_path / "run"
-    train(tiny_config(train={"epochs": 2}), out, **QUIET)
+    train(tiny_config(run={"epochs": 2}), out, **QUIET)
     now = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     before = [json.loads(line) for line in (BEFORE / "metrics.jsonl").read_text().splitlines()]
     for a, b in zip(now, before, strict=True):
@@ -56,7 +56,7 @@ def test_training_gives_the_numbers_0_1_gave_and_resumes_its_last_pt(tmp_path):
     old.mkdir()
     for name in ("last.pt", "metrics.jsonl"):
         (old / name).write_bytes((BEFORE / name).read_bytes())
-    result = train(tiny_config(train={"epochs": 3}), old, resume=True, **QUIET)
+    result = train(tiny_config(run={"epochs": 3}), old, resume=True, **QUIET)
     assert [r["epoch"] for r in result.epochs] == [3]
     assert torch.load(old / "last.pt", weights_only=True)["training_state"]["version"] == 1
 

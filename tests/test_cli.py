@@ -146,13 +146,13 @@ def test_every_seed_flag_has_the_one_default():
     """--seed seeds a training (a model, a student) or a PCFG's draws and defaults to config.SEED everywhere (train:
     its config's, which is SEED unless the config sets one); evaluate's random baseline has a seed of its own, named
     so."""
-    from grammar_induce.config import SEED, TrainConfig
+    from grammar_induce.config import SEED, RunConfig
 
     seeds = {name: next(p for p in command.params if p.name == "seed")
              for name, command in main.commands.items()
              if any(p.name == "seed" and p.expose_value for p in command.params)}
     assert set(seeds) == {"train", "distill", "sample"}
-    assert seeds["distill"].default == seeds["sample"].default == SEED == TrainConfig.seed
+    assert seeds["distill"].default == seeds["sample"].default == SEED == RunConfig.seed
     assert seeds["train"].default is None
     assert all(f"[default: {'the config' + chr(39) + 's, else ' if n == 'train' else ''}{SEED}]" in p.help
                for n, p in seeds.items())
@@ -176,8 +176,8 @@ def test_the_baseline_seed_draws_other_random_trees():
 def test_seeds_out_of_range_are_refused_without_traceback(tmp_path):
     result = invoke("train", "--seed", "99999999999999999999", "--out", tmp_path / "r")
     assert result.exit_code == 2 and "--seed" in result.output and not (tmp_path / "r").exists()
-    one_line_error(invoke("train", "--set", "train.seed=99999999999999999999", "--out", tmp_path / "r"),
-                   "train.seed must be from 0 to 4294967295")
+    one_line_error(invoke("train", "--set", "run.seed=99999999999999999999", "--out", tmp_path / "r"),
+                   "run.seed must be from 0 to 4294967295")
 
 
 def test_small_messages(tiny_run, tmp_path):

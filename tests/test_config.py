@@ -1,4 +1,6 @@
 
+import dataclasses
+
 import pytest
 
 from grammar_induce import config as C
@@ -14,7 +16,7 @@ def test_shipped_configs_load():
         assert cfg.model.n_layers == 3
     ptb = CONFIGS.from_dict(C.load(ROOT / "configs" / "ptb.toml"))
     assert (ptb.model.emb_size, ptb.model.hidden_size, ptb.model.chunk_size) == (400, 1150, 10)
-    assert (ptb.train.batch_size, ptb.train.bptt, ptb.train.lr, ptb.train.seed, ptb.train.epochs) == (20, 70, 30.0, 141, 1000)
+    assert (ptb.train.batch_size, ptb.train.bptt, ptb.train.lr, ptb.run.seed, ptb.run.epochs) == (20, 70, 30.0, 141, 1000)
     assert (ptb.model.dropout, ptb.model.dropouth, ptb.model.dropouti, ptb.model.dropoute, ptb.model.wdrop) == \
         (0.45, 0.3, 0.5, 0.1, 0.45)
 
@@ -173,7 +175,7 @@ def test_the_registry_composes_the_families_a_config_is_read_with_no_global_inst
     code = ("from grammar_induce.families.registry import CONFIGS; "
             "print(type(CONFIGS.from_dict({'model': {'kind': 'pcfg'}}).train).__name__)")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert found.stdout.strip() == "SentenceTrainConfig"
+    assert found.stdout.strip() == "PCFGTrainConfig"
     assert "global " not in (ROOT / "grammar_induce" / "config.py").read_text()
     with pytest.raises(ConfigError, match="model.kind must be one of toy, got 'onlstm'"):
         toy = SimpleNamespace(model_config=C.ModelConfig, train_config=C.TrainConfig, description="a toy")
@@ -198,3 +200,22 @@ def test_what_resume_may_change_is_each_familys_own():
     awd, pcfg = (C.resumable(CONFIGS.from_dict({"model": {"kind": kind}})) for kind in ("onlstm", "pcfg"))
     assert {"train.alpha", "train.nonmono", "train.lr", "data.train"} <= awd
     assert "train.alpha" not in pcfg and {"train.lr", "train.clip", "data.train"} <= pcfg
+
+
+def test_the_loops_keys_are_one_section_of_their_own_and_a_saved_config_with_them_in_train_reads_them_there():
+    """[run] holds the loop's keys, every family's alike; in [train] (where they were) a file's key is an error that
+    says where it went, and a checkpoint's or run's saved config from before reads them as [run]'s (issue 71)."""
+    cfg = CONFIGS.from_dict({"model": {"kind": "pcfg"}, "run": {"epochs": 3, "seed": 7}, "train": {"lr": 0.5}})
+    assert (cfg.run.epochs, cfg.run.seed, cfg.run.precision, cfg.train.lr, cfg.train.batch_size) == (3, 7, "fp32", 0.5, 4)
+    with pytest.raises(ConfigError, match=r"^my.toml: train.epochs is a key of \[run\] now .*: write run.epochs$"):
+        CONFIGS.from_dict({"train": {"epochs": 3}}, "my.toml")
+    old = {"model": {"kind": "onlstm"}, "train": {"epochs": 5, "seed": 9, "precision": "bf16", "lr": 20.0, "bptt": 12}}
+    saved = CONFIGS.from_dict(old, "last.pt", saved=True)
+    assert (saved.run.epochs, saved.run.seed, saved.run.precision, saved.train.lr, saved.train.bptt) == \
+        (5, 9, "bf16", 20.0, 12)
+    assert "epochs" not in saved.to_dict()["train"] and saved.to_dict()["run"]["epochs"] == 5
+    assert CONFIGS.from_dict(old, "last.pt", saved=True) == saved and old["train"]["epochs"] == 5  # raw left as it was
+    allowed = C.resumable(cfg)
+    assert {"run.epochs", "run.max_minutes", "run.precision", "run.device"} <= allowed and "run.seed" not in allowed
+    assert C.resume_changes(saved, dataclasses.replace(saved, run=dataclasses.replace(saved.run, seed=1))) == \
+        [("run.seed", 9, 1)]

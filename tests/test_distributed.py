@@ -27,7 +27,7 @@ def worker(rank: int, size: int, port: int, out: str, resume: bool, epochs: int 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    config = tiny_config(model={**NO_DROPOUT, "direction": direction}, train={"epochs": epochs, "max_steps": max_steps})
+    config = tiny_config(model={**NO_DROPOUT, "direction": direction}, run={"epochs": epochs, "max_steps": max_steps})
     train(config, Path(out), resume=resume, **QUIET)
 
 
@@ -47,7 +47,7 @@ def test_split_rows_and_gather():
 def test_two_processes_train_like_one(tmp_path, direction):
     single = tmp_path / "single"
     torch.set_num_threads(1)
-    train(tiny_config(model={**NO_DROPOUT, "direction": direction}, train={"epochs": 2, "max_steps": 40}), single,
+    train(tiny_config(model={**NO_DROPOUT, "direction": direction}, run={"epochs": 2, "max_steps": 40}), single,
           **QUIET)
     double = tmp_path / "double"
     run_two(double, resume=False, direction=direction)
@@ -64,7 +64,7 @@ def test_two_processes_train_like_one(tmp_path, direction):
 def test_checkpoints_move_between_one_and_two_processes(tmp_path):
     out = tmp_path / "run"
     run_two(out, resume=False, epochs=1, max_steps=0)
-    train(tiny_config(model=NO_DROPOUT, train={"epochs": 2}), out, resume=True, **QUIET)
+    train(tiny_config(model=NO_DROPOUT, run={"epochs": 2}), out, resume=True, **QUIET)
     run_two(out, resume=True, epochs=3, max_steps=0)
     state = torch.load(out / "last.pt", weights_only=True)["training_state"]
     assert state["epoch"] == 4

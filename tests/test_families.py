@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import grammar_induce as gi
 from grammar_induce import trees
 from grammar_induce.cli import QUICKSTART_GOLD, main
-from grammar_induce.config import Config, ConfigError, ModelConfig
+from grammar_induce.config import Config, ConfigError, ModelConfig, RunConfig
 from grammar_induce.errors import InputError, SettingError
 from grammar_induce.families import checkpoint, registry, sentences
 from grammar_induce.families.family import Family, Yields
@@ -41,8 +41,17 @@ class RightBranching(ModelKind):
         return [Reading(list(w), parsed_tree=trees.right_branching(w)) for w in words]
 
 
+@dataclass(frozen=True)
+class ToyTrainConfig(sentences.SentenceTrainConfig):
+    """The toys' [train]: the whole-sentence recipe's keys, with the batch size, lr and clip a family gives."""
+
+    batch_size: int = 4
+    lr: float = 1e-3
+    clip: float = 3.0
+
+
 # it reads no key of its own (the base [model]); a [train] section of some recipe's, as every family has one
-RIGHT = Family("toy-right", "a right-branching toy", RightBranching, ModelConfig, sentences.SentenceTrainConfig,
+RIGHT = Family("toy-right", "a right-branching toy", RightBranching, ModelConfig, ToyTrainConfig,
                Yields(own_trees=True, search="a rule"))
 
 
@@ -54,8 +63,8 @@ def register(monkeypatch, family: Family) -> None:
 def saved_toy(monkeypatch, path, family: Family, tiny_model) -> Path:
     """A new model of a toy family (registered for the test alone) saved at `path`, with the tiny model's words."""
     register(monkeypatch, family)
-    config = Config(model=ModelConfig(kind=family.name), data=tiny_model.config.data,
-                    train=sentences.SentenceTrainConfig())
+    config = Config(model=ModelConfig(kind=family.name), data=tiny_model.config.data, train=family.train_config(),
+                    run=RunConfig())
     checkpoint.save(path, family.build(len(tiny_model.vocab), config.model), tiny_model.vocab, tiny_model.tokenizer,
                     config)
     return path
@@ -124,7 +133,7 @@ class Positions(ModelKind):
                         heads=[*range(2, len(w) + 1), 0]) for w in words]
 
 
-POSITIONS = Family("toy-positions", "a positions toy", Positions, ModelConfig, sentences.SentenceTrainConfig,
+POSITIONS = Family("toy-positions", "a positions toy", Positions, ModelConfig, ToyTrainConfig,
                    Yields(distances=("position", "reverse"), heads=True))
 
 
@@ -190,9 +199,11 @@ valid = "{root}/data/synthetic/test.txt"
 
 [train]
 lr = 0.05
+max_length = 12
+
+[run]
 epochs = 2
 device = "cpu"
-max_length = 12
 """
 
 
@@ -228,7 +239,7 @@ class WidthCRF(ModelKind):
         return [Reading(list(w), parsed_tree=tree) for w, tree in zip(words, found)]
 
 
-WIDTH = Family("toy-width", "a width-score toy", WidthCRF, WidthConfig, sentences.SentenceTrainConfig,
+WIDTH = Family("toy-width", "a width-score toy", WidthCRF, WidthConfig, ToyTrainConfig,
                Yields(own_trees=True, search="CKY over width scores"), recipe=sentences.SentenceRecipe)
 
 

@@ -145,7 +145,7 @@ def test_a_run_starts_from_a_trained_grammar_of_the_same_sizes_and_refuses_anoth
     config = pcfg_config(epochs=1)
     train(config, tmp_path / "first", **QUIET)
     start = tmp_path / "first" / "best.pt"
-    tuned = replace(config, train=replace(config.train, init=str(start), lr=1e-9, max_steps=1))
+    tuned = replace(config, train=replace(config.train, init=str(start), lr=1e-9), run=replace(config.run, max_steps=1))
     train(tuned, tmp_path / "tuned", **QUIET)
     before, after = checkpoint.load(start), checkpoint.load(tmp_path / "tuned" / "last.pt")
     assert after.vocab.words == before.vocab.words

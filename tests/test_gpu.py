@@ -20,7 +20,7 @@ from grammar_induce.metrics import SpanMetric
 from grammar_induce.output.formats import DEPENDENCY, FORMATS
 from grammar_induce.workflows.train import train
 
-from .conftest import QUIET, ROOT, invoke, tiny_config
+from .conftest import QUIET, ROOT, by_section, invoke, tiny_config
 from .test_graphs import layer_run
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")]
@@ -36,10 +36,10 @@ LINES = ["The old man's dog didn't bark, and the cat sat.", "Profits rose. Analy
 GOLD = ROOT / "data" / "synthetic" / "test.trees"
 
 
-def trained(tmp_path, family: str, device: str, name: str = "", **train_settings):
-    settings = {"epochs": 1, "max_steps": 12, "device": device, **ADAM_LR.get(family, {}), **train_settings}
+def trained(tmp_path, family: str, device: str, name: str = "", **settings):
+    settings = {"epochs": 1, "max_steps": 12, "device": device, **ADAM_LR.get(family, {}), **settings}
     out = tmp_path / f"{family}-{name or device}"
-    result = train(tiny_config(model=FAMILIES[family], train=settings), out, **QUIET)
+    result = train(tiny_config(model=FAMILIES[family], **by_section(settings)), out, **QUIET)
     return out, result
 
 
@@ -116,10 +116,9 @@ def test_distill_and_resume_on_cuda(tmp_path):
     assert student.models[0].model.device.type == "cuda" and student.parse("a dog saw the man").leaves()
     straight, _ = trained(tmp_path, "pcfg", "cuda", max_steps=0, epochs=2)
     limited = tmp_path / "limited"
-    config = tiny_config(model=PCFG, train={"epochs": 2, "lr": 0.01, "device": "cuda",
-                                            "max_steps": 7})
+    config = tiny_config(model=PCFG, train={"lr": 0.01}, run={"epochs": 2, "device": "cuda", "max_steps": 7})
     train(config, limited, **QUIET)  # stopped inside epoch 1
-    train(tiny_config(model=PCFG, train={"epochs": 2, "lr": 0.01, "device": "cuda"}), limited,
+    train(tiny_config(model=PCFG, train={"lr": 0.01}, run={"epochs": 2, "device": "cuda"}), limited,
           resume=True, **QUIET)
     a, b = (torch.load(run / "last.pt", weights_only=True)["state_dict"] for run in (straight, limited))
     for key in a:

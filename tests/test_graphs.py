@@ -133,7 +133,7 @@ def test_evaluation_through_graphs_equals_the_steps(graphed_on_cpu, monkeypatch)
 
 
 def test_a_tiny_onlstm_trains_through_graphs_as_through_the_steps(graphed_on_cpu, tmp_path, monkeypatch):
-    config = tiny_config(train={"epochs": 1, "max_steps": 6, "precision": "fp32"})
+    config = tiny_config(run={"epochs": 1, "max_steps": 6, "precision": "fp32"})
     train(config, tmp_path / "graphed", **QUIET)
     assert graphed_on_cpu.graphs
     monkeypatch.setattr(graphs, "enabled", lambda device: False)

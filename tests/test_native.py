@@ -226,7 +226,7 @@ def test_training_on_a_cpu_asks_glibc_to_keep_freed_memory(monkeypatch, tmp_path
     measured by scripts/benchmark.py's training cases, not here). Where the C library is glibc, it takes the setting."""
     asked, keep_freed_memory = [], memory.keep_freed_memory
     monkeypatch.setattr(memory, "keep_freed_memory", lambda: asked.append(True))
-    train(tiny_config(train={"epochs": 1}), tmp_path / "run", **QUIET)
+    train(tiny_config(run={"epochs": 1}), tmp_path / "run", **QUIET)
     assert asked == [True]
     if platform.libc_ver()[0] == "glibc":
         assert keep_freed_memory() is True

@@ -318,7 +318,7 @@ def test_pipes_are_read_once(tiny_run, tmp_path):
     result = invoke("prepare", tmp_path / "prep")
     assert result.exit_code == 0 and "sentences" in result.stdout, result.output
     fifo_with(tmp_path / "train", text)
-    result = train(tiny_config(data={"train": str(tmp_path / "train")}, train={"max_steps": 2}), tmp_path / "run", **QUIET)
+    result = train(tiny_config(data={"train": str(tmp_path / "train")}, run={"max_steps": 2}), tmp_path / "run", **QUIET)
     assert result.epochs
     assert not list(Path(os.environ[corpus.CACHE_ENV]).glob(".stream-*"))
 

@@ -17,7 +17,7 @@ from grammar_induce.families.pcfg.settings import PCFGConfig
 from grammar_induce.inference.ensemble import parse_layer
 from grammar_induce.workflows.train import train
 
-from .conftest import QUIET, tiny_config
+from .conftest import QUIET, by_section, tiny_config
 
 NT, T, V = 3, 4, 7
 
@@ -153,10 +153,10 @@ def test_bf16_products_stay_close_to_float32():
     assert float(model.log_likelihood(words[:1, :1], [1]).detach()) == 0.0  # one word: no binary rule covers it
 
 
-def pcfg_config(**train):
+def pcfg_config(**settings):
     return tiny_config(model={"kind": "pcfg", "nonterminals": 4, "preterminals": 6, "rank": 8, "symbol_dim": 16},
-                       train={"lr": 0.01, "clip": 3.0, "epochs": 2, "batch_size": 16,
-                              "max_length": 20, **train})
+                       **by_section({"lr": 0.01, "clip": 3.0, "epochs": 2, "batch_size": 16, "max_length": 20,
+                                     **settings}))
 
 
 def test_a_pcfg_trains_parses_and_evaluates_with_labels(tmp_path):

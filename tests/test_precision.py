@@ -263,15 +263,15 @@ def test_parse_refuses_bf16_without_the_hardware(tiny_run, without_bf16_units, t
 def test_train_config_rejects_unknown_precisions():
     from grammar_induce.config import ConfigError
 
-    with pytest.raises(ConfigError, match="train.precision must be one of fp32, bf16, auto, got 'fp16'"):
-        tiny_config(train={"precision": "fp16"})
+    with pytest.raises(ConfigError, match="run.precision must be one of fp32, bf16, auto, got 'fp16'"):
+        tiny_config(run={"precision": "fp16"})
 
 
 def test_the_lstm_baseline_keeps_its_layers_and_state_in_float32_under_bf16(with_bf16_units):
     from grammar_induce.families.onlstm import recipe as awd
     from grammar_induce.families.registry import family_of
 
-    config = tiny_config(model={"kind": "lstm"}, train={"precision": "bf16"})
+    config = tiny_config(model={"kind": "lstm"}, run={"precision": "bf16"})
     model = family_of("lstm").build(30, config.model).eval()  # no dropout: the same function twice
     tokens = torch.randint(0, 30, (8, 4), generator=torch.Generator().manual_seed(0))
     loss, _, hidden = awd.lm_loss(model, tokens[:-1], tokens[1:], model.init_hidden(4), config)
@@ -308,7 +308,7 @@ def test_auto_says_what_it_chose_for_a_parse_and_a_training_run(with_bf16_units,
     monkeypatch.setattr(precision, "MEASURED", {})
     lines = []
 
-    train(tiny_config(train={"precision": "auto", "max_steps": 2}), tmp_path / "run", quiet=True,
+    train(tiny_config(run={"precision": "auto", "max_steps": 2}), tmp_path / "run", quiet=True,
           messages=Messages(say=lines.append))
     chosen = next(line for line in lines if line.startswith("precision "))
     assert "auto measured this work at" in chosen

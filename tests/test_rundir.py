@@ -40,7 +40,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
     holder.kill()
     holder.wait()
     assert (out / rundir.LOCK_FILE).exists() and rundir.lock_holder(out) is None
-    train(tiny_config(train={"epochs": 1}), out, force=True, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, force=True, **QUIET)
     assert (out / "best.pt").exists()
 
 
@@ -86,7 +86,7 @@ def test_a_last_pt_written_before_the_state_had_a_version_still_resumes(tiny_run
     out.mkdir()
     torch.save(payload, out / "last.pt")
     (out / "metrics.jsonl").write_text((tiny_run / "metrics.jsonl").read_text())
-    result = train(tiny_config(train={"epochs": 3}), out, resume=True, **QUIET)
+    result = train(tiny_config(run={"epochs": 3}), out, resume=True, **QUIET)
     assert [r["epoch"] for r in result.epochs] == [3]
 
 

@@ -23,14 +23,15 @@ from grammar_induce.text.heads import attachment, chain, dependency_heads, head_
 from grammar_induce.text.treebank import TagFilter, category, parse_bracketed, read_gold
 from grammar_induce.workflows.train import train
 
-from .conftest import QUIET, ROOT, SYNTHETIC_GOLD, invoke, well_formed
+from .conftest import QUIET, ROOT, SYNTHETIC_GOLD, by_section, invoke, well_formed
 
 BIG = structure.BIG
 
 
-def tiny_structformer_config(**train_settings):
+def tiny_structformer_config(**settings):
     raw = config_module.load(ROOT / "configs" / "structformer-tiny.toml")
-    raw["train"].update({"device": "cpu", **train_settings})
+    for section, values in by_section({"device": "cpu", **settings}).items():
+        raw.setdefault(section, {}).update(values)
     return CONFIGS.from_dict(raw)
 
 

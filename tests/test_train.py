@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grammar_induce.config import Config, ConfigError
+from grammar_induce.config import Config, ConfigError, RunConfig
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint
 from grammar_induce.families.onlstm import native
@@ -89,7 +89,7 @@ def test_validation_uses_averaged_weights_then_restores():
 def test_resume_is_exact_after_interruptions(tmp_path, monkeypatch):
     """A run interrupted (SIGINT) inside epoch 1, at the epoch boundary and inside epoch 2,
     and resumed each time, ends with the same weights as an uninterrupted run."""
-    config = tiny_config(train={"epochs": 2, "nonmono": 0})
+    config = tiny_config(train={"nonmono": 0}, run={"epochs": 2})
     train(config, tmp_path / "straight", **QUIET)
 
     original_step = awd.train_step
@@ -129,10 +129,10 @@ def test_existing_run_directory_is_refused(tiny_run):
 
 def test_nan_loss_stops_with_a_clear_message_keeping_last_good_state(tmp_path):
     out = tmp_path / "run"
-    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, **QUIET)
     before = (out / "last.pt").read_bytes()
     with pytest.raises(TrainingStopped, match="loss became nan"):
-        train(tiny_config(train={"epochs": 2, "lr": 1e38, "clip": 0.0}), out, resume=True, **QUIET)
+        train(tiny_config(train={"lr": 1e38, "clip": 0.0}, run={"epochs": 2}), out, resume=True, **QUIET)
     assert (out / "last.pt").read_bytes() == before
 
 
@@ -162,7 +162,7 @@ def test_a_backward_model_learns_each_sentence_right_to_left(tiny_backward_run):
 
 def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
     out = tmp_path / "run"
-    train(tiny_config(train={"epochs": 4, "keep_epochs": 2}), out, **QUIET)
+    train(tiny_config(run={"epochs": 4, "keep_epochs": 2}), out, **QUIET)
     assert sorted(p.name for p in out.glob("epoch-*.pt")) == ["epoch-3.pt", "epoch-4.pt"]
     last_valid = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["valid_ppl"]
     from grammar_induce.text.tokenizer import batchify
@@ -174,7 +174,7 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
     valid = batchify(encode_stream(read_corpus(cfg.data.valid, Tokenizer())[0], snapshot.vocab), cfg.train.eval_batch_size)
     ppl = math.exp(awd.evaluate_loss(snapshot.model, valid, cfg.train.bptt))
     assert ppl == pytest.approx(last_valid, rel=1e-4)  # the model as validated in that epoch
-    train(tiny_config(train={"epochs": 1}), out, force=True, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, force=True, **QUIET)
     assert not list(out.glob("epoch-*.pt"))  # --force clears the old snapshots
 
 
@@ -186,7 +186,7 @@ def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
     from grammar_induce.inference.parsing import parse
 
     out = tmp_path / "lstm"
-    result = train(tiny_config(model={"kind": "lstm"}, train={"epochs": 2}), out, **QUIET)
+    result = train(tiny_config(model={"kind": "lstm"}, run={"epochs": 2}), out, **QUIET)
     assert result.best_valid_ppl is not None and result.best_valid_ppl < 105  # below the vocabulary size
     loaded = checkpoint.load(out / "best.pt")
     assert isinstance(loaded.model, LSTMLanguageModel)
@@ -208,7 +208,7 @@ def test_training_goes_on_and_keeps_its_state_when_a_picture_fails(tmp_path, mon
 
     monkeypatch.setattr(draw, "write_curves", broken)
     messages = Messages()
-    result = train(tiny_config(train={"epochs": 2}), tmp_path / "run", quiet=True, messages=messages)
+    result = train(tiny_config(run={"epochs": 2}), tmp_path / "run", quiet=True, messages=messages)
     assert len(result.epochs) == 2
     assert (tmp_path / "run" / "last.pt").exists() and (tmp_path / "run" / "best.pt").exists()
     assert messages.notes == ["could not write curves.svg (ZeroDivisionError: float division by zero); training goes on"] * 2
@@ -218,11 +218,11 @@ def test_a_diverging_run_stops_keeping_last_pt_and_its_curves(tmp_path):
     """lr 3000 without clipping sends the loss past a float's perplexity (or to NaN) within an epoch: the run stops
     at that step, last.pt and the curves as the last good epoch left them."""
     out = tmp_path / "run"
-    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, **QUIET)
     before = (out / "last.pt").read_bytes()
     with pytest.raises(TrainingStopped, match=r"the training loss became \S+ at step \d+ of epoch 2; .*last.pt keeps "
                                               r"the last good state \(lr 3000 with sgd: try a lower lr or clip\)"):
-        train(tiny_config(train={"epochs": 2, "lr": 3000.0, "clip": 0.0}), out, resume=True, **QUIET)
+        train(tiny_config(train={"lr": 3000.0, "clip": 0.0}, run={"epochs": 2}), out, resume=True, **QUIET)
     assert (out / "last.pt").read_bytes() == before
     well_formed((out / "curves.svg").read_text())
 
@@ -231,7 +231,7 @@ def test_a_validation_past_a_float_perplexity_stops_the_run_before_best_pt(tmp_p
     monkeypatch.setattr(awd.AWDRecipe, "held_out", lambda self, model, part, products: 800.0)
     out = tmp_path / "run"
     with pytest.raises(TrainingStopped, match=r"the validation loss became 800 after epoch 1; nothing had been saved yet"):
-        train(tiny_config(train={"epochs": 1}), out, **QUIET)
+        train(tiny_config(run={"epochs": 1}), out, **QUIET)
     assert not (out / "best.pt").exists()
 
 
@@ -241,7 +241,8 @@ def test_a_loss_has_diverged_where_its_perplexity_is_past_a_float_or_it_is_not_a
 
     per_word = PERPLEXITY.diverged
     assert [per_word(x) for x in (7.0, 709.0, 710.0, math.inf, math.nan)] == [False, False, True, True, True]
-    config = Config(model=STUDENT.model_config(kind="student"), data=tiny_config().data, train=STUDENT.train_config())
+    config = Config(model=STUDENT.model_config(kind="student"), data=tiny_config().data, train=STUDENT.train_config(),
+                    run=RunConfig())
     student = STUDENT.distilled_by(config, torch.nn.Linear(1, 1), None, torch.device("cpu"), World(), None)
     per_tree = student.score.diverged  # a long sentence's tree can cost hundreds of nats
     assert [per_tree(x) for x in (-0.5, 710.0, 1e30, math.inf, math.nan)] == [False, False, False, True, True]
@@ -249,10 +250,10 @@ def test_a_loss_has_diverged_where_its_perplexity_is_past_a_float_or_it_is_not_a
 
 def test_resume_refuses_a_change_to_the_model_tokenizer_or_data_naming_key_and_values(tmp_path):
     out = tmp_path / "run"
-    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, **QUIET)
     last = (out / "last.pt").read_bytes()
     with pytest.raises(InputError, match=r"cannot change data.tokenizer \(the run has 'whitespace', now 'char'\)"):
-        train(tiny_config(train={"epochs": 2}, data={"tokenizer": "char"}), out, resume=True, **QUIET)
+        train(tiny_config(run={"epochs": 2}, data={"tokenizer": "char"}), out, resume=True, **QUIET)
     one_line_error(invoke("train", "--out", out, "--resume", "--set", "model.hidden_size=32"),
                    "cannot change model.hidden_size")
     one_line_error(invoke("train", "--out", out, "--resume", "--set", "train.batch_size=2"), "cannot change train.batch_size")
@@ -272,11 +273,11 @@ def test_sigterm_saves_last_and_resume_continues(tmp_path, monkeypatch):
 
     monkeypatch.setattr(awd, "train_step", step)
     out = tmp_path / "run"
-    train(tiny_config(train={"epochs": 1}), out, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, **QUIET)
     state = torch.load(out / "last.pt", weights_only=True)["training_state"]
     assert state["epoch"] == 1 and state["position"]["start"] > 0 and state["step"] == 5
     monkeypatch.setattr(awd, "train_step", original)
-    train(tiny_config(train={"epochs": 1}), out, resume=True, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, resume=True, **QUIET)
     assert torch.load(out / "last.pt", weights_only=True)["training_state"]["epoch"] == 2
 
 
@@ -323,15 +324,15 @@ def test_sigkill_at_any_moment_leaves_loadable_files_and_resume_matches(tmp_path
 def test_a_run_stopped_by_nan_before_any_epoch_can_start_again(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(TrainingStopped, match="nothing had been saved yet, so the run can start again"):
-        train(tiny_config(train={"epochs": 1, "lr": 1e38, "clip": 0.0}), out, **QUIET)
-    train(tiny_config(train={"epochs": 1}), out, **QUIET)  # no --force needed
+        train(tiny_config(train={"lr": 1e38, "clip": 0.0}, run={"epochs": 1}), out, **QUIET)
+    train(tiny_config(run={"epochs": 1}), out, **QUIET)  # no --force needed
     assert (out / "best.pt").exists()
 
 
 def test_a_run_killed_inside_an_epoch_resumes_from_the_last_periodic_save_to_the_same_weights(tmp_path, monkeypatch):
-    """train.checkpoint_minutes: last.pt inside an epoch (here after every step); a run that dies without a
+    """run.checkpoint_minutes: last.pt inside an epoch (here after every step); a run that dies without a
     chance to save (not a signal: an error) resumes from the last one to the weights of a run never stopped."""
-    config = tiny_config(train={"epochs": 2, "nonmono": 0, "checkpoint_minutes": 1e-9})
+    config = tiny_config(train={"nonmono": 0}, run={"epochs": 2, "checkpoint_minutes": 1e-9})
     train(config, tmp_path / "straight", **QUIET)
     original, calls = awd.train_step, {"n": 0}
 
@@ -362,10 +363,10 @@ def test_a_step_limit_inside_an_epoch_keeps_its_place_and_resume_finishes_it(tmp
     last.pt holds the position, no epoch is counted and no phase moves; --resume with the limit lifted finishes the
     same epoch, to the weights of a run never stopped."""
     straight = tmp_path / "straight"
-    train(tiny_config(train={"epochs": 1}), straight, **QUIET)
+    train(tiny_config(run={"epochs": 1}), straight, **QUIET)
     out = tmp_path / "limited"
     said = []
-    result = train(tiny_config(train={"epochs": 1, "max_steps": 12}), out, quiet=True, messages=Messages(say=said.append))
+    result = train(tiny_config(run={"epochs": 1, "max_steps": 12}), out, quiet=True, messages=Messages(say=said.append))
     assert result.limited_by == "max_steps" and result.stopped_by is None
     [record] = _records(out)
     assert record["epoch"] == 1 and record["stopped_by"] == "max_steps" and 0 < record["partial"] < 1
@@ -374,7 +375,7 @@ def test_a_step_limit_inside_an_epoch_keeps_its_place_and_resume_finishes_it(tmp
     assert (out / "best.pt").exists()
     assert any("stopped by the step limit (max_steps 12) in epoch 1" in line and "--resume finishes it" in line
                for line in said)
-    resumed = train(tiny_config(train={"epochs": 1, "max_steps": 0}), out, resume=True, **QUIET)
+    resumed = train(tiny_config(run={"epochs": 1, "max_steps": 0}), out, resume=True, **QUIET)
     assert resumed.limited_by is None
     partial, record = _records(out)  # the line of the stop stays (its validation made best.pt), the whole epoch's after
     assert partial["partial"] < 1 and partial["stopped_by"] == "max_steps"
@@ -387,7 +388,7 @@ def test_a_step_limit_inside_an_epoch_keeps_its_place_and_resume_finishes_it(tmp
 
 def test_a_resume_with_its_steps_spent_trains_nothing_and_says_so(tmp_path):
     out = tmp_path / "run"
-    config = tiny_config(train={"epochs": 1, "max_steps": 5})
+    config = tiny_config(run={"epochs": 1, "max_steps": 5})
     train(config, out, **QUIET)
     before = torch.load(out / "last.pt", weights_only=True)
     said = []
@@ -397,9 +398,9 @@ def test_a_resume_with_its_steps_spent_trains_nothing_and_says_so(tmp_path):
     assert all(torch.equal(before["state_dict"][k], after["state_dict"][k]) for k in before["state_dict"])
     assert any("nothing to train: the run has taken 5 steps, its max_steps (5)" in line for line in said)
     done = tmp_path / "done"
-    train(tiny_config(train={"epochs": 1}), done, **QUIET)
+    train(tiny_config(run={"epochs": 1}), done, **QUIET)
     said.clear()
-    train(tiny_config(train={"epochs": 1}), done, resume=True, quiet=True, messages=Messages(say=said.append))
+    train(tiny_config(run={"epochs": 1}), done, resume=True, quiet=True, messages=Messages(say=said.append))
     assert any("nothing to train: the run has finished its 1 epochs" in line for line in said)
 
 
@@ -407,7 +408,7 @@ def test_a_time_budget_counts_this_runs_time_and_stops_inside_the_epoch(tmp_path
     """A budget spent after one step stops there (not at the epoch's end, not as a whole epoch); a resume gets the
     budget again and trains on from the same place (one more step), rather than ending at once."""
     out = tmp_path / "run"
-    config = tiny_config(train={"epochs": 1, "max_minutes": 1e-9})
+    config = tiny_config(run={"epochs": 1, "max_minutes": 1e-9})
     result = train(config, out, **QUIET)
     assert result.limited_by == "max_minutes"
     assert torch.load(out / "last.pt", weights_only=True)["training_state"]["step"] == 1
@@ -434,10 +435,10 @@ def test_resume_refuses_a_last_pt_of_another_kind_than_the_run(tmp_path):
     """A PCFG's last.pt copied into an ON-LSTM run folder: --resume would train the PCFG there, rewriting the run's
     config.toml and metrics; it is refused, naming both kinds, and the folder is left as it was."""
     run = tmp_path / "run"
-    train(tiny_config(train={"epochs": 1, "max_steps": 3}), run, **QUIET)
+    train(tiny_config(run={"epochs": 1, "max_steps": 3}), run, **QUIET)
     pcfg = tmp_path / "pcfg"
     train(tiny_config(model={"kind": "pcfg", "nonterminals": 4, "preterminals": 6, "rank": 8, "symbol_dim": 16},
-                      train={"epochs": 1, "max_steps": 2, "lr": 0.01}), pcfg, **QUIET)
+                      train={"lr": 0.01}, run={"epochs": 1, "max_steps": 2}), pcfg, **QUIET)
     (run / "last.pt").write_bytes((pcfg / "last.pt").read_bytes())
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"}
     result = invoke("train", "--out", run, "--resume", "--quiet")
@@ -450,27 +451,27 @@ def test_resume_says_what_it_does_not_read(tmp_path):
     import grammar_induce as gi
 
     run = tmp_path / "run"
-    train(tiny_config(train={"epochs": 1, "max_steps": 3}), run, **QUIET)
+    train(tiny_config(run={"epochs": 1, "max_steps": 3}), run, **QUIET)
     lines = []
-    gi.train(ROOT / "configs" / "quickstart.toml", run, resume=True, settings={"train.max_steps": 4},
+    gi.train(ROOT / "configs" / "quickstart.toml", run, resume=True, settings={"run.max_steps": 4},
              log=lines.append)
     assert any(line.startswith("note: ") and "quickstart.toml is not read: a resumed run goes on with the config it "
                "was started with" in line for line in lines)
     other = tmp_path / "other.txt"
     other.write_text((ROOT / "data" / "synthetic" / "train.txt").read_text())
     lines.clear()
-    gi.train(None, run, resume=True, settings={"train.max_steps": 5, "data.train": str(other)}, log=lines.append)
+    gi.train(None, run, resume=True, settings={"run.max_steps": 5, "data.train": str(other)}, log=lines.append)
     assert any("the training text changed inside epoch 1" in line and str(other) in line for line in lines)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"settings": [("train.epochs", 1)]}, "settings take a dict of section.key -> value"),
-    ({"overrides": "train.epochs=1"}, "overrides take a list of 'section.key=value' strings"),
+    ({"settings": [("run.epochs", 1)]}, "settings take a dict of section.key -> value"),
+    ({"overrides": "run.epochs=1"}, "overrides take a list of 'section.key=value' strings"),
     ({"resume": "no"}, "resume must be True or False, not 'no'"),
     ({"settings": {"train.lr": float("nan")}}, "settings train.lr must be a finite number"),
     ({"settings": {"bogus.lr": 1}}, "settings are keyed section.key"),
-    ({"settings": {"train.epochs": -1}}, "settings train.epochs must be positive, got -1"),  # a range: not the file's
-    ({"overrides": ["train.max_minutes=-2"]}, "overrides train.max_minutes=-2: train.max_minutes must not be negative"),
+    ({"settings": {"run.epochs": -1}}, "settings run.epochs must be positive, got -1"),  # a range: not the file's
+    ({"overrides": ["run.max_minutes=-2"]}, "overrides run.max_minutes=-2: run.max_minutes must not be negative"),
 ])
 def test_gi_train_refuses_arguments_of_the_wrong_kind_in_their_own_words(tmp_path, kwargs, message):
     import grammar_induce as gi
@@ -492,8 +493,8 @@ def test_api_and_command_line_errors_name_what_was_given_where_it_was_given(tmp_
     from .conftest import invoke
 
     config = str(ROOT / "configs" / "tiny.toml")
-    said = invoke("train", "--config", config, "--out", str(tmp_path / "a"), "--set", "train.max_minutes=-1")
-    assert said.exit_code == 1 and "--set train.max_minutes=-1: train.max_minutes must not be negative" in said.output
+    said = invoke("train", "--config", config, "--out", str(tmp_path / "a"), "--set", "run.max_minutes=-1")
+    assert said.exit_code == 1 and "--set run.max_minutes=-1: run.max_minutes must not be negative" in said.output
     said = invoke("train", "--config", config, "--out", str(tmp_path / "a"), "--init", config)
     assert "--settings" not in said.output
     typo = tmp_path / "typo.toml"
@@ -506,7 +507,7 @@ def test_api_and_command_line_errors_name_what_was_given_where_it_was_given(tmp_
         gi.load("ptb", device="tpu")
     assert "--device tpu: expected auto" in invoke("parse", "--device", "tpu", "a b").output
     with pytest.raises(SettingError):
-        gi.train(config, tmp_path / "d", settings={"train.max_minutes": -3}, log=None)
+        gi.train(config, tmp_path / "d", settings={"run.max_minutes": -3}, log=None)
 
 
 def test_ctrl_c_in_gi_train_reaches_the_caller_after_last_pt_is_saved(tmp_path, monkeypatch, ctrl_c_raises):
@@ -521,7 +522,7 @@ def test_ctrl_c_in_gi_train_reaches_the_caller_after_last_pt_is_saved(tmp_path, 
 
     monkeypatch.setattr(awd, "train_step", step_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        gi.train(ROOT / "configs" / "tiny.toml", tmp_path / "run", settings={"train.device": "cpu"}, log=None)
+        gi.train(ROOT / "configs" / "tiny.toml", tmp_path / "run", settings={"run.device": "cpu"}, log=None)
     assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["training_state"]["position"] is not None
 
 
@@ -546,10 +547,10 @@ def test_resume_under_auto_keeps_the_precision_the_run_chose(tmp_path, monkeypat
     monkeypatch.setattr(precision, "bf16_hardware", lambda device: "bf16 units")
     monkeypatch.setattr(precision, "measure", lambda probe, device: next(choices))
     out = tmp_path / "run"
-    train(tiny_config(train={"epochs": 1, "precision": "auto"}), out, **QUIET)
+    train(tiny_config(run={"epochs": 1, "precision": "auto"}), out, **QUIET)
     assert 'precision = "fp32"' in (out / "config.toml").read_text()
     lines: list[str] = []
-    train(tiny_config(train={"epochs": 2, "precision": "auto"}), out, resume=True, quiet=True,
+    train(tiny_config(run={"epochs": 2, "precision": "auto"}), out, resume=True, quiet=True,
           messages=Messages(say=lines.append))
     assert 'precision = "fp32"' in (out / "config.toml").read_text()
     assert "precision auto -> fp32 (auto: kept from the run resumed): everything in float32" in lines

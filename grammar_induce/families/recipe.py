@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class EpochPosition:
-    """How far an epoch has come; saved when it is interrupted (or every train.checkpoint_minutes), so --resume
+    """How far an epoch has come; saved when it is interrupted (or every run.checkpoint_minutes), so --resume
     continues inside it."""
 
     start: int = 0  # where the next step begins, in the recipe's units (a token row, a batch)
@@ -102,7 +102,7 @@ class Recipe(ABC):
     its text, probe a step and score a saved model's held-out text (`read_text`, `probe`, `held_out_loss`); a recipe
     run otherwise (distill's) is handed its text. The loop (training/loop.py) owns everything else: the run folder
     and its lock, the resume state and the random generators, signals, step and time limits, validation each epoch,
-    best.pt and last.pt, the log. A new run builds the model under `torch.manual_seed(train.seed)` and then the
+    best.pt and last.pt, the log. A new run builds the model under `torch.manual_seed(run.seed)` and then the
     recipe; a resumed one loads both."""
 
     UNIT: ClassVar[str]  # what an epoch's progress bar counts

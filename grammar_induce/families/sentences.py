@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import Config, ConfigError, TrainConfig, at_least
+from ..config import Config, ConfigError, RunConfig, TrainConfig, at_least
 from ..errors import InputError
 from ..messages import plural
 from ..runtime import distributed, precision
@@ -35,12 +35,9 @@ class SentenceTrainConfig(TrainConfig):
     (start_length > 0: the first epoch's longest, + length_step an epoch); a trained model of the same sizes to start
     from (`init`, its vocabulary too); and parse-focusing (families/focus.py): the teachers whose trees focus it
     (`focus`: files of trees aligned with the training text, shipped names or checkpoints), how their votes count
-    (`focus_by`), a right-branching voter's weight, the mode and the strength. The optimiser's defaults are the
-    TN-PCFG paper's (batches of 4, Adam at 1e-3, clip 3), not the AWD-LSTM's the shared [train] has (lr 30 diverges)."""
+    (`focus_by`), a right-branching voter's weight, the mode and the strength. The batch size, lr and clip are a
+    family's own (the PCFG's: families/pcfg/settings.py)."""
 
-    batch_size: int = 4
-    lr: float = 1e-3
-    clip: float = 3.0
     max_length: int = 40
     start_length: int = 0
     length_step: int = 10
@@ -84,9 +81,9 @@ def read_as_sentences(config: Config, world: distributed.World, vocab: Vocab | N
     return TrainingText(tokenizer_of(data), vocab, train, held_out.get(data.valid), held_out.get(data.test), [])
 
 
-def epoch_order(cfg: TrainConfig, epoch: int) -> random.Random:
+def epoch_order(run: RunConfig, epoch: int) -> random.Random:
     """The generator of an epoch's batch order: its own, so that a run resumed inside the epoch has its batches."""
-    return random.Random(cfg.seed * 100003 + epoch)
+    return random.Random(run.seed * 100003 + epoch)
 
 
 def described(model: ModelKind, text: TrainingText, device: torch.device) -> str:
@@ -194,9 +191,9 @@ class SentenceRecipe(Recipe):
         return "\n".join(lines)
 
     def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
-        cfg = self.config.train
-        self.products = precision.product_dtype(cfg.precision)
-        self.batches = length_batches(self.text.train, cfg.batch_size, epoch_longest(cfg, epoch), epoch_order(cfg, epoch))
+        cfg, run = self.config.train, self.config.run
+        self.products = precision.product_dtype(run.precision)
+        self.batches = length_batches(self.text.train, cfg.batch_size, epoch_longest(cfg, epoch), epoch_order(run, epoch))
         self.model.train()
         return len(self.batches)
 

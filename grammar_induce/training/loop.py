@@ -107,7 +107,7 @@ def fit(config: Config, out_dir: Path, family: Family, make_recipe: MakeRecipe, 
     `initial`: the weights a new run starts from (a trained model's, float16 read as the model's dtype)."""
     if device.type == "cpu":
         memory.keep_freed_memory()
-    torch.manual_seed(config.train.seed)
+    torch.manual_seed(config.run.seed)
     model = family.build(vocab_size, config.model).to(device)
     payload, saved = resumed or (None, None)
     if payload:
@@ -115,7 +115,7 @@ def fit(config: Config, out_dir: Path, family: Family, make_recipe: MakeRecipe, 
     elif initial is not None:
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in initial.items()})
     recipe = make_recipe(config, model, saved.phase if saved else None)
-    recipe.rng = random.Random(config.train.seed)
+    recipe.rng = random.Random(config.run.seed)
     if payload:
         recipe.load_state_dict(payload["training_state"])
         randomness.restore(randomness.of_training_state(payload["training_state"]), recipe.rng, device)
@@ -161,7 +161,7 @@ def _run_epochs(loop: _Loop, state: TrainState) -> list[dict[str, Any]]:
     """Epoch after epoch until the epoch count, a step or time limit, or a stop request. A limit reached inside an
     epoch stops it there, as Ctrl-C does (last.pt holds the position, and --resume finishes the epoch), after a
     validation of the weights so far, recorded as a partial epoch: it moves no epoch count and no optimizer phase."""
-    cfg = loop.config.train
+    cfg = loop.config.run
     records: list[dict[str, Any]] = []
     if _nothing_to_do(loop, state):
         return records
@@ -187,7 +187,7 @@ def _run_epochs(loop: _Loop, state: TrainState) -> list[dict[str, Any]]:
 
 def _nothing_to_do(loop: _Loop, state: TrainState) -> bool:
     """Whether a resumed run has nothing left to train (its epochs done, or its steps spent), said in a line."""
-    cfg = loop.config.train
+    cfg = loop.config.run
     if state.epoch > cfg.epochs:
         loop.messages.say(f"nothing to train: the run has finished its {cfg.epochs} epochs (--epochs N to go on)")
         return True
@@ -202,7 +202,7 @@ def _nothing_to_do(loop: _Loop, state: TrainState) -> bool:
 def _limit_reached(loop: _Loop, state: TrainState) -> str | None:
     """The limit this run has reached, if any: max_steps counts the run's steps in all, max_minutes this process's
     time (a resumed run gets the budget again)."""
-    cfg = loop.config.train
+    cfg = loop.config.run
     if cfg.max_steps and state.step >= cfg.max_steps:
         return "max_steps"
     if cfg.max_minutes and (time.time() - loop.started) / 60 >= cfg.max_minutes:
@@ -211,7 +211,7 @@ def _limit_reached(loop: _Loop, state: TrainState) -> str | None:
 
 
 def _limit_named(loop: _Loop, limit: str) -> str:
-    cfg = loop.config.train
+    cfg = loop.config.run
     return (f"the step limit (max_steps {cfg.max_steps})" if limit == "max_steps"
             else f"the time budget (max_minutes {cfg.max_minutes:g} of this run)")
 
@@ -219,8 +219,8 @@ def _limit_named(loop: _Loop, limit: str) -> str:
 def _run_epoch(loop: _Loop, state: TrainState, stop: _StopFlag) -> dict[str, float] | None:
     """Train from `state.position` (or the epoch's start). Returns statistics, or None if interrupted; a limit
     reached before the epoch's end leaves `state.position` set (where it stopped). A single process also saves
-    last.pt every train.checkpoint_minutes, so a killed run loses little."""
-    recipe, world, cfg = loop.recipe, loop.world, loop.config.train
+    last.pt every run.checkpoint_minutes, so a killed run loses little."""
+    recipe, world, cfg = loop.recipe, loop.world, loop.config.run
     pos = state.position or EpochPosition()
     state.position = None
     length = recipe.begin_epoch(state.epoch, pos)
@@ -277,7 +277,7 @@ def _stop_on_bad_loss(loop: _Loop, state: TrainState, what: str, when: str) -> N
 def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[str, Any]:
     """Validate (with the weights the recipe validates: ASGD's averages once averaging runs), keep the best
     model, let the recipe change phase, write the metrics line and last.pt."""
-    recipe, world, cfg = loop.recipe, loop.world, loop.config.train
+    recipe, world, cfg = loop.recipe, loop.world, loop.config.run
     validated = recipe.has("valid")
     with recipe.validation_weights(state.phase):
         if validated:
@@ -354,7 +354,7 @@ def _figure(record: dict[str, Any]) -> str:
 
 def _validation_loss(loop: _Loop) -> float:
     """The held-out text's loss under the model now, measured by rank 0 and given to every process."""
-    products = precision.product_dtype(loop.config.train.precision)
+    products = precision.product_dtype(loop.config.run.precision)
     return loop.world.broadcast(loop.recipe.held_out(loop.model, "valid", products) if loop.world.is_main else 0.0)
 
 
@@ -375,12 +375,12 @@ def _keep_snapshot(loop: _Loop, epoch: int) -> None:
     """Save this epoch's model (as validated: ASGD's averages once averaging runs) as epoch-K.pt,
     dropping the one that falls out of the last `keep_epochs`."""
     _save_model(loop, loop.out_dir / f"epoch-{epoch}.pt")
-    (loop.out_dir / f"epoch-{epoch - loop.config.train.keep_epochs}.pt").unlink(missing_ok=True)
+    (loop.out_dir / f"epoch-{epoch - loop.config.run.keep_epochs}.pt").unlink(missing_ok=True)
 
 
 def _final_test(loop: _Loop) -> float:
     """Test perplexity of the best model."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
-    ppl = exp_loss(loop.recipe.held_out(best.model, "test", precision.product_dtype(loop.config.train.precision)))
+    ppl = exp_loss(loop.recipe.held_out(best.model, "test", precision.product_dtype(loop.config.run.precision)))
     loop.messages.say(f"test ppl {ppl:.2f} (best.pt)")
     return ppl

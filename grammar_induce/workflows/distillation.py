@@ -19,13 +19,14 @@ from pathlib import Path
 import torch
 
 from .. import trees
-from ..config import SEED, Config, ConfigError
+from ..config import SEED, Config, ConfigError, RunConfig
 from ..errors import InputError
 from ..families import checkpoint, registry
 from ..families.checkpoint import LoadedModel
 from ..families.family import Family
 from ..families.kind import ModelKind
 from ..families.reading import Reading
+from ..families.student.settings import EPOCHS_PER_ROUND
 from ..files import atomic_write, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine, layers_named
 from ..inference.members import Members, check_members, read_sentences, token_ids
@@ -46,7 +47,7 @@ _SIZES, _TRAINING = STUDENT.model_config(), STUDENT.train_config()  # its defaul
 
 @dataclass(frozen=True)
 class DistillSettings:
-    epochs: int = _TRAINING.epochs  # per round
+    epochs: int = EPOCHS_PER_ROUND
     rounds: int = 1  # 1: learn the teachers' trees; more: re-parse with the student beside them and learn again
     confident: bool = False  # learn only the spans most members agree on (the rest of each tree is free)
     student_batch_size: int = _TRAINING.batch_size  # sentences per optimizer step
@@ -345,10 +346,10 @@ def _student_config(teacher: LoadedModel, settings: DistillSettings, round_numbe
     """The student's model and how it trains (a round's own seed); its text settings are the teacher's."""
     model = STUDENT.model_config(kind=STUDENT.name, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
                                  n_layers=settings.n_layers, dropout=settings.dropout)
-    train = STUDENT.train_config(batch_size=settings.student_batch_size, lr=settings.lr, epochs=settings.epochs,
-                                 seed=settings.seed + round_number, device=str(teacher.model.device),
-                                 keep=settings.keep, round=round_number)
-    return Config(model=model, data=teacher.config.data, train=train)
+    train = STUDENT.train_config(batch_size=settings.student_batch_size, lr=settings.lr, keep=settings.keep,
+                                 round=round_number)
+    run = RunConfig(epochs=settings.epochs, seed=settings.seed + round_number, device=str(teacher.model.device))
+    return Config(model=model, data=teacher.config.data, train=train, run=run)
 
 
 def _save(path: Path, state: dict) -> None:

@@ -82,31 +82,21 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     world = distributed.World.from_env()
     if world.size > 1 and not recipe.PARALLEL:
         raise UserError(f"{config.model.kind}: training on whole sentences runs in one process (no torchrun yet)")
-    device = world.device_for(distributed.resolve_device(config.train.device))
-    requested = config.train.precision
-    config = dataclasses.replace(config, train=dataclasses.replace(config.train,
-                                                                   precision=precision.resolve(requested, device)))
+    device = world.device_for(distributed.resolve_device(config.run.device))
+    requested = config.run.precision
+    config = _with_precision(config, precision.resolve(requested, device))  # bf16 without the hardware: refused now
     rundir.check(out_dir, resume, force)
     refuse_overwriting({f"the run's {path.name}": path for path in rundir.written_files(out_dir)},
                        [config.data.train, config.data.valid, config.data.test])
     payload = checkpoint.read(out_dir / "last.pt") if resume else None
     saved = resume_state(payload, out_dir / "last.pt") if payload else None
-    if payload:
-        _check_its_own(payload, out_dir)
-        _check_resumable(payload, config, out_dir / "last.pt")
-        _note_changed_text(payload, config, saved, messages)
+    was = _resumed_config(payload, out_dir, config, saved, messages) if payload else None
     start = _starting_model(config) if not payload else None  # a resumed run has its own weights
     vocab_from = payload or start
     text = recipe.read_text(config, world, Vocab(vocab_from["vocab"]) if vocab_from else None)
     if getattr(config.train, "focus", ()):  # a family that trains on sentences, focused
         text = dataclasses.replace(text, focus=focus_votes(config, text, teachers or {}, messages))
-    kept = run_precision(payload, requested, device) if payload else None
-    if kept:
-        config, probe = dataclasses.replace(config, train=dataclasses.replace(config.train, precision=kept)), None
-    else:
-        config, probe = measured_precision(config, family, requested, len(text.vocab), device, world)
-    said = precision.describe(requested, config.train.precision, device, family.bf16_parts, family.fp32_parts, probe,
-                              kept=bool(kept))
+    config, said = run_precision(config, family, requested, len(text.vocab), device, world, was)
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
         result = fit(config, out_dir, family, lambda cfg, model, phase: recipe(cfg, model, text, device, world, phase),
@@ -134,35 +124,51 @@ def _starting_model(config: Config) -> dict[str, Any] | None:
     return payload
 
 
-def run_precision(payload: dict[str, Any], requested: str, device: torch.device) -> str | None:
-    """The precision a resumed run keeps under `auto`: the one its last.pt was trained in, where this device can
-    run it (None: measure again). Measured anew it could come out otherwise where the two are near in speed, and
-    the run would not go on as it would have without the stop."""
-    saved = payload["config"].get("train", {}).get("precision")
-    if requested != "auto" or saved not in ("fp32", "bf16"):
-        return None
-    return saved if saved == "fp32" or precision.bf16_hardware(device) is not None else None
+def run_precision(config: Config, family: Family, requested: str, vocab_size: int, device: torch.device,
+                  world: distributed.World, was: Config | None) -> tuple[Config, str]:
+    """The config in the precision the run trains in, and the log's line on it. Under `auto`: a resumed run's own
+    (`was`), where this device can run it (measured anew it could come out otherwise where the two are near in
+    speed, and the run would not go on as it would have without the stop); else measured on a probe of one training
+    step (`measured_precision`)."""
+    kept = was.run.precision if was is not None and requested == "auto" else None
+    if kept == "bf16" and precision.bf16_hardware(device) is None:
+        kept = None
+    probe = None if kept else measured_precision(config, family, requested, vocab_size, device, world)
+    chosen = kept or (precision.resolve(requested, device, probe) if probe else config.run.precision)
+    said = precision.describe(requested, chosen, device, family.bf16_parts, family.fp32_parts, probe, kept=bool(kept))
+    return _with_precision(config, chosen), said
 
 
 def measured_precision(config: Config, family: Family, requested: str, vocab_size: int, device: torch.device,
-                       world: distributed.World) -> tuple[Config, precision.Probe | None]:
-    """The config with `auto` measured on a probe of one training step (forward and backward of a new model of
-    the config on random ids of the training batch's shape, as its recipe says), where bfloat16 hardware leaves a
-    choice (a single process: under torchrun every process keeps bf16, so that all run alike); and the probe."""
-    if requested != "auto" or config.train.precision != "bf16" or world.size > 1:
-        return config, None
+                       world: distributed.World) -> precision.Probe | None:
+    """A probe of one training step (forward and backward of a new model of the config on random ids of the training
+    batch's shape, as its recipe says) where `auto` has a choice: bfloat16 hardware, one process (under torchrun
+    every process keeps bf16, so that all run alike); else None."""
+    if requested != "auto" or config.run.precision != "bf16" or world.size > 1:
+        return None
     model = family.build(vocab_size, config.model).to(device)
-    cfg = config.train
-    shapes = {k: v for k, v in config.to_dict()["train"].items() if k != "precision"}  # a batch's shape among them
-    key = (config.model.kind, tuple(config.to_dict()["model"].values()), vocab_size, tuple(shapes.values()))
-    probe = precision.Probe(key, recipe_of(family).probe(model, config, vocab_size))
-    chosen = precision.resolve(requested, device, probe)
-    return dataclasses.replace(config, train=dataclasses.replace(cfg, precision=chosen)), probe
+    key = (config.model.kind, tuple(config.to_dict()["model"].values()), vocab_size,
+           tuple(config.to_dict()["train"].values()))  # a batch's shape among them
+    return precision.Probe(key, recipe_of(family).probe(model, config, vocab_size))
 
 
-def _check_resumable(payload: dict[str, Any], config: Config, source: Path) -> None:
+def _with_precision(config: Config, chosen: str) -> Config:
+    return dataclasses.replace(config, run=dataclasses.replace(config.run, precision=chosen))
+
+
+def _resumed_config(payload: dict[str, Any], out_dir: Path, config: Config, saved: TrainState | None,
+                    messages: Messages) -> Config:
+    """The config a resumed run was started with, its last.pt checked: the folder's own, and `config` changing only
+    what --resume may change."""
+    _check_its_own(payload, out_dir)
+    was = registry.CONFIGS.from_dict(payload["config"], str(out_dir / "last.pt"), saved=True)
+    _check_resumable(was, config, out_dir / "last.pt")
+    _note_changed_text(was, config, saved, messages)
+    return was
+
+
+def _check_resumable(saved: Config, config: Config, source: Path) -> None:
     """Refuse a resume that would change the model, its text or its vocabulary (see config.resumable)."""
-    saved = registry.CONFIGS.from_dict(payload["config"], str(source), saved=True)
     changes = config_module.resume_changes(saved, config)
     if changes:
         key, was, now = changes[0]
@@ -170,10 +176,10 @@ def _check_resumable(payload: dict[str, Any], config: Config, source: Path) -> N
                          f"only {', '.join(sorted(config_module.resumable(saved)))} may change")
 
 
-def _note_changed_text(payload: dict[str, Any], config: Config, saved: TrainState | None, messages: Messages) -> None:
+def _note_changed_text(run: Config, config: Config, saved: TrainState | None, messages: Messages) -> None:
     """Say what a resume inside an epoch does with another training text: it goes on at the same place in the new
     text's batches (the rest of the old text's epoch is not trained)."""
-    was = payload["config"].get("data", {}).get("train")
+    was = run.data.train
     if saved is not None and saved.position is not None and was != config.data.train:
         messages.note(f"the training text changed inside epoch {saved.epoch} (was {was}, now {config.data.train}): "
                       f"the epoch goes on from the same place (after {saved.position.start:,} token rows or batches) "

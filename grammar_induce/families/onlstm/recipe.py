@@ -75,8 +75,8 @@ def fused_sgd(model: torch.nn.Module) -> bool | None:
 
 def lm_loss(model: torch.nn.Module, inputs: Tensor, targets: Tensor, hidden: State, config: Config):
     """Cross entropy + AR + TAR on the last layer's output, as the paper's code. Returns (loss, ce, hidden).
-    config.train.precision is resolved (fp32 or bf16) by then."""
-    out = model(inputs, hidden, products=precision.product_dtype(config.train.precision), targets=targets)
+    config.run.precision is resolved (fp32 or bf16) by then."""
+    out = model(inputs, hidden, products=precision.product_dtype(config.run.precision), targets=targets)
     top = out.top_output.float()  # (T, B, E)
     loss = out.ce + config.train.alpha * top.pow(2).mean() + config.train.beta * (top[1:] - top[:-1]).pow(2).mean()
     return loss, out.ce, out.hidden

@@ -32,8 +32,8 @@ from ...structures.tree_crf import span_values
 from ..family import Family, Yields
 from ..kind import ModelKind
 from ..reading import Reading
-from ..sentences import SentenceRecipe, SentenceTrainConfig
-from .settings import PCFGConfig
+from ..sentences import SentenceRecipe
+from .settings import PCFGConfig, PCFGTrainConfig
 
 PARSE_LIMIT = 150  # words: a longer line is parsed in pieces (its chart would grow with the length squared)
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
@@ -173,7 +173,7 @@ def _joined(words: list[str], parts: list[tuple[trees.Tree, dict, dict | None]],
 LONGER_LINES = "parsed them in pieces of at most that many words, joined by a balanced tree (its chart grows with " \
                "the square of the length)"
 FAMILY = Family(
-    "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, SentenceTrainConfig,
+    "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, PCFGTrainConfig,
     Yields(own_trees=True, labels=True, confidence=True, search="MBR CKY over span marginals",
            longest=(PARSE_LIMIT, LONGER_LINES)),
     recipe=SentenceRecipe,

@@ -118,9 +118,9 @@ class MaskedLMRecipe(Recipe):
         return described(self.model, self.text, self.device)
 
     def begin_epoch(self, epoch: int, position: EpochPosition) -> int:
-        cfg = self.config.train
-        self.products = precision.product_dtype(cfg.precision)
-        self.batches = token_batches(self.text.train, cfg.batch_size, cfg.max_length, epoch_order(cfg, epoch))
+        cfg, run = self.config.train, self.config.run
+        self.products = precision.product_dtype(run.precision)
+        self.batches = token_batches(self.text.train, cfg.batch_size, cfg.max_length, epoch_order(run, epoch))
         self.model.train()
         return len(self.batches)
 

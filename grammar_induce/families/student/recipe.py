@@ -77,7 +77,7 @@ class StudentRecipe(Recipe):
         ordered = sorted(targets.usable, key=lambda k: len(targets.ids[k]))
         size = self.config.train.batch_size
         self.batches = [ordered[k : k + size] for k in range(0, len(ordered), size)]
-        epoch_order(self.config.train, epoch).shuffle(self.batches)
+        epoch_order(self.config.run, epoch).shuffle(self.batches)
         self.model.train()
         return len(self.batches)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ...config import ConfigError, ModelConfig, TrainConfig, at_least, probabilities
 
 KEEPS = ("agreement", "last")
+EPOCHS_PER_ROUND = 2  # distill's run.epochs, each round
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,6 @@ class StudentTrainConfig(TrainConfig):
     batch_size: int = 32  # sentences per optimizer step
     lr: float = 2e-3
     clip: float = 5.0
-    epochs: int = 2  # per round
     keep: str = "agreement"
     round: int = 1
 
