@@ -15,10 +15,9 @@ from nltk import Tree
 
 from grammar_induce import trees
 from grammar_induce.errors import InputError
-from grammar_induce.families import checkpoint, sentences
-from grammar_induce.families.focus import HARD_FLOOR, SpanVotes, Teacher
-from grammar_induce.workflows import train as train_workflow
-from grammar_induce.workflows.train import TreeMaker, train
+from grammar_induce.families import checkpoint, focus, sentences
+from grammar_induce.families.focus import HARD_FLOOR, SpanVotes, Teacher, TreeMaker
+from grammar_induce.workflows.train import train
 
 from .conftest import QUIET
 from .test_pcfg import pcfg_config
@@ -118,7 +117,7 @@ def test_a_model_teachers_trees_are_made_once_in_chunks_and_read_back(tmp_path, 
     config = pcfg_config(epochs=1, max_steps=2)
     config = replace(config, data=replace(config.data, cache_dir=str(tmp_path / "cache")),
                      train=replace(config.train, focus=("teacher",)))
-    monkeypatch.setattr(train_workflow, "FOCUS_CHUNK", 100)
+    monkeypatch.setattr(focus, "CHUNK", 100)
     asked = []
 
     def parse(sentences):

@@ -13,21 +13,33 @@ by a weight (structures/rank_cfg.py's `span_bias`, in log space), which reweight
 - `hard`: spans some teacher has weigh 1, every other span 1e-4 (the paper's hard mode; strength unused).
 
 A sentence without a teacher tree trains as before (no bias). Parsing uses the plain grammar: no teacher is needed
-at inference.
+at inference. A teacher is a file of trees, read aligned with the training file's lines, or a model (a `TreeMaker`)
+whose trees of the training text are made once, in chunks kept in the token cache (a stopped run parses on from its
+last chunk).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from ..config import Config
+from ..errors import InputError
+from ..files import read_lines, write_text
+from ..messages import Messages, plural
+from ..text import aligned, corpus
 from ..text.aligned import Spans
+from ..trees import Tree, to_brackets
 
 MODES = ("soft", "hard")
+CHUNK = 2000  # sentences a model teacher parses between two saved chunks of its trees
 COUNTS = ("teacher", "family")
 HARD_FLOOR = math.log(1e-4)  # the log weight of a span no teacher has, in hard mode (the paper's 1e-4)
 
@@ -96,3 +108,68 @@ class SpanVotes:
                 bias[b, i, j] = 0.0
                 bias[b, 0, length] = 0.0
         return bias
+
+
+@dataclass(frozen=True)
+class TreeMaker:
+    """A focusing teacher that is a model (a shipped name, a checkpoint): its family (its model kind), what it is
+    (its files' hash: the cache of its trees is its own) and how it parses sentences given as words."""
+
+    family: str
+    identity: str
+    parse: Callable[[list[list[str]]], list[Tree]]
+
+
+def teachers_votes(config: Config, cached: int, teachers: Mapping[str, TreeMaker], messages: Messages) -> SpanVotes:
+    """The span votes of `train.focus`'s teachers over the training sentences (2 to max_length words; the others are
+    never trained on; `cached`: how many sentences the token cache read): a file's trees, read aligned with the
+    training file's lines, or a model's, made once (in chunks, kept in the cache: a stopped run parses on from its
+    last chunk)."""
+    cfg, data = config.train, config.data
+    reader = corpus.training_reader(data)
+    lines = aligned.training_lines(data.train, reader)
+    numbered = [(n, words) for n, words in lines if words]
+    sentences = [words for _, words in numbered]
+    if len(sentences) != cached:
+        raise InputError(f"{data.train}: read as {plural(len(sentences), 'sentence')} here but "
+                         f"{cached:,} by the token cache (was the file changed during the run?)")
+    keep = [2 <= len(words) <= cfg.max_length for words in sentences]
+    found = []
+    for name in cfg.focus:
+        if name in teachers:
+            maker = teachers[name]
+            trees = _model_trees(name, maker, sentences, keep, config, messages)
+            spans = [None if tree is None else aligned.spans_over(tree, words, reader, f"{name}'s tree", f"{data.train}:{n}")
+                     for tree, (n, words) in zip(trees, numbered)]
+            found.append(Teacher(name, maker.family, spans))
+        else:
+            found.append(Teacher(name, f"file {name}", aligned.file_spans(Path(name), data.train, lines, reader, keep)))
+    return SpanVotes(found, [len(words) for words in sentences], cfg.focus_by, cfg.focus_right)
+
+
+def _model_trees(name: str, maker: TreeMaker, sentences: list[list[str]], keep: list[bool], config: Config,
+                 messages: Messages) -> list[Tree | None]:
+    """A model teacher's trees of the kept sentences (None for the others), from its chunks in the cache, parsing
+    the chunks it lacks (each saved as it is made)."""
+    data = config.data
+    key = hashlib.blake2b(json.dumps([maker.identity, corpus.file_hash(Path(data.train)),
+                                      corpus.training_reader(data).to_dict(), config.train.max_length]).encode(),
+                          digest_size=12).hexdigest()
+    folder = corpus.cache_root(data.cache_dir) / "focus" / key
+    folder.mkdir(parents=True, exist_ok=True)
+    chunks = [(range(first, min(first + CHUNK, len(sentences))), folder / f"trees-{first // CHUNK:05d}.txt")
+              for first in range(0, len(sentences), CHUNK)]
+    missing = sum(not path.exists() for _, path in chunks)
+    if missing:
+        messages.say(f"focus: {name} parses {plural(sum(keep), 'training sentence')} of 2 to "
+                     f"{config.train.max_length} words, {plural(missing, 'chunk')} to go, each kept in {folder} as "
+                     "it is made (a stopped run goes on from the last)")
+    found: list[Tree | None] = []
+    for rows, path in chunks:
+        if not path.exists():
+            wanted = [k for k in rows if keep[k]]
+            made = dict(zip(wanted, maker.parse([sentences[k] for k in wanted])))
+            text = "".join((to_brackets(made[k]) if k in made else "") + "\n" for k in rows)
+            write_text(path, text)
+        found.extend(aligned.parse_tree_line(text, f"{path}:{n}") for n, text in read_lines(path))
+    return found

@@ -1,19 +1,15 @@
 """`train`: a config's family trained on its text files in a run directory (its lock, what a resume may change,
 `auto` precision measured on the recipe's probe), through the one loop (training/loop.py) with the family's
-recipe (`Family.recipe`); the teachers' trees that focus a grammar (`train.focus`: files read aligned with the
-training text, models' trees made once and kept in chunks in the cache); a trained model's perplexity on a file, as
-its recipe validates.
+recipe (`Family.recipe`), a focused grammar with its teachers' votes (families/focus.py); a trained model's
+perplexity on a file, as its recipe validates.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import hashlib
-import json
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,30 +18,17 @@ import torch
 from .. import config as config_module
 from ..config import Config, ConfigError
 from ..errors import InputError, UserError
-from ..families import checkpoint, registry
+from ..families import checkpoint, focus, registry
 from ..families.family import Family
-from ..families.focus import SpanVotes, Teacher
-from ..families.recipe import Recipe, TrainingText, exp_loss
-from ..files import read_lines, refuse_overwriting, write_text
-from ..messages import Messages, plural
+from ..families.focus import TreeMaker
+from ..families.recipe import Recipe, exp_loss
+from ..files import refuse_overwriting
+from ..messages import Messages
 from ..runtime import distributed, memory, precision, rundir
-from ..text import aligned, corpus
+from ..text import corpus
 from ..text.tokenizer import Vocab
 from ..training.loop import Result, fit
 from ..training.state import TrainState, resume_state
-from ..trees import Tree, to_brackets
-
-FOCUS_CHUNK = 2000  # sentences a model teacher parses between two saved chunks of its trees
-
-
-@dataclass(frozen=True)
-class TreeMaker:
-    """A focusing teacher that is a model (a shipped name, a checkpoint): its family (its model kind), what it is
-    (its files' hash: the cache of its trees is its own) and how it parses sentences given as words."""
-
-    family: str
-    identity: str
-    parse: Callable[[list[list[str]]], list[Tree]]
 
 
 def recipe_of(family: Family) -> type[Recipe]:
@@ -95,7 +78,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     vocab_from = payload or start
     text = recipe.read_text(config, world, Vocab(vocab_from["vocab"]) if vocab_from else None)
     if getattr(config.train, "focus", ()):  # a family that trains on sentences, focused
-        text = dataclasses.replace(text, focus=focus_votes(config, text, teachers or {}, messages))
+        text = dataclasses.replace(text, focus=focus.teachers_votes(config, len(text.train), teachers or {}, messages))
     config, said = run_precision(config, family, requested, len(text.vocab), device, world, was)
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
         world.barrier()
@@ -204,57 +187,3 @@ def _check_its_own(payload: dict[str, Any], out_dir: Path) -> None:
     if theirs != kind:
         raise InputError(f"{out_dir / 'last.pt'}: holds a {theirs} model, but the run in {out_dir} is a {kind} run "
                          f"(config.toml): --resume goes on only from the run's own last.pt (was it copied here?)")
-
-
-def focus_votes(config: Config, text: TrainingText, teachers: Mapping[str, TreeMaker], messages: Messages) -> SpanVotes:
-    """The span votes of `train.focus`'s teachers over the training sentences (2 to max_length words; the others are
-    never trained on): a file's trees, read aligned with the training file's lines, or a model's, made once (in
-    chunks, kept in the cache: a stopped run parses on from its last chunk)."""
-    cfg, data = config.train, config.data
-    reader = corpus.training_reader(data)
-    lines = aligned.training_lines(data.train, reader)
-    numbered = [(n, words) for n, words in lines if words]
-    sentences = [words for _, words in numbered]
-    if len(sentences) != len(text.train):
-        raise InputError(f"{data.train}: read as {plural(len(sentences), 'sentence')} here but "
-                         f"{len(text.train):,} by the token cache (was the file changed during the run?)")
-    keep = [2 <= len(words) <= cfg.max_length for words in sentences]
-    found = []
-    for name in cfg.focus:
-        if name in teachers:
-            maker = teachers[name]
-            trees = _model_trees(name, maker, sentences, keep, config, messages)
-            spans = [None if tree is None else aligned.spans_over(tree, words, reader, f"{name}'s tree", f"{data.train}:{n}")
-                     for tree, (n, words) in zip(trees, numbered)]
-            found.append(Teacher(name, maker.family, spans))
-        else:
-            found.append(Teacher(name, f"file {name}", aligned.file_spans(Path(name), data.train, lines, reader, keep)))
-    return SpanVotes(found, [len(words) for words in sentences], cfg.focus_by, cfg.focus_right)
-
-
-def _model_trees(name: str, maker: TreeMaker, sentences: list[list[str]], keep: list[bool], config: Config,
-                 messages: Messages) -> list[Tree | None]:
-    """A model teacher's trees of the kept sentences (None for the others), from its chunks in the cache, parsing
-    the chunks it lacks (each saved as it is made)."""
-    data = config.data
-    key = hashlib.blake2b(json.dumps([maker.identity, corpus.file_hash(Path(data.train)),
-                                      corpus.training_reader(data).to_dict(), config.train.max_length]).encode(),
-                          digest_size=12).hexdigest()
-    folder = corpus.cache_root(data.cache_dir) / "focus" / key
-    folder.mkdir(parents=True, exist_ok=True)
-    chunks = [(range(first, min(first + FOCUS_CHUNK, len(sentences))), folder / f"trees-{first // FOCUS_CHUNK:05d}.txt")
-              for first in range(0, len(sentences), FOCUS_CHUNK)]
-    missing = sum(not path.exists() for _, path in chunks)
-    if missing:
-        messages.say(f"focus: {name} parses {plural(sum(keep), 'training sentence')} of 2 to "
-                     f"{config.train.max_length} words, {plural(missing, 'chunk')} to go, each kept in {folder} as "
-                     "it is made (a stopped run goes on from the last)")
-    found: list[Tree | None] = []
-    for rows, path in chunks:
-        if not path.exists():
-            wanted = [k for k in rows if keep[k]]
-            made = dict(zip(wanted, maker.parse([sentences[k] for k in wanted])))
-            text = "".join((to_brackets(made[k]) if k in made else "") + "\n" for k in rows)
-            write_text(path, text)
-        found.extend(aligned.parse_tree_line(text, f"{path}:{n}") for n, text in read_lines(path))
-    return found
