@@ -382,7 +382,7 @@ def _train_config(resumed: dict | None, source: Path, settings: Mapping, overrid
     from . import config as config_module
     from .families import registry
 
-    raw = registry.CONFIGS.migrated(resumed) if resumed is not None else config_module.load(source)
+    raw = registry.CONFIGS.migrated(resumed) if resumed is not None else config_module.read_toml(source)
     for key, value in settings.items():
         section, dot, name = str(key).partition(".")
         if not dot or section not in config_module.SECTIONS:

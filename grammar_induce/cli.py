@@ -227,7 +227,7 @@ def prepare(text_file, config_path, tokenizer, direction, workers, overrides) ->
     """Tokenize a training file into the token cache ahead of training, and say what it holds."""
     from .text import corpus
 
-    raw = config_module.load(config_path or QUICKSTART_CONFIG)
+    raw = config_module.read_toml(config_path or QUICKSTART_CONFIG)
     flags = {"data.tokenizer": tokenizer, "model.direction": direction, "data.workers": workers}
     config = _config(raw, flags, overrides, config_path or QUICKSTART_CONFIG)
     click.echo(corpus.prepare(config, str(text_file)))

@@ -313,7 +313,7 @@ class ConfigReader:
         return " or ".join(repr(name) for name in names) or "?"
 
 
-def load(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
     """Read a TOML config as a raw dict; data paths become relative to the config's folder
     (the folder of the file itself, when `path` is a link to it)."""
     path = Path(path).resolve()

@@ -65,7 +65,7 @@ def model_config(name: str):
     from grammar_induce import config
     from grammar_induce.families.registry import CONFIGS
 
-    return CONFIGS.from_dict(config.load(ROOT / "configs" / f"{name}.toml"))
+    return CONFIGS.from_dict(config.read_toml(ROOT / "configs" / f"{name}.toml"))
 
 
 def sync(device) -> None:

@@ -75,7 +75,7 @@ def token_cache(tmp_path_factory) -> Path:
 def tiny_config(tmp_path: Path | None = None, **sections) -> Config:
     """configs/tiny.toml with section overrides, e.g. run={"epochs": 1}; for another kind (model={"kind": "pcfg"}),
     the tiny config's keys that its family reads."""
-    raw = config_module.load(ROOT / "configs" / "tiny.toml")
+    raw = config_module.read_toml(ROOT / "configs" / "tiny.toml")
     raw["run"]["device"] = "cpu"
     raw["model"]["kind"] = sections.get("model", {}).get("kind", "onlstm")
     raw = CONFIGS.migrated(raw)  # another family: the tiny config's keys it reads (its data, its training)

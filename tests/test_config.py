@@ -12,9 +12,9 @@ from .conftest import ROOT, invoke, one_line_error, sole_line_error
 
 def test_shipped_configs_load():
     for name in ("ptb", "ptb-cpu", "quickstart", "tiny"):
-        cfg = CONFIGS.from_dict(C.load(ROOT / "configs" / f"{name}.toml"))
+        cfg = CONFIGS.from_dict(C.read_toml(ROOT / "configs" / f"{name}.toml"))
         assert cfg.model.n_layers == 3
-    ptb = CONFIGS.from_dict(C.load(ROOT / "configs" / "ptb.toml"))
+    ptb = CONFIGS.from_dict(C.read_toml(ROOT / "configs" / "ptb.toml"))
     assert (ptb.model.emb_size, ptb.model.hidden_size, ptb.model.chunk_size) == (400, 1150, 10)
     assert (ptb.train.batch_size, ptb.train.bptt, ptb.train.lr, ptb.run.seed, ptb.run.epochs) == (20, 70, 30.0, 141, 1000)
     assert (ptb.model.dropout, ptb.model.dropouth, ptb.model.dropouti, ptb.model.dropoute, ptb.model.wdrop) == \
@@ -46,7 +46,7 @@ def test_impossible_values(raw, message):
 
 
 def test_toml_round_trip():
-    cfg = CONFIGS.from_dict(C.load(ROOT / "configs" / "quickstart.toml"))
+    cfg = CONFIGS.from_dict(C.read_toml(ROOT / "configs" / "quickstart.toml"))
     import tomllib
 
     assert CONFIGS.from_dict(tomllib.loads(C.to_toml(cfg))) == cfg
@@ -59,7 +59,7 @@ PRESETS = sorted((ROOT / "configs").glob("*.toml"))
 def test_every_preset_loads_and_states_only_what_differs_from_the_defaults(preset):
     import tomllib
 
-    CONFIGS.from_dict(C.load(preset), str(preset))  # validates
+    CONFIGS.from_dict(C.read_toml(preset), str(preset))  # validates
     stated = tomllib.loads(preset.read_text())
     defaults = CONFIGS.from_dict({"model": {"kind": C.kind_in(stated)}}).to_dict()  # its family's
     for section in ("model", "train"):
@@ -69,7 +69,7 @@ def test_every_preset_loads_and_states_only_what_differs_from_the_defaults(prese
 
 
 def test_the_paper_preset_is_the_defaults_with_its_data():
-    loaded, defaults = CONFIGS.from_dict(C.load(ROOT / "configs" / "ptb.toml")), CONFIGS.from_dict({})
+    loaded, defaults = CONFIGS.from_dict(C.read_toml(ROOT / "configs" / "ptb.toml")), CONFIGS.from_dict({})
     assert loaded.model == defaults.model and loaded.train == defaults.train
 
 
@@ -157,7 +157,7 @@ def test_the_structformer_ptb_config_reads_raw_text_as_the_shipped_english_model
     from grammar_induce.text.corpus import training_reader
     from grammar_induce.text.tokenizer import Tokenizer, tokenizer_of
 
-    cfg = CONFIGS.from_dict(C.load(ROOT / "configs" / "structformer-ptb.toml"))
+    cfg = CONFIGS.from_dict(C.read_toml(ROOT / "configs" / "structformer-ptb.toml"))
     line = "Dogs bark, loudly. The 3 cats ran."
     assert tokenizer_of(cfg.data)(line) == Tokenizer("treebank", lowercase=True, replace_digits=True)(line) \
         == ["dogs", "bark", "loudly", "the", "N", "cats", "ran"]

@@ -29,7 +29,7 @@ BIG = structure.BIG
 
 
 def tiny_structformer_config(**settings):
-    raw = config_module.load(ROOT / "configs" / "structformer-tiny.toml")
+    raw = config_module.read_toml(ROOT / "configs" / "structformer-tiny.toml")
     for section, values in by_section({"device": "cpu", **settings}).items():
         raw.setdefault(section, {}).update(values)
     return CONFIGS.from_dict(raw)
