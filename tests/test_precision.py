@@ -335,3 +335,29 @@ def test_under_torchrun_process_0_alone_says_what_loading_chose(tiny_run, monkey
     parser = cli._parser((str(tiny_run / "best.pt"),), (), "forget", None, None, None, None, 64, "auto", "cpu")
     assert parser.messages.notes[0].startswith("precision ")  # kept on every process
     assert capsys.readouterr().err.count("note: precision") == said
+
+
+def test_a_resumed_auto_run_keeps_the_precision_it_was_trained_in_where_the_hardware_has_it(with_bf16_units,
+                                                                                             monkeypatch, tmp_path):
+    """Measured anew, `auto` could choose otherwise where the two are near in speed, and the resumed run would not go
+    on as it would have without the stop: it keeps the run's (its last.pt's [run].precision), unmeasured; on a
+    machine without the units it cannot keep bf16 and runs fp32."""
+    from grammar_induce.messages import Messages
+    from grammar_induce.workflows.train import train
+
+    monkeypatch.setattr(precision, "measure", lambda probe, device: "bf16")
+    run = tmp_path / "run"
+    train(tiny_config(run={"precision": "auto", "max_steps": 1}), run, quiet=True)
+    assert torch.load(run / "last.pt", weights_only=True)["config"]["run"]["precision"] == "bf16"
+
+    def resumed(max_steps: int) -> str:
+        lines = []
+        train(tiny_config(run={"precision": "auto", "max_steps": max_steps}), run, resume=True, quiet=True,
+              messages=Messages(say=lines.append))
+        return next(line for line in lines if line.startswith("precision "))
+
+    monkeypatch.setattr(precision, "measure", lambda probe, device: pytest.fail("a resumed run measured again"))
+    assert resumed(2).startswith("precision bf16 (AVX-512 BF16) (auto: kept from the run resumed)")
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda: None)
+    assert resumed(3).startswith("precision auto -> fp32: this CPU has no bfloat16 matrix hardware")
+    assert torch.load(run / "last.pt", weights_only=True)["config"]["run"]["precision"] == "fp32"
