@@ -43,6 +43,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from queue import Empty
 
 # torch warns on import when numpy is absent (also in each spawned case); nothing here needs numpy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -469,11 +470,20 @@ def run_case(queue, threads: int, device: str, fn: str, args: tuple) -> None:
 
 
 def in_process(threads: int, device: str, fn: str, *args) -> dict:
+    """One case's figures, run in a process of its own; a case whose process ends without them (an exception, whose
+    traceback it printed, or a kill) stops the benchmark naming the case, where it used to wait for them forever."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     child = ctx.Process(target=run_case, args=(queue, threads, device, fn, args))
     child.start()
-    result = queue.get()
+    while True:
+        try:
+            result = queue.get(timeout=1.0 if child.is_alive() else 5.0)  # a result sent just before it ended: 5 s
+            break
+        except Empty:
+            if not child.is_alive():
+                raise SystemExit(f"benchmark case {fn}: its process ended with exit code {child.exitcode} "
+                                 "and no figures") from None
     child.join()
     return result
 
