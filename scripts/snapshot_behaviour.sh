@@ -84,6 +84,7 @@ valid = "$PWD/data/synthetic/test.txt"
 batch_size = 8
 lr = 0.01
 max_length = 12
+[run]
 epochs = 2
 seed = 3
 device = "cpu"
