@@ -150,21 +150,23 @@ def _resumed_config(payload: dict[str, Any], out_dir: Path, config: Config, save
     return was
 
 
-def _check_resumable(saved: Config, config: Config, source: Path) -> None:
-    """Refuse a resume that would change the model, its text or its vocabulary (see config.resumable)."""
-    changes = config_module.resume_changes(saved, config)
+def _check_resumable(was: Config, config: Config, source: Path) -> None:
+    """Refuse a resume that would change the model, its text or its vocabulary (see config.resumable); `was`: the
+    config the run was started with."""
+    changes = config_module.resume_changes(was, config)
     if changes:
-        key, was, now = changes[0]
-        raise InputError(f"{source}: --resume cannot change {key} (the run has {was!r}, now {now!r}); "
-                         f"only {', '.join(sorted(config_module.resumable(saved)))} may change")
+        key, old, now = changes[0]
+        raise InputError(f"{source}: --resume cannot change {key} (the run has {old!r}, now {now!r}); "
+                         f"only {', '.join(sorted(config_module.resumable(was)))} may change")
 
 
-def _note_changed_text(run: Config, config: Config, saved: TrainState | None, messages: Messages) -> None:
-    """Say what a resume inside an epoch does with another training text: it goes on at the same place in the new
-    text's batches (the rest of the old text's epoch is not trained)."""
-    was = run.data.train
-    if saved is not None and saved.position is not None and was != config.data.train:
-        messages.note(f"the training text changed inside epoch {saved.epoch} (was {was}, now {config.data.train}): "
+def _note_changed_text(was: Config, config: Config, saved: TrainState | None, messages: Messages) -> None:
+    """Say what a resume inside an epoch does with another training text (`was`: the config the run was started
+    with): it goes on at the same place in the new text's batches (the rest of the old text's epoch is not
+    trained)."""
+    old = was.data.train
+    if saved is not None and saved.position is not None and old != config.data.train:
+        messages.note(f"the training text changed inside epoch {saved.epoch} (was {old}, now {config.data.train}): "
                       f"the epoch goes on from the same place (after {saved.position.start:,} token rows or batches) "
                       "in the new text, and the rest of the old text's epoch is not trained")
 
