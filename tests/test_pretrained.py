@@ -158,3 +158,36 @@ def test_a_shipped_model_is_named_by_its_file_not_its_install_path(tmp_path):
                                        "the dog saw a cat"])
     assert "--layer auto chose layer" in result.stderr and "of ptb-forward.pt (shipped)" in result.stderr
     assert str(pretrained.MODELS_DIR) not in result.stderr
+
+
+SHORT = {"en": ["Thanks!", "Thanks a lot", "Go"], "zh": ["谢谢", "谢谢你", "好"]}
+FORMATS = ("brackets", "ptb", "json", "jsonl", "ascii", "svg", "html")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_two_and_three_word_sentences_parse_through_every_entry_point(name, tmp_path):
+    """A batch of only one-word sentences has no span of two words: no confidence to compute, no tree to split.
+    Each length alone (a batch of one) and together, through every format, the API and evaluate."""
+    lines = SHORT["zh" if pretrained.catalogue()[name].language == "zh" else "en"]
+    for line in lines:
+        for fmt in FORMATS:
+            printed = run("parse", "--model", name, "--format", fmt, "--confidence", line)
+            assert printed.strip(), (fmt, line)
+        record = json.loads(run("parse", "--model", name, "--format", "jsonl", line))
+        assert len(record["spans"]) == max(0, len(record["words"]) - 1)  # a binary tree's spans, the root among them
+        assert all(span["confidence"] is None or 0.0 <= span["confidence"] <= 1.0 + 1e-6 for span in record["spans"])
+    parser = gi.load(name)
+    one = parser.parse(lines[0])
+    assert one is not None and "".join(one.leaves()) == lines[0].replace(" ", "")  # every typed character back
+    assert [t.leaves() for t in parser.parse_many(lines, batch_size=1)] == [t.leaves() for t in parser.parse_many(lines)]
+    gold = tmp_path / "short.trees"
+    gold.write_text("(S (NN a))\n(S (NN a) (NN b))\n(S (NN a) (NP (NN b) (NN c)))\n")
+    run("evaluate", "--model", name, "--gold", gold, "--quiet", "--max-length", "3")
+
+
+def test_the_spacy_component_parses_a_one_word_sentence():
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("grammar_induce", config={"model": pretrained.DEFAULT_MODEL})
+    doc = nlp("Thanks")
+    assert [s._.parse_string for s in doc.sents] == ["(X Thanks)"]

@@ -71,10 +71,15 @@ class TreeCRF:
 
     @functools.cached_property
     def marginals(self) -> Tensor:
-        """Each span's probability of being in the tree (the gradient of log Z). (B, N+1, N+1)"""
+        """Each span's probability of being in the tree (the gradient of log Z). (B, N+1, N+1)
+        A batch of one-word sentences has no span of two words: its chart is zeros, and there is nothing to
+        differentiate."""
         with torch.enable_grad():
             scores = self.scores.detach().requires_grad_()
-            (grad,) = torch.autograd.grad(inside(scores, self.lengths).sum(), scores)
+            log_z = inside(scores, self.lengths).sum()
+            if not log_z.requires_grad:
+                return torch.zeros_like(self.scores)
+            (grad,) = torch.autograd.grad(log_z, scores)
         return grad
 
     def argmax(self, words: Sequence[Sequence[str]]) -> list[Tree]:
