@@ -607,6 +607,9 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="1: learn the teachers' trees; more: parse again with the student beside the teachers, learn again")
 @click.option("--confident", is_flag=True, help="learn only the spans most members agree on (the rest of each tree is free)")
+@click.option("--soft", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="the weight of soft targets, the teachers' mean span marginals (PCFGs', students'), beside their "
+                   "tree: 0 the tree alone, 1 the marginals alone")
 @click.option("--max-length", type=click.IntRange(min=3), default=40, show_default=True,
               help="learn from sentences of at most N words (the tree CRF is cubic in the length)")
 @seed_option("of the student")
@@ -620,7 +623,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
               help="the student's BiLSTM size per direction, and its span MLP's")
 @model_options
 @user_errors
-def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, max_length, seed, force, keep,
+def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, soft, max_length, seed, force, keep,
             resume, emb_size, hidden_size, layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
           device) -> None:
     """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
@@ -629,7 +632,7 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
     student = api.distill(*model_names, train=train_file, valid=valid_file, out=out_dir, layer=_layer(layers),
                           distance=distance, decoder=decoder, combine=combine, right_voter=right_voter,
                           weights=_weights(weights), batch_size=batch_size, precision=precision, device=device, log=click.echo, epochs=epochs,
-                          rounds=rounds, confident=confident, max_length=max_length, seed=seed, keep=keep, force=force,
+                          rounds=rounds, confident=confident, soft=soft, max_length=max_length, seed=seed, keep=keep, force=force,
                           resume=resume, emb_size=emb_size, hidden_size=hidden_size)
     click.echo(f"student in {Path(student.models[0].source).resolve()}")
 

@@ -292,3 +292,55 @@ def test_a_distillation_stopped_inside_an_epoch_resumes_to_the_same_student(tiny
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     assert (tmp_path / "whole" / "distill.jsonl").read_text().count("\n") == 2
     assert [json.loads(line)["epoch"] for line in (out / "distill.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_soft_targets_are_the_teachers_marginals_kept_with_the_targets_and_a_resumed_run_is_the_same(tiny_run, tmp_path,
+                                                                                                     monkeypatch):
+    """A student of a student's span marginals (soft 0.5): the targets file keeps each sentence's chart (the CRF's
+    marginals, whose rows sum as a chart does), the loss reads them, and a run stopped in epoch 2 resumes to the
+    uninterrupted student. A teacher without marginals (an ON-LSTM) is refused before anything is parsed."""
+    import torch
+
+    from grammar_induce.workflows import distillation
+
+    text = small_text(tmp_path)
+    teacher = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "teacher", log=None,
+                         **{**SMALL_STUDENT, "epochs": 1})
+    source = teacher.models[0].source
+    with pytest.raises(InputError, match="has none"):
+        gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "no", soft=0.5, **SMALL_STUDENT)
+    assert not (tmp_path / "no.partial").exists()
+    soft = {**SMALL_STUDENT, "soft": 0.5}
+    whole = gi.distill(source, train=text, valid=text, out=tmp_path / "whole", log=None, **soft)
+    seen = []
+    loss = SpanParser.loss
+
+    def recording(self, tokens, lengths, kept, marginals=None, weight=0.0):
+        seen.append((marginals, weight))
+        return loss(self, tokens, lengths, kept, marginals, weight)
+
+    monkeypatch.setattr(SpanParser, "loss", recording)
+    agreement, calls = distillation.agreement_with, []
+
+    def interrupted_in_epoch_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return agreement(*args, **kwargs)
+
+    monkeypatch.setattr(distillation, "agreement_with", interrupted_in_epoch_2)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        gi.distill(source, train=text, valid=text, out=out, log=None, **soft)
+    charts = torch.load(tmp_path / "out.partial" / "targets-1.pt", weights_only=True)["train"]["marginals"]
+    words = distillation.sentences_of(str(text), teacher.models[0])
+    assert [c.shape[0] for c in charts] == [len(w) + 1 for w in words] and charts[0].dtype == torch.float16
+    for chart, n in zip(charts, (len(w) for w in words)):
+        if n >= 2:
+            assert abs(float(chart[0, n]) - 1.0) < 1e-2  # the whole sentence is in every tree
+    assert seen and all(m is not None and w == 0.5 for m, w in seen)
+    monkeypatch.undo()
+    resumed = gi.distill(source, train=text, valid=text, out=out, resume=True, log=None, **soft)
+    a, b = checkpoint.read(whole.models[0].source), checkpoint.read(resumed.models[0].source)
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    assert a["provenance"]["settings"]["soft"] == 0.5

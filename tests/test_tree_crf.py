@@ -291,3 +291,37 @@ def test_parse_scores_in_c_equal_the_tensor_ops_on_every_span_read(hidden, monke
     upper = torch.ones(in_c.shape[1], in_c.shape[1], dtype=torch.bool).triu(1)
     torch.testing.assert_close(in_c[:, upper], by_ops[:, upper], rtol=1e-5, atol=1e-6)
     assert not in_c[:, ~upper].any()  # nothing computed where the CKY does not read
+
+
+def test_the_soft_target_loss_is_the_cross_entropy_of_the_teachers_trees_under_the_student():
+    """log Z_S - sum q(i, j) score_S(i, j) = -sum over trees of q(tree) log p_S(tree), every tree of 1 to 5 words
+    enumerated, q a teacher's distribution over them (another CRF's), whose marginals are all the loss reads."""
+    torch.manual_seed(1)
+    lengths = [1, 2, 3, 4, 5]
+    student = tree_crf.TreeCRF(torch.randn(len(lengths), 6, 6, dtype=torch.float64), lengths)
+    teacher = tree_crf.TreeCRF(2 * torch.randn(len(lengths), 6, 6, dtype=torch.float64), lengths)
+    loss = student.cross_entropy(teacher.marginals)
+    for b, n in enumerate(lengths):
+        candidates, own = brute_force(student.scores[b], n)
+        _, theirs = brute_force(teacher.scores[b], n)
+        log_z, their_z = math.log(sum(map(math.exp, own))), sum(map(math.exp, theirs))
+        expected = -sum(math.exp(t) / their_z * (s - log_z) for s, t in zip(own, theirs))
+        assert math.isclose(loss[b].item(), expected, rel_tol=1e-9, abs_tol=1e-12), (n, loss[b].item(), expected)
+
+
+def test_the_students_loss_mixes_the_tree_and_the_soft_targets_by_their_weight():
+    torch.manual_seed(2)
+    model = SpanParser(20, StudentConfig(kind="student", emb_size=8, hidden_size=8, n_layers=1, dropout=0.0))
+    tokens, lengths = torch.randint(2, 20, (2, 7)), [5, 4]
+    kept = [trees.spans(trees.right_branching(list("abcde")), whole=True),
+            trees.spans(trees.left_branching(list("abcd")), whole=True)]
+    marginals = tree_crf.TreeCRF(torch.randn(2, 6, 6), lengths).marginals
+    hard, soft = model.loss(tokens, lengths, kept), model.loss(tokens, lengths, kept, marginals, 1.0)
+    crf = tree_crf.TreeCRF(model.span_scores(tokens, lengths), lengths)
+    assert torch.allclose(soft, crf.cross_entropy(marginals).mean())
+    assert torch.allclose(model.loss(tokens, lengths, kept, marginals, 0.25), 0.75 * hard + 0.25 * soft)
+    one_tree = torch.zeros(2, 6, 6)  # a teacher sure of its tree: the soft loss is the hard one
+    for b, spans in enumerate(kept):
+        for i, j in spans:
+            one_tree[b, i, j] = 1.0
+    assert torch.allclose(model.loss(tokens, lengths, kept, one_tree, 1.0), hard)

@@ -26,6 +26,9 @@ class Yields:
     layered: bool = True  # its distances are a layer's each (an evaluation row a layer), or one set
     labels: bool = False  # induced labels of its tree's spans (Reading.labels)
     confidence: bool = False  # read(..., confidence=True) gives its tree's spans their probabilities
+    # read(..., marginals=True) gives every span's probability, a chart (Reading.marginals): what a marginal-sum
+    # ensemble adds and a student learns as soft targets
+    marginals: bool = False
     heads: bool = False  # dependency heads (Reading.heads)
     decoder: str = "paper"  # the decoder its distances are read with unless one is asked for
     search: str = ""  # a family that yields trees: how it finds them ("CKY"), for its evaluation row and notes

@@ -35,7 +35,8 @@ class ModelKind(nn.Module):
         backward model's reversed), padded with `<eos>`, the rows sorted by length (the longest last);
         `words`: each row's words in reading order. `n_layers`: only the lowest layers are needed;
         `products`: the dtype of the matrix products (None: float32). A family whose Yields has `confidence` takes
-        `confidence=True` too: its tree's spans' probabilities (`Reading.confidence`)."""
+        `confidence=True` too: its tree's spans' probabilities (`Reading.confidence`); one with `marginals`,
+        `marginals=True`: every span's (`Reading.marginals`)."""
         raise NotImplementedError(f"{type(self).__name__} yields nothing to parse with")
 
 

@@ -5,9 +5,13 @@ the command line's choices read it without loading a model."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import trees
 from ..trees import Tree
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,9 @@ class Reading:
     decoder: str = "paper"  # what its distances are read with unless a decoder is asked for (its family's Yields.decoder)
     # the own tree's spans' probabilities under the model (a PCFG's span marginal, a student's CRF marginal), asked for
     confidence: dict[tuple[int, int], float] | None = None
+    # every span's probability under the model, asked for: (n+1, n+1), [i, j] the span of words i..j-1 (j - i >= 2;
+    # a tensor, float32 on the CPU: the one field a torch-free reader never touches)
+    marginals: Tensor | None = None
 
     @property
     def n_layers(self) -> int:

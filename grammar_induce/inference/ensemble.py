@@ -48,6 +48,12 @@ class ParseOptions:
     # "auto": each member's lead in agreement over right-branching trees (rank_members), on the first chunk
     weights: tuple[float, ...] | str = ()
     member_precisions: tuple[str, ...] = ()  # auto, resolved: fp32 or bf16 per member (each measured on its own)
+    marginals: bool = False  # the members' charts of every span's probability (Reading.marginals), for soft targets
+
+    @property
+    def reads_marginals(self) -> bool:
+        """Whether the members read their charts of span marginals: asked for, or the combiner sums them."""
+        return self.marginals or self.combine == "marginals"
 
 
 def resolve_weights(options: ParseOptions, kinds: list[str]) -> tuple[float, ...] | str:
@@ -146,6 +152,28 @@ def _span_voting(sentences: list[list[Reading]], layers: list[int], options: Par
                             weights)
 
 
+def _marginal_sum(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
+    """The tree with the most expected spans under the members' summed span marginals (each member's chart times
+    its weight): minimum-Bayes-risk decoding of the ensemble, as a PCFG's own tree is of its chart (the CKY)."""
+    if sentences and not all(p.marginals is not None for p in sentences[0]):
+        raise SettingError("combine", "marginals sums the members' span marginals, and a member has none (only a PCFG "
+                           "and a distilled student have them): combine it with mbr")
+    import torch
+
+    from ..structures.cky import best_trees
+
+    if not sentences:
+        return []
+    weights = torch.tensor(options.weights if isinstance(options.weights, tuple) and options.weights
+                           else [1.0] * len(sentences[0]))
+    lengths = [len(members[0].words) for members in sentences]
+    charts = torch.zeros(len(sentences), max(lengths) + 1, max(lengths) + 1)
+    for b, members in enumerate(sentences):
+        n = lengths[b] + 1
+        charts[b, :n, :n] = sum(w * p.marginals for w, p in zip(weights.tolist(), members)) / weights.sum()
+    return best_trees(charts, lengths, [members[0].words for members in sentences])
+
+
 def _mean_gaps(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
     """The gap decoder on the members' mean standardised gap scores."""
     if sentences and not all(p.has_gaps for p in sentences[0]):
@@ -164,6 +192,7 @@ def _mean_gaps(sentences: list[list[Reading]], layers: list[int], options: Parse
 COMBINERS: dict[str, Callable[[list[list[Reading]], list[int], ParseOptions], list[Tree]]] = {
     "mbr": _span_voting,
     "mean": _mean_gaps,
+    "marginals": _marginal_sum,
 }
 NEEDS_GAPS = {"mean"}  # combiners that read gap scores, which a member yielding trees of its own has not
 
@@ -214,6 +243,8 @@ def _raw_confidences(members: list[Reading], layers: list[int], options: ParseOp
     else:
         voters = [p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
         own = options.weights if isinstance(options.weights, tuple) and options.weights else None
+        if options.combine == "marginals":  # the ensemble's own chart: each span's weighted mean marginal
+            return marginal_shares(spans, members, options.weights)
         voting = options.combine == "mbr"
         weights = list(own) if voting and own else [1.0] * len(voters)
         if voting and options.right_voter:
@@ -228,6 +259,14 @@ def vote_shares(spans: set[tuple[int, int]], voters: list[Tree], weights: Sequen
     total = sum(weights) or 1.0
     found = [trees.spans(voter, whole=True) for voter in voters]
     return {span: sum(w for w, has in zip(weights, found) if span in has) / total for span in spans}
+
+
+def marginal_shares(spans: set[tuple[int, int]], members: list[Reading], weights: tuple[float, ...] | str
+                    ) -> dict[tuple[int, int], float]:
+    """Each span's weighted mean marginal over the members' charts."""
+    own = list(weights) if isinstance(weights, tuple) and weights else [1.0] * len(members)
+    total = sum(own) or 1.0
+    return {(i, j): sum(w * float(p.marginals[i, j]) for w, p in zip(own, members)) / total for i, j in spans}
 
 
 def layers_named(layers: Sequence[int], own_trees: Sequence[bool], sep: str = ",") -> str:

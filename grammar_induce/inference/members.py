@@ -119,7 +119,7 @@ class Members:
         resolved = self.options.member_precisions or (self.options.precision,) * len(self.models)
         layers = self.options.layers if self.layers_fixed and not all_layers else (None,) * len(self.models)
         return [read_sentences(loaded, sentences, self.options.batch_size, progress, layer,
-                               precision.product_dtype(chosen), self.options.confidence)
+                               precision.product_dtype(chosen), self.options.confidence, self.options.reads_marginals)
                 for loaded, layer, chosen in zip(self.models, layers, resolved)]
 
     def with_layers(self, readings: Readings | None = None) -> Members:
@@ -238,26 +238,30 @@ def check_members(models: list[LoadedModel]) -> None:
 @torch.no_grad()
 def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
                    progress: Callable[[int], object] | None = None, n_layers: int | None = None,
-                   products: torch.dtype | None = None, confidence: bool = False) -> list[Reading | None]:
+                   products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False
+                   ) -> list[Reading | None]:
     """One model's reading of each sentence (a list of words as written); empty sentences get None.
 
     Sentences are sorted by length and padded at the end: a model reads from the start, so padding never
     changes what it makes of earlier positions. `n_layers`: only the lowest layers are needed; `products`:
     the dtype of the matrix products (None: float32; see runtime/precision.py); `confidence`: the spans' probabilities
-    of a kind of trees of its own (`Reading.confidence`).
+    of a kind of trees of its own (`Reading.confidence`); `marginals`: every span's, a chart (`Reading.marginals`),
+    from a family that yields them.
     """
     direction = loaded.config.model.reading_order
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Reading | None] = [None] * len(sentences)
 
+    yields = loaded.family.yields
+    asked = {name: True for name, wanted in (("confidence", confidence), ("marginals", marginals))
+             if wanted and getattr(yields, name)}  # what the family gives, of what is asked
+
     def read(batch: list[int]) -> list[Reading]:
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
-        if confidence and loaded.family.yields.confidence:
-            return loaded.model.read(tokens, words, n_layers, products, confidence=True)
-        return loaded.model.read(tokens, words, n_layers, products)
+        return loaded.model.read(tokens, words, n_layers, products, **asked)
 
-    decoder = loaded.family.yields.decoder  # what its distances are read with unless a decoder is asked for
+    decoder = yields.decoder  # what its distances are read with unless a decoder is asked for
     batches = list(_batches(order, sentences, batch_size))
     for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device, _lanes(loaded))):
         for k, reading in zip(batch, readings):

@@ -82,6 +82,19 @@ class TreeCRF:
             (grad,) = torch.autograd.grad(log_z, scores)
         return grad
 
+    def cross_entropy(self, marginals: Tensor) -> Tensor:
+        """-sum over trees of q(tree) log p(tree) for each sentence, where q is any distribution over its trees
+        whose span marginals are `marginals` (B, N+1, N+1): log Z - sum_(i, j) q(i, j) score(i, j), spans of two or
+        more words (structural knowledge distillation, Wang et al. 2021: a PCFG teacher's marginals as the soft
+        targets of a span-CRF student). (B,)"""
+        n = self.scores.shape[1] - 1
+        width = torch.arange(n + 1, device=self.scores.device)
+        spans = (width[None, :] - width[:, None]) >= 2  # (N+1, N+1): i < j - 1
+        inside_sentence = width[None, :] <= torch.tensor(list(self.lengths), device=self.scores.device)[:, None]
+        read = spans[None] & inside_sentence[:, None, :]  # (B, N+1, N+1): a real span of two or more words
+        expected = (marginals.to(self.scores.dtype) * self.scores).masked_fill(~read, 0.0).sum((1, 2))
+        return self.partition - expected
+
     def argmax(self, words: Sequence[Sequence[str]]) -> list[Tree]:
         """Each sentence's highest-scoring tree over its `words` (cky.best_trees)."""
         return best_trees(self.scores, self.lengths, words)

@@ -26,6 +26,7 @@ from ..families.checkpoint import LoadedModel
 from ..families.family import Family
 from ..families.kind import ModelKind
 from ..families.reading import Reading
+from ..families.student.recipe import SpanTargets
 from ..families.student.settings import EPOCHS_PER_ROUND
 from ..files import atomic_write, read_lines, refuse_overwriting
 from ..inference.ensemble import ParseOptions, combine, layers_named
@@ -50,6 +51,9 @@ class DistillSettings:
     epochs: int = EPOCHS_PER_ROUND
     rounds: int = 1  # 1: learn the teachers' trees; more: re-parse with the student beside them and learn again
     confident: bool = False  # learn only the spans most members agree on (the rest of each tree is free)
+    # the weight of the soft targets, the members' mean span marginals (structural KD), beside their tree (0: the tree
+    # alone; 1: the marginals alone); every member must have span marginals (a PCFG, a student)
+    soft: float = 0.0
     student_batch_size: int = _TRAINING.batch_size  # sentences per optimizer step
     lr: float = _TRAINING.lr  # Adam
     max_length: int = 40  # training sentences of at most this many words (the CRF is cubic in the length)
@@ -72,6 +76,8 @@ class DistillSettings:
                                  f"got {value!r}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"lr must be a positive number, got {self.lr!r}")
+        if isinstance(self.soft, bool) or not (isinstance(self.soft, (int, float)) and 0 <= self.soft <= 1):
+            raise InputError(f"soft must be a weight from 0 to 1, got {self.soft!r}")
         if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
             raise InputError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.keep not in ("agreement", "last"):
@@ -80,11 +86,13 @@ class DistillSettings:
 
 @dataclass
 class Targets:
-    """What a round learns from: per sentence, the ensemble's tree and the spans a majority of members hold."""
+    """What a round learns from: per sentence, the ensemble's tree, the spans a majority of members hold and (soft
+    targets) the members' mean chart of span marginals, in float16."""
 
     words: list[list[str]]
     trees: list[Tree]
     confident: list[set[tuple[int, int]]]
+    marginals: list[torch.Tensor] | None = None
 
 
 def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_dir: Path, options: ParseOptions,
@@ -102,6 +110,10 @@ def distill(teachers: list[LoadedModel], train_path: str, valid_path: str, out_d
     if not teachers:
         raise InputError("no teachers: give one or more models whose trees the student learns")
     check_members(teachers)
+    if settings.soft and (lacking := [t.source for t in teachers if not t.family.yields.marginals]):
+        raise InputError(f"soft targets are the teachers' span marginals, and {', '.join(lacking)} has none (only a "
+                         "PCFG and a distilled student have them)")
+    options = replace(options, marginals=bool(settings.soft))
     out_dir = Path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
     written = [out_dir / name for name in _student_files(settings.rounds)]
@@ -237,11 +249,13 @@ def _saved_options(options: ParseOptions, state: dict) -> ParseOptions:
 
 
 def _targets_from(words: list[list[str]], saved: dict) -> Targets:
-    return Targets(words, saved["trees"], [set(map(tuple, spans)) for spans in saved["confident"]])
+    return Targets(words, saved["trees"], [set(map(tuple, spans)) for spans in saved["confident"]],
+                   saved.get("marginals"))
 
 
 def _saved_targets(targets: Targets) -> dict:
-    return {"trees": targets.trees, "confident": [sorted(spans) for spans in targets.confident]}
+    return {"trees": targets.trees, "confident": [sorted(spans) for spans in targets.confident],
+            "marginals": targets.marginals}
 
 
 def provenance(teachers: list[LoadedModel], train_path: str, valid_path: str, sentences: int, options: ParseOptions,
@@ -275,12 +289,14 @@ def ensemble_targets(models: list[LoadedModel], sentences: list[list[str]], opti
     (`auto`: chosen on the first chunk)."""
     found: list[Tree] = []
     confident: list[set[tuple[int, int]]] = []
+    charts: list[torch.Tensor] = []
     for parsed in Members.of(models, options).parse(sentences):  # the readings are held a chunk at a time
         part = targets_of(parsed.readings, parsed.options)
         found += part.trees
         confident += part.confident
+        charts += part.marginals or []
         options = parsed.options
-    return Targets(sentences, found, confident), options
+    return Targets(sentences, found, confident, charts if options.marginals else None), options
 
 
 def targets_of(readings: list[list[Reading]], options: ParseOptions) -> Targets:
@@ -290,7 +306,14 @@ def targets_of(readings: list[list[Reading]], options: ParseOptions) -> Targets:
     found = combine(members, list(options.layers), options)
     confident = [_majority([p.tree(layer, options.distance, options.decoder) for p, layer in zip(column, options.layers)])
                  for column in members]
-    return Targets([column[0].words for column in members], found, confident)
+    charts = [mean_marginals(column, options) for column in members] if options.marginals else None
+    return Targets([column[0].words for column in members], found, confident, charts)
+
+
+def mean_marginals(members: list[Reading], options: ParseOptions) -> torch.Tensor:
+    """The members' charts of span marginals, weighed by their voting weights (1 each unless given), in float16."""
+    weights = list(options.weights) if isinstance(options.weights, tuple) and options.weights else [1.0] * len(members)
+    return (sum(w * p.marginals for w, p in zip(weights, members)) / sum(weights)).half()
 
 
 def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:
@@ -323,8 +346,9 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     def agreement(model: ModelKind) -> float:
         return agreement_with(LoadedModel(model, teacher.vocab, teacher.tokenizer, config, str(folder / "best.pt")), valid)
 
-    text = recipe.text_of(teacher.tokenizer, teacher.vocab, ids, spans, learnable(train.words, settings.max_length),
-                          teacher.vocab.index[EOS], len(valid.words), agreement)
+    targets = SpanTargets(ids, spans, learnable(train.words, settings.max_length), teacher.vocab.index[EOS],
+                          train.marginals if settings.soft else None)
+    text = recipe.text_of(teacher.tokenizer, teacher.vocab, targets, len(valid.words), agreement)
     last = folder / "last.pt"
     payload = checkpoint.read(last) if resume and last.exists() else None
     result = fit(config, folder, STUDENT, lambda cfg, model, phase: recipe(cfg, model, text, device, World(), phase),
@@ -347,7 +371,7 @@ def _student_config(teacher: LoadedModel, settings: DistillSettings, round_numbe
     model = STUDENT.model_config(kind=STUDENT.name, emb_size=settings.emb_size, hidden_size=settings.hidden_size,
                                  n_layers=settings.n_layers, dropout=settings.dropout)
     train = STUDENT.train_config(batch_size=settings.student_batch_size, lr=settings.lr, keep=settings.keep,
-                                 round=round_number)
+                                 round=round_number, soft=settings.soft)
     run = RunConfig(epochs=settings.epochs, seed=settings.seed + round_number, device=str(teacher.model.device))
     return Config(model=model, data=teacher.config.data, train=train, run=run)
 

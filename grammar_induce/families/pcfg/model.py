@@ -111,9 +111,11 @@ class TNPCFG(ModelKind):
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None, confidence: bool = False) -> list[Reading]:
+             products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False
+             ) -> list[Reading]:
         """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
-        nonterminal (`NT-k`) and (`confidence`) given its marginal. A sentence of more than PARSE_LIMIT words is
+        nonterminal (`NT-k`) and (`confidence`) given its marginal; (`marginals`) every span's marginal, a chart
+        (a sentence parsed in pieces: each piece's, the spans across pieces 0). A sentence of more than PARSE_LIMIT words is
         parsed in pieces of at most PARSE_LIMIT words (as near equal as can be), their trees joined by a balanced
         tree (its nodes unlabelled), so that no tree is deeper than a piece's and a few levels. The rows are
         `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
@@ -121,18 +123,20 @@ class TNPCFG(ModelKind):
         cuts = [_pieces(len(w)) for w in words]
         pieces = [(k, start, end) for k, bounds in enumerate(cuts) for start, end in bounds]
         pieces.sort(key=lambda piece: piece[2] - piece[1])
-        found: dict[tuple[int, int], tuple[trees.Tree, dict, dict | None]] = {}
+        found: dict[tuple[int, int], Piece] = {}
         for part in self._parts(list(range(len(pieces))), [range(s, e) for _, s, e in pieces], g.head.shape[1]):
             lengths = [pieces[p][2] - pieces[p][1] for p in part]
             ids = torch.stack([_padded(tokens[k, 1 + s : 1 + e], max(lengths)) for k, s, e in map(pieces.__getitem__, part)])
             structure = self.structure(ids.to(self.device), lengths, products, g)
             piece_words = [list(words[k][s:e]) for k, s, e in map(pieces.__getitem__, part)]
             best = structure.argmax(piece_words)  # MBR: the most expected spans
-            marginals = structure.marginals if confidence else None
+            charts = structure.marginals.cpu() if confidence or marginals else None
             for b, (p, tree, labels) in enumerate(zip(part, best, structure.labels(best))):
-                found[pieces[p][:2]] = (tree, {span: f"NT-{a}" for span, a in labels.items()},
-                                        None if marginals is None else span_values(marginals[b], tree))
-        return [_joined(list(w), [found[k, s] for s, _ in bounds], [s for s, _ in bounds], confidence)
+                n = lengths[b]
+                found[pieces[p][:2]] = Piece(tree, {span: f"NT-{a}" for span, a in labels.items()},
+                                             span_values(charts[b], tree) if confidence else None,
+                                             charts[b, : n + 1, : n + 1] if marginals else None)
+        return [_joined(list(w), [found[k, s] for s, _ in bounds], [s for s, _ in bounds], confidence, marginals)
                 for k, (w, bounds) in enumerate(zip(words, cuts))]
 
     @staticmethod
@@ -158,23 +162,41 @@ def _padded(ids: Tensor, length: int) -> Tensor:
     return torch.cat([ids, ids.new_zeros(length - len(ids))])
 
 
-def _joined(words: list[str], parts: list[tuple[trees.Tree, dict, dict | None]], starts: list[int],
-            confidence: bool) -> Reading:
-    """A sentence's reading from its pieces' trees, labels and confidences (shifted to the sentence's words)."""
+@dataclass
+class Piece:
+    """What the grammar found in a piece of a sentence: its tree, its spans' labels, (asked) their marginals and
+    the piece's chart of every span's marginal."""
+
+    tree: trees.Tree
+    labels: dict[tuple[int, int], str]
+    confidence: dict[tuple[int, int], float] | None
+    chart: Tensor | None
+
+
+def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence: bool, marginals: bool) -> Reading:
+    """A sentence's reading from its pieces' trees, labels, confidences and charts (shifted to the sentence's
+    words)."""
     if len(parts) == 1:
-        tree, labels, sure = parts[0]
-        return Reading(words, parsed_tree=tree, labels=labels, confidence=sure)
-    labels = {(i + s, j + s): v for (_, own, _), s in zip(parts, starts) for (i, j), v in own.items()}
-    sure = None if not confidence else {(i + s, j + s): v for (_, _, own), s in zip(parts, starts)
-                                        for (i, j), v in own.items()}  # the joining nodes: none (0)
-    return Reading(words, parsed_tree=trees.balanced([tree for tree, _, _ in parts]), labels=labels, confidence=sure)
+        one = parts[0]
+        return Reading(words, parsed_tree=one.tree, labels=one.labels, confidence=one.confidence, marginals=one.chart)
+    labels = {(i + s, j + s): v for part, s in zip(parts, starts) for (i, j), v in part.labels.items()}
+    sure = None if not confidence else {(i + s, j + s): v for part, s in zip(parts, starts)
+                                        for (i, j), v in part.confidence.items()}  # the joining nodes: none (0)
+    chart = None
+    if marginals:  # each piece's chart on the diagonal; the spans across pieces (the joining nodes') 0
+        chart = torch.zeros(len(words) + 1, len(words) + 1)
+        for part, s in zip(parts, starts):
+            n = part.chart.shape[0]
+            chart[s : s + n, s : s + n] = part.chart
+    return Reading(words, parsed_tree=trees.balanced([part.tree for part in parts]), labels=labels, confidence=sure,
+                   marginals=chart)
 
 
 LONGER_LINES = "parsed them in pieces of at most that many words, joined by a balanced tree (its chart grows with " \
                "the square of the length)"
 FAMILY = Family(
     "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, PCFGTrainConfig,
-    Yields(own_trees=True, labels=True, confidence=True, search="MBR CKY over span marginals",
+    Yields(own_trees=True, labels=True, confidence=True, marginals=True, search="MBR CKY over span marginals",
            longest=(PARSE_LIMIT, LONGER_LINES)),
     recipe=SentenceRecipe,
     bf16_parts="the rank-space products (leaves and every span's children) in bfloat16",

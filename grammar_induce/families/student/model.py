@@ -27,6 +27,7 @@ from .settings import StudentConfig, StudentTrainConfig
 
 SPAN_BLOCK = 1 << 22  # floats of span features at a time when parsing (16 MB)
 SCORE_CELLS = 1 << 24  # floats of span scores at a time when parsing (64 MB): long lines go fewer at a time
+Found = tuple[Tree, dict[tuple[int, int], float] | None, Tensor | None]  # a tree, its spans' marginals, the chart
 
 
 class SpanParser(ModelKind):
@@ -134,40 +135,48 @@ class SpanParser(ModelKind):
         columns = g[:, None, first:] + self.project.bias
         return self.score(torch.relu_(columns - g[:, first:last, None])).squeeze(-1)
 
-    def loss(self, tokens: Tensor, lengths: Sequence[int], kept: Sequence[set[tuple[int, int]]]) -> Tensor:
+    def loss(self, tokens: Tensor, lengths: Sequence[int], kept: Sequence[set[tuple[int, int]]],
+             marginals: Tensor | None = None, soft: float = 0.0) -> Tensor:
         """Mean negative log-probability of the trees that keep each sentence's `kept` spans (a whole
-        tree's spans: that tree)."""
+        tree's spans: that tree); with `soft` > 0, mixed with the soft-target loss of the teachers' span
+        `marginals` (B, N+1, N+1) at that weight (tree_crf.TreeCRF.cross_entropy)."""
         crf = tree_crf.TreeCRF(self.span_scores(tokens, lengths), lengths)
-        return (crf.partition - crf.keeping(kept).partition).mean()
+        hard = crf.partition - crf.keeping(kept).partition if soft < 1 else 0.0
+        if not soft:
+            return hard.mean()
+        return ((1 - soft) * hard + soft * crf.cross_entropy(marginals)).mean()
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None, confidence: bool = False) -> list[Reading]:
-        """Each sentence's CKY tree (and, `confidence`, its spans' marginals under the CRF), the batch in parts
-        small enough that its (B, N+1, N+1) span scores fit in SCORE_CELLS (the rows are sorted by length, the
-        longest last)."""
+             products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False
+             ) -> list[Reading]:
+        """Each sentence's CKY tree (and, `confidence`, its spans' marginals under the CRF; `marginals`, every
+        span's: a chart), the batch in parts small enough that its (B, N+1, N+1) span scores fit in SCORE_CELLS (the
+        rows are sorted by length, the longest last)."""
         step = max(1, SCORE_CELLS // (len(words[-1]) + 1) ** 2)
-        found: list[tuple[Tree, dict[tuple[int, int], float] | None]] = []
+        found: list[Found] = []
         for start in range(0, len(words), step):
             part = words[start : start + step]
             rows = tokens[start : start + step, : len(part[-1]) + 2]
-            found += self.trees(rows.to(self.device), [len(w) for w in part], part, products, confidence)
-        return [Reading(list(w), parsed_tree=tree, confidence=sure) for w, (tree, sure) in zip(words, found)]
+            found += self.trees(rows.to(self.device), [len(w) for w in part], part, products, confidence, marginals)
+        return [Reading(list(w), parsed_tree=tree, confidence=sure, marginals=chart)
+                for w, (tree, sure, chart) in zip(words, found)]
 
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]],
-              products: torch.dtype | None = None, confidence: bool = False
-              ) -> list[tuple[Tree, dict[tuple[int, int], float] | None]]:
+              products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False
+              ) -> list[Found]:
         """Each sentence's highest-scoring tree: CKY over every span's score, with (`confidence`) its spans'
-        marginals; past cky.EXACT_LIMIT words the greedy split, which scores only the spans it looks at (memory
-        linear in the length; no marginals)."""
+        marginals and (`marginals`) every span's; past cky.EXACT_LIMIT words the greedy split, which scores only the
+        spans it looks at (memory linear in the length; no marginals)."""
         if max(lengths) <= cky.EXACT_LIMIT:
             crf = tree_crf.TreeCRF(self.span_scores(tokens, lengths, SPAN_BLOCK, products), lengths)
             best = crf.argmax(words)
-            if not confidence:
-                return [(tree, None) for tree in best]
-            return [(tree, tree_crf.span_values(chart, tree)) for chart, tree in zip(crf.marginals, best)]
-        return [(self.greedy_tree(tokens[b : b + 1, : n + 2], words[b], products), None)
+            charts = crf.marginals.cpu() if confidence or marginals else None
+            return [(tree, tree_crf.span_values(charts[b], tree) if confidence else None,
+                     charts[b, : n + 1, : n + 1] if marginals else None)
+                    for b, (tree, n) in enumerate(zip(best, lengths))]
+        return [(self.greedy_tree(tokens[b : b + 1, : n + 2], words[b], products), None, None)
                 for b, n in enumerate(lengths)]
 
     def greedy_tree(self, tokens: Tensor, words: Sequence[str], products: torch.dtype | None = None) -> Tree:
@@ -196,7 +205,7 @@ def _contiguous(t: Tensor, dtype: torch.dtype) -> Tensor:
 
 FAMILY = Family(
     "student", "a distilled student", SpanParser, StudentConfig, StudentTrainConfig,
-    Yields(own_trees=True, confidence=True, search="CKY"),  # it scores spans: CKY; its CRF's span marginals
+    Yields(own_trees=True, confidence=True, marginals=True, search="CKY"),  # it scores spans: CKY; its CRF's span marginals
     distilled_by=StudentRecipe,  # `distill` fits it, not `train`
     bf16_parts="the BiLSTM's products in bfloat16 when parsing",  # it trains in float32
     reads_in_lanes=True)  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)

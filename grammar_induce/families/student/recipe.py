@@ -1,5 +1,6 @@
 """The student's recipe (`distill` runs it through the one loop, training/loop.py): the span parser learns the spans of
-its targets' trees (or their confident spans) by its CRF loss, batches of sentences of similar lengths in a random
+its targets' trees (or their confident spans) by its CRF loss (and, `train.soft`, their span marginals as soft
+targets), batches of sentences of similar lengths in a random
 order, Adam, the gradient norm clipped at config.train.clip. Its score is the agreement of its trees with the targets'
 on held-out sentences (higher is better), which whoever runs it hands it (`HeldOutTrees`: distill parses them)."""
 
@@ -24,12 +25,25 @@ if TYPE_CHECKING:
 @dataclass
 class SpanTargets:
     """What the student learns: per sentence its ids (`<eos> w1 ... wn`, as the student reads them) and the spans
-    to learn; `usable`: the sentences trained on (the others are too short or too long)."""
+    to learn; `usable`: the sentences trained on (the others are too short or too long); `marginals`: each
+    sentence's chart of the teachers' span marginals (n+1, n+1), the soft targets (None: none)."""
 
     ids: list[list[int]]
     spans: list[set[tuple[int, int]]]
     usable: list[int]
     eos: int  # the id that pads a batch's rows
+    marginals: list[torch.Tensor] | None = None
+
+    def soft_targets(self, batch: list[int], device: torch.device) -> torch.Tensor | None:
+        """(B, N+1, N+1) the batch's charts of span marginals, padded with zeros (None: none)."""
+        if self.marginals is None:
+            return None
+        size = max(self.marginals[k].shape[0] for k in batch)
+        charts = torch.zeros(len(batch), size, size)
+        for b, k in enumerate(batch):
+            n = self.marginals[k].shape[0]
+            charts[b, :n, :n] = self.marginals[k].float()
+        return charts.to(device)
 
 
 @dataclass
@@ -51,12 +65,11 @@ class StudentRecipe(Recipe):
     UNIT, PHASE = "batch", "adam"
 
     @classmethod
-    def text_of(cls, tokenizer: Tokenizer, vocab: Vocab, ids: list[list[int]], spans: list[set[tuple[int, int]]],
-                usable: list[int], eos: int, held_out: int, agreement: Callable[[ModelKind], float]) -> TrainingText:
-        """What distill hands the recipe to learn from: each sentence's ids and spans (those of `usable` trained on,
-        `eos` padding a batch), and `held_out` sentences whose trees `agreement` scores."""
-        return TrainingText(tokenizer, vocab, SpanTargets(ids, spans, usable, eos), HeldOutTrees(held_out, agreement),
-                            None, [])
+    def text_of(cls, tokenizer: Tokenizer, vocab: Vocab, targets: SpanTargets, held_out: int,
+                agreement: Callable[[ModelKind], float]) -> TrainingText:
+        """What distill hands the recipe to learn from: each sentence's ids, spans and (soft targets) span
+        marginals, and `held_out` sentences whose trees `agreement` scores."""
+        return TrainingText(tokenizer, vocab, targets, HeldOutTrees(held_out, agreement), None, [])
 
     def setup(self, phase: str) -> None:
         train = self.config.train
@@ -87,7 +100,8 @@ class StudentRecipe(Recipe):
             rows = [targets.ids[k] for k in batch]
             longest = max(len(row) for row in rows) + 1  # and the end
             tokens = torch.tensor([row + [targets.eos] * (longest - len(row)) for row in rows]).to(self.device)
-            loss = self.model.loss(tokens, [len(row) - 1 for row in rows], [targets.spans[k] for k in batch])
+            loss = self.model.loss(tokens, [len(row) - 1 for row in rows], [targets.spans[k] for k in batch],
+                                   targets.soft_targets(batch, self.device), self.config.train.soft)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             clip_and_step(self.optimizer, self.model.parameters(), self.config.train.clip)

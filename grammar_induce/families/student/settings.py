@@ -26,16 +26,19 @@ class StudentConfig(ModelConfig):
 @dataclass(frozen=True)
 class StudentTrainConfig(TrainConfig):
     """Adam on batches of sentences, the gradient norm clipped at 5; `keep`: which epoch a round keeps (the one whose
-    trees agree best with the targets on held-out text, or the last); `round`: the distillation round (its log's)."""
+    trees agree best with the targets on held-out text, or the last); `round`: the distillation round (its log's);
+    `soft`: the weight of the soft-target loss (the teachers' span marginals) beside the hard one (their trees)."""
 
     batch_size: int = 32  # sentences per optimizer step
     lr: float = 2e-3
     clip: float = 5.0
     keep: str = "agreement"
     round: int = 1
+    soft: float = 0.0
 
     def validate(self) -> None:
         super().validate()
         at_least(1, "train", self, "round")
+        probabilities("train", self, "soft")
         if self.keep not in KEEPS:
             raise ConfigError(f"train.keep must be one of {', '.join(KEEPS)}, got {self.keep!r}")
