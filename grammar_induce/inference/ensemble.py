@@ -188,19 +188,23 @@ def _mean_gaps(sentences: list[list[Reading]], layers: list[int], options: Parse
 
 
 # name -> (per sentence, the members' readings; each member's layer; options) -> the ensemble's trees.
-# A new combiner: a function and an entry here (and in NEEDS_GAPS if it reads gap scores).
+# A new combiner: a function and an entry here (and in NEEDS_GAPS if it reads gap scores, NEEDS_MARGINALS if span
+# marginals).
 COMBINERS: dict[str, Callable[[list[list[Reading]], list[int], ParseOptions], list[Tree]]] = {
     "mbr": _span_voting,
     "mean": _mean_gaps,
     "marginals": _marginal_sum,
 }
 NEEDS_GAPS = {"mean"}  # combiners that read gap scores, which a member yielding trees of its own has not
+NEEDS_MARGINALS = {"marginals"}  # combiners that read charts of span marginals (a PCFG's, a student's)
 
 
 def combiners_for(sentences: list[list[Reading]]) -> list[str]:
     """The combiners that can combine these members' readings."""
     gaps = not sentences or all(p.has_gaps for p in sentences[0])
-    return [name for name in COMBINERS if gaps or name not in NEEDS_GAPS]
+    charts = not sentences or all(p.marginals is not None for p in sentences[0])
+    return [name for name in COMBINERS
+            if (gaps or name not in NEEDS_GAPS) and (charts or name not in NEEDS_MARGINALS)]
 
 
 def combine(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
