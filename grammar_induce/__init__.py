@@ -14,7 +14,7 @@ from importlib import metadata as _metadata
 # torch warns on import when numpy is absent; nothing here needs numpy.
 _warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-__all__ = ["Parser", "__version__", "distill", "evaluate", "load", "sample", "to_nltk", "train"]
+__all__ = ["Parser", "__version__", "distill", "evaluate", "load", "sample", "samples", "to_nltk", "train"]
 
 try:
     __version__ = _metadata.version("grammar-induce")
@@ -24,7 +24,7 @@ except _metadata.PackageNotFoundError:  # run from a source tree that was never 
 
 def __getattr__(name: str):
     """The API's names, imported on first use (so `import grammar_induce` stays light)."""
-    if name in ("Parser", "distill", "evaluate", "load", "sample", "to_nltk", "train"):
+    if name in ("Parser", "distill", "evaluate", "load", "sample", "samples", "to_nltk", "train"):
         from . import api
 
         return getattr(api, name)

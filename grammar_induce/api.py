@@ -196,8 +196,8 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
          decoder: str | None = None, combine: str | None = None, batch_size: int = 64, precision: str = "fp32",
          device: str | None = None, right_voter: float | None = None, pretokenized: bool = False,
          labels: bool = False, weights: Sequence[float] | str | None = None, whole_lines: bool = False,
-         confidence: bool = False, calibration: str | Path | None = None, label_map: str | Path | None = None
-         ) -> Parser:
+         confidence: bool = False, calibration: str | Path | None = None, label_map: str | Path | None = None,
+         map_any_model: bool = False) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `distance`: which of a model's distances make its
@@ -212,7 +212,8 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     span marginal, an ensemble's share of the vote, ...; inference/ensemble.confidences); `calibration`: a file
     `evaluate --calibrate` wrote, mapping them to the share of such brackets a treebank had. `label_map`: a file
     `grammar --gold TREES --save-map` wrote: the induced labels renamed by the treebank categories they match best
-    (implies `labels`; a mapping learned from gold trees, not supervised labels).
+    (implies `labels`; a mapping learned from gold trees, not supervised labels). A map fitted on other models is
+    refused unless `map_any_model` (inference/maps.py).
     `parse_many` also takes lists of tokens (one sentence each)."""
     from .families import checkpoint
     from .runtime.distributed import resolve_device
@@ -220,16 +221,20 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     spec = ModelSpec.resolve(models)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized,
                             labels, weights, whole_lines, confidence)
-    if calibration is not None:
-        from .inference.calibration import Calibration
+    notes = list(spec.notes)
+    if calibration is not None or label_map is not None:
+        from .inference.maps import Calibration, LabelMap
 
-        options = replace(options, calibration=Calibration.read(Path(calibration)))
-    if label_map is not None:
-        from .workflows.grammar import read_label_map
-
-        options = replace(options, labels=True, label_map=read_label_map(label_map))
+        maps = {"calibration": calibration and Calibration.read(Path(calibration)),
+                "label_map": label_map and LabelMap.read(label_map)}
+        for (setting, found), given in zip(maps.items(), (calibration, label_map)):
+            if found:
+                notes += filter(None, [found.fitted.check(f"{setting.replace('_', ' ')} {given}", spec.paths,
+                                                          map_any_model)])
+        options = replace(options, calibration=maps["calibration"] or None, label_map=maps["label_map"] or None,
+                          labels=options.labels or label_map is not None)
     where = resolve_device(device or "auto")
-    return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=list(spec.notes)))
+    return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=notes))
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str | None, decoder: str | None,
@@ -421,13 +426,22 @@ def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = No
            max_length: int = 40) -> list[nltk.Tree]:
     """`n` sentences drawn from a PCFG (a shipped name or a checkpoint) with their trees: each node labelled with its
     symbol (`NT-k`, and `T-k` over each word), every sentence of 2 to `max_length` words; the same `seed` (default:
-    the project's one, config.SEED), the same sentences."""
+    the project's one, config.SEED), the same sentences (the first k of n are those of k)."""
+    return list(samples(model, n, seed=seed, max_length=max_length))
+
+
+def samples(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = None,
+            max_length: int = 40) -> Iterator[nltk.Tree]:
+    """`sample`'s sentences one at a time, as they are drawn (a chunk at a time: memory flat in `n`); the model
+    and the settings are checked before the first."""
+    import itertools
+
     import nltk
     import torch
 
     from .config import SEED
     from .families import checkpoint
-    from .families.pcfg.sampling import sample as draw
+    from .families.pcfg.sampling import samples as draw
 
     seed = SEED if seed is None else seed
     for setting, value, least in (("n", n, 1), ("max_length", max_length, 2), ("seed", seed, 0)):
@@ -442,8 +456,8 @@ def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = No
                            "(a PCFG is: model.kind = \"pcfg\")")
     with torch.no_grad():
         grammar = loaded.model.grammar()
-    drawn = draw(grammar, loaded.vocab.words, n, torch.Generator().manual_seed(seed), max_length)
-    return [nltk.Tree.fromstring(s.ptb) for s in drawn]
+    drawn = draw(grammar, loaded.vocab.words, torch.Generator().manual_seed(seed), max_length)
+    return (nltk.Tree.fromstring(s.ptb) for s in itertools.islice(drawn, n))
 
 
 def _is_model(name: str) -> bool:

@@ -305,9 +305,16 @@ MODEL_HELP = ("checkpoint (best.pt) or a shipped model's name (grammar-induce mo
               "[default: en]")
 
 
+map_any_model_option = click.option(
+    "--map-any-model", is_flag=True,
+    help="use --calibration or --label-map even when fitted on another model (its confidences and labels mean other "
+         "things; refused without this)")
+
+
 def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
             device, pretokenized: bool = False, labels: bool = False, whole_lines: bool = False,
-            confidence: bool = False, calibration: Path | None = None, label_map: str | None = None):
+            confidence: bool = False, calibration: Path | None = None, label_map: str | None = None,
+            map_any_model: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
     from .runtime.distributed import World
@@ -315,7 +322,8 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
     parser = api.load(*models, layer=_layer(layers), distance=distance, decoder=decoder, combine=combine,
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
                       weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines,
-                      confidence=confidence, calibration=calibration, label_map=label_map)
+                      confidence=confidence, calibration=calibration, label_map=label_map,
+                      map_any_model=map_any_model)
     if World.from_env().is_main:  # under torchrun, process 0 says it for all
         for text in parser.messages.notes:
             _note(text)
@@ -383,6 +391,7 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
               "the vote, ...): jsonl's `spans`, the pictures' shading [default: on for jsonl, svg and html]")
 @click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="map the confidences through this file (evaluate --calibrate writes it, fitted on gold trees)")
+@map_any_model_option
 @click.option("--label-map", metavar="FILE|NAME", default=None,
               help="rename a PCFG's induced labels by this file (grammar --gold TREES --save-map writes it: a mapping "
               "learned from a treebank, not supervised labels), or by the map a shipped model carries (--label-map "
@@ -390,7 +399,7 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @model_options
 @user_errors
 def parse(model_names, sentences, input_path, output_path, force, fmt, agreement, workers, pretokenized, whole_lines,
-          labels, confidence, calibration, label_map, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
+          labels, confidence, calibration, map_any_model, label_map, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
     from .files import refuse_overwriting
     from .messages import Messages, progress_bar
@@ -406,12 +415,13 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
         confidence = fmt in CONFIDENT
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                      batch_size, precision, device, pretokenized, labels, whole_lines, confidence or bool(calibration),
-                     calibration, label_map)
+                     calibration, label_map, map_any_model)
     models = parser.models
     if fmt in DEPENDENCY and not any(m.family.yields.heads for m in models):
         raise click.UsageError(f"--format {fmt} writes dependency heads, and {_kinds_named(models)} "
                                "has none: a StructFormer (model.kind = \"structformer\") has them")
-    refuse_overwriting({"--output": output_path}, [m.source for m in models] + _input_files(input_path))
+    refuse_overwriting({"--output": output_path},
+                       [m.source for m in models] + _input_files(input_path) + _map_files(calibration, label_map))
     if len(models) == 1:
         _ignored(["combine", "agreement", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)),
                  "with one model")
@@ -508,6 +518,11 @@ def _input_files(input_path: str | None) -> list[str]:
     return [input_path] if input_path not in (None, "-") else []
 
 
+def _map_files(calibration: Path | None, label_map: str | None) -> list[str]:
+    """The map files a command reads (a label map given as a shipped model's name is no file here)."""
+    return _input_files(calibration) + _input_files(label_map if label_map and Path(label_map).exists() else None)
+
+
 @main.command()
 @click.option("--model", "model_names", multiple=True, help=MODEL_HELP)
 @click.option("--pred", "pred_path", callback=home, type=click.Path(path_type=Path), default=None,
@@ -539,6 +554,7 @@ def _input_files(input_path: str | None) -> list[str]:
               "(isotonic) and write it here, for parse --calibration")
 @click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="map the confidences through this file first (to check a map fitted on other trees)")
+@map_any_model_option
 @click.option("--label-map", metavar="FILE|NAME", default=None,
               help="score a PCFG's induced labels renamed by this file (grammar --save-map writes it) or a shipped "
               "model's map: labelled F1")
@@ -548,7 +564,8 @@ def _input_files(input_path: str | None) -> list[str]:
 @model_options
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
-             save_trees, report_path, report_sentences, baseline_seed, deps, calibrate, calibration, label_map, quiet,
+             save_trees, report_path, report_sentences, baseline_seed, deps, calibrate, calibration, map_any_model,
+             label_map, quiet,
              force, layers,
              distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
@@ -569,9 +586,8 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     if pred_path is None:
         parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                          batch_size, precision, device, labels=label_map is not None, calibration=calibration,
-                         label_map=label_map)
-        refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files + _input_files(calibration)
-                           + _input_files(label_map if label_map and Path(label_map).exists() else None))
+                         label_map=label_map, map_any_model=map_any_model)
+        refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files + _map_files(calibration, label_map))
         if len(parser.models) == 1:
             _ignored(["combine", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)), "with one model")
         _no_votes(weights)
@@ -590,7 +606,7 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     texts = {json_path: lambda: report.to_json() + "\n",
              save_trees: lambda: "".join(to_brackets(t) + "\n" for t in report.predicted),
              report_path: lambda: report.to_html(report_sentences),
-             calibrate: lambda: scoring.fitted_calibration(report, gold).to_json() + "\n"}
+             calibrate: lambda: scoring.fitted_calibration(report, gold, [m.source for m in parser.models]).to_json() + "\n"}
     # the files first, all of them or none: the table is printed only when every one was written
     write_all([(path, lambda f, text=text: f.write(text().encode("utf-8"))) for path, text in texts.items() if path])
     click.echo(report.table())
@@ -653,7 +669,7 @@ def sample(model_name, count, seed, max_length, fmt) -> None:
 
     from . import api
 
-    for tree in api.sample(model_name, count, seed=seed, max_length=max_length):
+    for tree in api.samples(model_name, count, seed=seed, max_length=max_length):
         ptb = tree.pformat(margin=10**9)
         words = " ".join(tree.leaves())
         click.echo(ptb if fmt == "ptb" else words if fmt == "text" else json.dumps({"words": tree.leaves(), "tree": ptb}))

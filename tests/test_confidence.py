@@ -14,11 +14,11 @@ from grammar_induce.errors import InputError
 from grammar_induce.families.pcfg.model import TNPCFG, Grammar
 from grammar_induce.families.pcfg.settings import PCFGConfig
 from grammar_induce.families.reading import Reading
-from grammar_induce.inference.calibration import Calibration
 from grammar_induce.inference.ensemble import ParseOptions, confidences
+from grammar_induce.inference.maps import Calibration
 from grammar_induce.metrics import calibration, calibration_error
 
-from .conftest import invoke, tiny_config, well_formed
+from .conftest import invoke, one_line_error, tiny_config, well_formed
 from .test_pcfg import tiny_pcfg  # noqa: F401 (a fixture)
 from .test_rank_cfg import NT, R, T, V, brute_force, random_grammar
 
@@ -57,7 +57,7 @@ def test_an_ensembles_confidence_is_each_spans_weighted_share_of_the_vote():
     mean = confidences([a, b, c], [1, 1, 1], replace(options, combine="mean"), tree)  # no weights, no right voter
     assert mean == pytest.approx({(0, 4): 1.0, (0, 2): 2 / 3, (2, 4): 2 / 3})
     mapped = confidences([a, b, c], [1, 1, 1], replace(options, calibration=Calibration((0.5, 1.0), (0.1, 0.9))), tree)
-    assert mapped == pytest.approx({(0, 4): 0.9, (0, 2): 0.9, (2, 4): 0.1})
+    assert mapped == pytest.approx({(0, 4): 1.0, (0, 2): 0.9, (2, 4): 0.1})  # the whole sentence: in every tree
 
 
 def test_an_onlstms_confidence_is_the_share_of_its_layers_and_a_structformer_alone_has_none():
@@ -124,3 +124,60 @@ def test_confidences_in_jsonl_the_api_evaluate_and_the_pictures(tiny_pcfg, tmp_p
                                                                         record["spans"]], abs=1e-3)
     checked = api.evaluate(api.load(model, calibration=fitted), gold)  # on the trees it was fitted on: calibrated
     assert calibration_error(checked.calibration) == pytest.approx(0.0, abs=1e-4)
+
+
+def test_maps_are_tied_to_the_model_they_were_fitted_on_and_checked_when_read(tmp_path):
+    """issue 81, class 4: a calibration or label map records its models' fingerprints; another model's is refused
+    naming both unless --map-any-model (then a note); a map that does not record them is used with a note; a
+    non-decreasing map and PTB-safe labels are checked; calibrated output says so; the whole sentence stays sure."""
+    import grammar_induce as gi
+    from grammar_induce.families import pretrained
+    from grammar_induce.inference.maps import Fitted, LabelMap
+
+    shipped = pretrained.MODELS_DIR / "ptb-pcfg.pt"
+    fitted = Fitted.of([shipped])
+    calibration = tmp_path / "m.json"
+    calibration.write_text(Calibration((0.5, 1.0), (0.2, 0.7), "gold.trees", fitted).to_json())
+    text = "The old man saw a dog ."
+    record = json.loads(invoke("parse", "--model", "ptb-pcfg", "--calibration", calibration, "--format", "jsonl",
+                               text).stdout)
+    assert record["calibrated"] == "gold.trees"
+    whole = next(s for s in record["spans"] if (s["start"], s["end"]) == (0, len(record["words"])))
+    assert whole["confidence"] == 1.0 and {s["confidence"] for s in record["spans"]} <= {0.2, 0.7, 1.0}
+    plain = json.loads(invoke("parse", "--model", "ptb-pcfg", "--format", "jsonl", text).stdout)
+    assert "calibrated" not in plain
+    refused = invoke("parse", "--model", "en", "--calibration", calibration, text)
+    one_line_error(refused, f"calibration {calibration}: fitted on ptb-pcfg.pt (shipped), not on en.pt (shipped)",
+                   "--map-any-model")
+    anyway = invoke("parse", "--model", "en", "--calibration", calibration, "--map-any-model", text)
+    assert anyway.exit_code == 0 and "used anyway (--map-any-model)" in anyway.stderr
+    with pytest.raises(InputError, match="--map-any-model uses it anyway"):
+        gi.load("zh", label_map="ptb-pcfg")
+    unknown = tmp_path / "old.json"
+    unknown.write_text(json.dumps({k: v for k, v in json.loads(calibration.read_text()).items() if k != "fitted_to"}))
+    assert any("does not say which model" in n for n in gi.load("en", calibration=unknown).messages.notes)
+
+    bad = json.loads(calibration.read_text()) | {"steps": [[0.5, 0.6], [1.0, 0.3]]}
+    calibration.write_text(json.dumps(bad))
+    one_line_error(invoke("parse", "--model", "ptb-pcfg", "--calibration", calibration, text),
+                   "not a non-decreasing map")
+    labels = tmp_path / "labels.json"
+    labels.write_text(LabelMap({"NT-19": "S (X"}, fitted).to_json("gold.trees"))
+    one_line_error(invoke("parse", "--model", "ptb-pcfg", "--label-map", labels, text),
+                   "NT-19 is mapped to 'S (X', which PTB brackets cannot carry")
+
+
+def test_parse_never_writes_its_output_over_its_own_maps(tmp_path):
+    """issue 81, class 2: --output naming the --calibration or --label-map file read is refused; both are kept."""
+    from grammar_induce.families import pretrained
+    from grammar_induce.inference.maps import Fitted, LabelMap
+
+    fitted = Fitted.of([pretrained.MODELS_DIR / "ptb-pcfg.pt"])
+    calibration, labels = tmp_path / "m.json", tmp_path / "l.json"
+    calibration.write_text(Calibration((1.0,), (0.5,), "g", fitted).to_json())
+    labels.write_text(LabelMap({"NT-1": "NP"}, fitted).to_json("g"))
+    kept = calibration.read_text(), labels.read_text()
+    for flag, path in (("--calibration", calibration), ("--label-map", labels)):
+        done = invoke("parse", "--model", "ptb-pcfg", flag, path, "--output", path, "a b c")
+        assert done.exit_code != 0 and str(path) in done.output
+    assert (calibration.read_text(), labels.read_text()) == kept

@@ -11,8 +11,8 @@ from grammar_induce import api, trees
 from grammar_induce.errors import InputError
 from grammar_induce.families.pcfg.inspection import read_symbols
 from grammar_induce.families.reading import Reading
+from grammar_induce.inference.maps import LabelMap
 from grammar_induce.text.treebank import GoldTree
-from grammar_induce.workflows.grammar import read_label_map
 from grammar_induce.workflows.scoring import labelled_score
 
 from .conftest import invoke, tiny_config
@@ -58,7 +58,7 @@ def test_grammar_shows_the_table_json_and_html_and_writes_a_label_map_parse_and_
     assert done.exit_code == 0, done.output
     report = json.loads(done.output)
     assert len(report["symbols"]) == 10 and any("best_match" in s for s in report["symbols"])
-    the_map = read_label_map(saved)
+    the_map = LabelMap.read(saved).labels
     assert the_map == {s["name"]: s["best_match"]["category"] for s in report["symbols"] if "best_match" in s}
     assert sum(s.get("usage", 0) for s in report["symbols"]) > 0
     page = invoke("grammar", "--model", model, "--format", "html").output
@@ -77,4 +77,4 @@ def test_grammar_shows_the_table_json_and_html_and_writes_a_label_map_parse_and_
     refused = invoke("parse", "--model", model, "--label-map", str(saved), "a dog")
     assert refused.exit_code != 0 and "not a label map" in refused.output
     with pytest.raises(InputError, match="not a label map"):
-        read_label_map(saved)
+        LabelMap.read(saved)

@@ -90,3 +90,28 @@ def test_sample_on_the_command_line_and_its_refusals():
     sole_line_error(invoke("sample", "--model", "ptb"), "--model ptb: an ON-LSTM language model is not a grammar")
     with pytest.raises(ValueError, match="n must be a whole number of at least 1"):
         gi.sample(n=0)
+
+
+def test_sentences_stream_a_chunk_at_a_time_in_memory_flat_in_the_count():
+    """10,000 sentences drawn one at a time hold no more memory than 500 do (a chunk's worth each); the first k of n
+    are the sentences of k; the command line prints as it draws (it stops at a closed pipe's first line)."""
+    import tracemalloc
+
+    import grammar_induce as gi
+    from grammar_induce.families.pcfg.sampling import samples
+
+    def peak(count: int) -> int:
+        drawn = samples(tiny_grammar(), VOCAB, torch.Generator().manual_seed(2), max_length=20)
+        tracemalloc.start()
+        for s in itertools.islice(drawn, count):
+            assert s.words
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return top
+
+    small, large = peak(500), peak(10_000)
+    assert large < 2 * small, (small, large)  # a list of all 10,000 would hold 20 times as many
+    first = [s.ptb for s in sample(tiny_grammar(), VOCAB, 7, torch.Generator().manual_seed(3), max_length=8)]
+    more = [s.ptb for s in sample(tiny_grammar(), VOCAB, 600, torch.Generator().manual_seed(3), max_length=8)]
+    assert more[:7] == first
+    assert [t.pformat() for t in gi.samples("ptb-pcfg", 2, seed=4)] == [t.pformat() for t in gi.sample("ptb-pcfg", 2, seed=4)]

@@ -302,7 +302,7 @@ def test_the_soft_target_loss_is_the_cross_entropy_of_the_teachers_trees_under_t
     teacher = tree_crf.TreeCRF(2 * torch.randn(len(lengths), 6, 6, dtype=torch.float64), lengths)
     loss = student.cross_entropy(teacher.marginals)
     for b, n in enumerate(lengths):
-        candidates, own = brute_force(student.scores[b], n)
+        _, own = brute_force(student.scores[b], n)
         _, theirs = brute_force(teacher.scores[b], n)
         log_z, their_z = math.log(sum(map(math.exp, own))), sum(map(math.exp, theirs))
         expected = -sum(math.exp(t) / their_z * (s - log_z) for s, t in zip(own, theirs))
@@ -325,3 +325,13 @@ def test_the_students_loss_mixes_the_tree_and_the_soft_targets_by_their_weight()
         for i, j in spans:
             one_tree[b, i, j] = 1.0
     assert torch.allclose(model.loss(tokens, lengths, kept, one_tree, 1.0), hard)
+
+
+def test_a_students_train_section_takes_a_soft_weight_from_0_to_1():
+    from grammar_induce.config import ConfigError
+    from grammar_induce.families.student.settings import StudentTrainConfig
+
+    for weight in (0.0, 0.5, 1.0):
+        StudentTrainConfig(soft=weight).validate()
+    with pytest.raises(ConfigError, match="train.soft must be from 0 to 1, got 1.5"):
+        StudentTrainConfig(soft=1.5).validate()

@@ -9,7 +9,10 @@ by a weight (structures/rank_cfg.py's `span_bias`, in log space), which reweight
 
 - `soft` (the paper's default): weight exp(strength * c(i, j)). The paper's softmax of the counts over a sentence's
   spans is exp(c) up to a constant a sentence (every binary tree of a sentence has as many spans), so strength 1 is
-  the paper's; a larger strength focuses harder.
+  the paper's equation. Its code applies the mask twice (`Fastest_TDPCFG._inside_one` in GIST-IRR/Parse-Focusing: a
+  span's values are multiplied by exp(mask) and the mask is added to the same span's log normaliser, which the values
+  stand beside), so the runs it reports weigh a span exp(2 c): strength 2 is what the paper ran, with three teachers
+  of different kinds voting one each (c from 0 to 3; configs/pcfg-ptb-focus3.toml). A larger strength focuses harder.
 - `hard`: spans some teacher has weigh 1, every other span 1e-4 (the paper's hard mode; strength unused).
 
 A sentence without a teacher tree trains as before (no bias). Parsing uses the plain grammar: no teacher is needed

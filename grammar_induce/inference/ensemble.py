@@ -9,7 +9,7 @@ one layer's distances with a decoder (or is its own), and several members' trees
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ from ..families.reading import Reading, middle_layer
 from ..messages import plural
 from ..metrics import SpanMetric
 from ..trees import Tree
-from .calibration import Calibration
+from .maps import Calibration, LabelMap
 
 if TYPE_CHECKING:
     from ..families.checkpoint import LoadedModel
@@ -42,7 +42,7 @@ class ParseOptions:
     labels: bool = False  # keep a model's induced labels (a PCFG's NT-k) of its tree's spans, where one model parses
     confidence: bool = False  # give each span of a tree how sure it is (`confidences`)
     calibration: Calibration | None = None  # the confidences mapped to how often such brackets are right (fitted)
-    label_map: Mapping[str, str] | None = None  # induced label -> a treebank's category (learned from gold trees)
+    label_map: LabelMap | None = None  # induced label -> a treebank's category (learned from gold trees)
     # span voting: each member's weight (one per member; (): 1 each), or "family": each member weighs one over
     # the number of members of its model kind, so that each family (ON-LSTMs, PCFGs, students) votes as one, or
     # "auto": each member's lead in agreement over right-branching trees (rank_members), on the first chunk
@@ -230,7 +230,8 @@ def confidences(members: list[Reading], layers: list[int], options: ParseOptions
     found = _raw_confidences(members, layers, options, tree)
     if found is None or options.calibration is None:
         return found
-    return {span: options.calibration(value) for span, value in found.items()}
+    whole = (0, len(members[0].words))  # in every tree: sure, whatever the map says of brackets so sure
+    return {span: value if span == whole else options.calibration(value) for span, value in found.items()}
 
 
 def _raw_confidences(members: list[Reading], layers: list[int], options: ParseOptions, tree: Tree

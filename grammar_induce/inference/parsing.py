@@ -265,7 +265,8 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
             own = {span: options.label_map.get(label, label) for span, label in own.items()}
         tree, sentence = next(combined), [member[k] for member in readings]
         sure = confidences(sentence, layers, parsed.options, tree) if options.confidence else None
-        results.append(SentenceResult(words, tree, labels=own, confidence=sure, members=[
+        calibrated = options.calibration.source if sure is not None and options.calibration else None
+        results.append(SentenceResult(words, tree, labels=own, confidence=sure, calibrated=calibrated, members=[
             MemberResult(direction=p.direction, values=p.to_dict(), tree=p.tree(layer, options.distance, options.decoder),
                          source=m.source, layer=layer, gaps=p.gaps(layer, options.distance), heads=p.heads)
             for p, layer, m in zip(sentence, layers, members.models)]))
@@ -311,7 +312,8 @@ def joined(results: list[SentenceResult]) -> SentenceResult:
                           is_word=_chained(r.is_word or [True] * len(r.words) for r in results),
                           read=_chained(r.read or r.words for r in results),
                           labels=labels if results[0].labels is not None else None,
-                          confidence=sure if results[0].confidence is not None else None)
+                          confidence=sure if results[0].confidence is not None else None,
+                          calibrated=results[0].calibrated)
 
 
 def _chained(lists: Iterable[list]) -> list:

@@ -64,6 +64,7 @@ class SentenceResult:
     read: list[str] | None = None  # `words` as the models read them (lowercased, numbers as N, ...)
     labels: dict[tuple[int, int], str] | None = None  # induced labels of the tree's spans over `words` (asked for)
     confidence: dict[tuple[int, int], float] | None = None  # how sure each span over `words` is (asked for)
+    calibrated: str | None = None  # the confidences were mapped by a calibration map fitted on these gold trees
 
     @property
     def spans(self) -> list[Span]:
@@ -96,7 +97,8 @@ class SentenceResult:
         and `input` distances, those it has; nothing for a model that makes trees of its own; `heads`, per word,
         where it has dependencies), or per member of an ensemble its `direction`, `layer`, reading and tree; with
         induced labels, `labels`: [start, end, label] per span of words (end exclusive); with confidences, `spans`:
-        {start, end, label, confidence} per span of words (the whole sentence too)."""
+        {start, end, label, confidence} per span of words (the whole sentence too), and `calibrated` (the gold trees
+        the calibration map was fitted on) where they were mapped."""
         record: dict = {"tokens": self.tokens or self.words, "words": self.read or self.words}
         if self.tree is None:
             return record | {"tree": None}
@@ -105,6 +107,8 @@ class SentenceResult:
         if self.confidence is not None:
             record["spans"] = [{"start": s.start, "end": s.end, "label": s.label,
                                 "confidence": round(s.confidence, 4)} for s in self.spans]
+            if self.calibrated is not None:
+                record["calibrated"] = self.calibrated
         if len(self.members) == 1:
             member = self.members[0]
             return record | member.values | _heads(member) | {"tree": self.tree}

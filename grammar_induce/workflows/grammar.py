@@ -7,22 +7,18 @@ supervised labels."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from ..errors import InputError, SettingError
-from ..families import pretrained
 from ..families.pcfg.inspection import Symbol, read_symbols
 from ..families.pretrained import shown
+from ..inference.maps import Fitted, LabelMap
 from ..inference.members import Members
 from ..inference.parsing import parse
 from ..messages import plural
 from ..text.treebank import GoldTree, TagFilter, read_gold
-
-MAP_FORMAT = "grammar-induce label map 1"
 
 
 @dataclass(frozen=True)
@@ -53,6 +49,7 @@ class GrammarReport:
     spans: dict[str, Counter] = field(default_factory=dict)  # label -> its constituents' words -> how often
     gold: str = ""
     matches: dict[str, LabelMatch] = field(default_factory=dict)  # label -> its best match on the gold trees
+    source: str = ""  # the model's file (its label map is tied to it)
 
     @property
     def nonterminals(self) -> list[Symbol]:
@@ -112,9 +109,8 @@ class GrammarReport:
             for s in [*self.nonterminals, *self.preterminals]]}
 
     def map_json(self) -> str:
-        """The label map as `parse --label-map` reads it."""
-        return json.dumps({"format": MAP_FORMAT, "learned_from": self.gold, "model": self.model,
-                           "map": self.label_map()}, indent=1)
+        """The label map as `parse --label-map` reads it, tied to the model's file."""
+        return LabelMap(self.label_map(), Fitted.of([self.source])).to_json(self.gold)
 
 
 def read_grammar(members: Members, text: Iterable[str] | None = None, text_name: str = "", gold: str | None = None,
@@ -127,7 +123,8 @@ def read_grammar(members: Members, text: Iterable[str] | None = None, text_name:
                            + (f"an ensemble of {len(members.models)}" if len(members.models) > 1
                               else loaded.family.description))
     members = replace(members, options=replace(members.options, labels=True))
-    report = GrammarReport(shown(loaded.source), read_symbols(loaded.model.grammar(), loaded.vocab.words, top))
+    report = GrammarReport(shown(loaded.source), read_symbols(loaded.model.grammar(), loaded.vocab.words, top),
+                           source=loaded.source)
     if text is not None:
         report.text = text_name
         results, _ = parse(members, text)
@@ -158,30 +155,6 @@ def best_matches(members: Members, gold: list[GoldTree]) -> dict[str, LabelMatch
                 hits.setdefault(label, Counter())[categories[span]] += 1
     return {label: LabelMatch(category, n, spans[label], totals[category])
             for label, counts in hits.items() for category, n in [counts.most_common(1)[0]]}
-
-
-def read_label_map(spec: str | Path) -> dict[str, str]:
-    """A file `grammar --save-map` wrote, or the map a shipped model carries (its name: `ptb-pcfg`): induced
-    label -> category; anything else is an InputError naming it."""
-    path = Path(spec)
-    shipped = pretrained.find(spec)
-    if shipped is not None and shipped.label_map:
-        path = pretrained.MODELS_DIR / shipped.label_map
-    elif not path.exists():
-        with_maps = [name for name, m in pretrained.catalogue().items() if m.label_map]
-        raise InputError(f"{spec}: no such label map file, nor a shipped model with one ("
-                         + (", ".join(with_maps) or "none ships one") + ")")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        assert data["format"] == MAP_FORMAT
-        found = data["map"]
-        assert isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in found.items())
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError, AssertionError):
-        raise InputError(f"{path}: not a label map (grammar-induce grammar --gold TREES --save-map FILE writes "
-                         "one)") from None
-    return found
 
 
 def grammar_html(report: GrammarReport) -> str:

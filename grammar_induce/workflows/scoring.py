@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from .. import trees
 from ..errors import InputError
 from ..families.pretrained import shown
-from ..inference.calibration import Calibration
 from ..inference.ensemble import confidences
+from ..inference.maps import Calibration, Fitted
 from ..messages import Messages, plural, progress_bar
 from ..metrics import SpanMetric
 from ..output.evaluation import Report
@@ -106,7 +106,7 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
     report = replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown,
                      brackets=_confident_brackets(members, readings, predicted[main_row], gold))
     if members.options.label_map is not None:
-        report.labelled = labelled_score(readings[0], predicted[main_row], gold, dict(members.options.label_map))
+        report.labelled = labelled_score(readings[0], predicted[main_row], gold, members.options.label_map.labels)
     if options.dependencies:
         report.dependencies = _dependency_rows(models, readings, gold)
     return report
@@ -157,11 +157,13 @@ def _confident_brackets(members: Members, readings: list[list], predicted: list[
     return scored
 
 
-def fitted_calibration(report: Report, gold: str) -> Calibration:
-    """`evaluate --calibrate`: the map from the main row's confidences to the share of such brackets that are gold."""
+def fitted_calibration(report: Report, gold: str, models: list[str]) -> Calibration:
+    """`evaluate --calibrate`: the map from the main row's confidences to the share of such brackets that are gold,
+    tied to the `models` (their files) that gave them."""
     if not report.brackets:
         raise InputError(f"--calibrate: {report.main_row} gives no confidences to calibrate")
-    return Calibration.fit(report.brackets, f"{gold} ({report.main_row}, {plural(report.sentences, 'sentence')})")
+    return Calibration.fit(report.brackets, f"{gold} ({report.main_row}, {plural(report.sentences, 'sentence')})",
+                           Fitted.of(models))
 
 
 def labelled_score(readings: list, predicted: list, gold: list[GoldTree], label_map: dict[str, str]) -> SpanMetric:

@@ -3,10 +3,14 @@ by drawing a rank component r from U[A, :] and then B from V[:, r] and C from W[
 V[B, r] W[C, r], so the full rule tensor is never built); a preterminal emits a word. Every open node of every
 sentence is expanded at once, a level at a time (a few batched draws a level). A sentence that grows past
 `max_length` words is dropped and drawn again: the samples follow the grammar's distribution given a length of at most
-`max_length` (the grammar has no unary rules, so every sentence has at least two words)."""
+`max_length` (the grammar has no unary rules, so every sentence has at least two words). Sentences come a chunk of
+CHUNK roots at a time, whatever the count asked for: memory stays flat in the count, and the first k of n sentences
+are those of k (the same seed, the same sentences)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +18,8 @@ from torch import Tensor
 
 from ... import trees
 from .model import Grammar
+
+CHUNK = 256  # roots drawn and grown at a time
 
 
 @dataclass(frozen=True)
@@ -30,15 +36,18 @@ class Sampled:
 def sample(grammar: Grammar, vocab: list[str], count: int, generator: torch.Generator,
            max_length: int = 40) -> list[Sampled]:
     """`count` sentences of at most `max_length` words drawn from the grammar (float probabilities on the CPU)."""
+    return list(itertools.islice(samples(grammar, vocab, generator, max_length), count))
+
+
+def samples(grammar: Grammar, vocab: list[str], generator: torch.Generator, max_length: int = 40) -> Iterator[Sampled]:
+    """Sentences of at most `max_length` words drawn from the grammar without end, a chunk at a time."""
     nt = grammar.head.shape[0]
     # each distribution as its cumulative sums, a row each: a draw is a uniform number looked up in its row
     root, head, emission = _cumulative(grammar.root[None]), _cumulative(grammar.head), _cumulative(grammar.emission.exp())
     left, right = _cumulative(grammar.left.t()), _cumulative(grammar.right.t())  # (r, NT + T): over symbols
-    found: list[Sampled] = []
-    while len(found) < count:
-        roots = _draw(root, [0] * (count - len(found)), generator)
-        found += _grow(roots, nt, head, left, right, emission, vocab, generator, max_length)
-    return found[:count]
+    while True:
+        roots = _draw(root, [0] * CHUNK, generator)
+        yield from _grow(roots, nt, head, left, right, emission, vocab, generator, max_length)
 
 
 def _cumulative(rows: Tensor) -> Tensor:

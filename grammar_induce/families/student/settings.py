@@ -39,6 +39,7 @@ class StudentTrainConfig(TrainConfig):
     def validate(self) -> None:
         super().validate()
         at_least(1, "train", self, "round")
-        probabilities("train", self, "soft")
+        if not 0.0 <= self.soft <= 1.0:  # a weight: 1 is the marginals alone
+            raise ConfigError(f"train.soft must be from 0 to 1, got {self.soft}")
         if self.keep not in KEEPS:
             raise ConfigError(f"train.keep must be one of {', '.join(KEEPS)}, got {self.keep!r}")
