@@ -44,6 +44,7 @@ class ModelSpec:
     combine: str | None = None
     right_voter: float = 0.0
     notes: tuple[str, ...] = ()  # what the user should know of how the names were read
+    prune: str = ""  # a shipped PCFG's pruner (a name alone)
 
     @classmethod
     def resolve(cls, specs: Sequence[str | Path]) -> ModelSpec:
@@ -62,7 +63,7 @@ class ModelSpec:
         paths = tuple(path for spec, entry in found for path in (entry.paths if entry else [Path(spec)]))
         if len(found) == 1 and found[0][1] is not None:
             entry = found[0][1]
-            return cls(paths, entry.layers, entry.decoder, entry.combine, entry.right_voter)
+            return cls(paths, entry.layers, entry.decoder, entry.combine, entry.right_voter, prune=entry.prune)
         named = [spec for spec, entry in found if entry is not None and (entry.layers or entry.decoder != "paper")]
         note = (f"{', '.join(named)}: {'its' if len(named) == 1 else 'their'} own parse settings (layers, decoder, "
                 "combiner) apply to a name alone; in this ensemble every member parses with the defaults or the "
@@ -197,7 +198,8 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
          device: str | None = None, right_voter: float | None = None, pretokenized: bool = False,
          labels: bool = False, weights: Sequence[float] | str | None = None, whole_lines: bool = False,
          confidence: bool = False, calibration: str | Path | None = None, label_map: str | Path | None = None,
-         map_any_model: bool = False) -> Parser:
+         map_any_model: bool = False, prune: str | Path | None = None, prune_threshold: float | None = None
+         ) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `distance`: which of a model's distances make its
@@ -213,7 +215,9 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     `evaluate --calibrate` wrote, mapping them to the share of such brackets a treebank had. `label_map`: a file
     `grammar --gold TREES --save-map` wrote: the induced labels renamed by the treebank categories they match best
     (implies `labels`; a mapping learned from gold trees, not supervised labels). A map fitted on other models is
-    refused unless `map_any_model` (inference/maps.py).
+    refused unless `map_any_model` (inference/maps.py). `prune`: a distilled student (a name or a path) whose span
+    marginals prune a PCFG's chart (spans of marginal below `prune_threshold` are left out, its best tree kept:
+    inference/pruning.py), "off" for the whole chart; default: a shipped PCFG's own (`ptb-pcfg`: `en`), else none.
     `parse_many` also takes lists of tokens (one sentence each)."""
     from .families import checkpoint
     from .runtime.distributed import resolve_device
@@ -234,7 +238,24 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
         options = replace(options, calibration=maps["calibration"] or None, label_map=maps["label_map"] or None,
                           labels=options.labels or label_map is not None)
     where = resolve_device(device or "auto")
+    options = replace(options, pruning=_pruning(spec, prune, prune_threshold, where))
     return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=notes))
+
+
+def _pruning(spec: ModelSpec, prune: str | Path | None, threshold: float | None, device):
+    """The chart constraints `load` was asked for (`prune`), else a shipped PCFG's own; None for "off" or none."""
+    from .families import checkpoint
+    from .inference.pruning import THRESHOLD, Pruning
+
+    name = spec.prune if prune is None else prune
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        raise SettingError("prune_threshold", f"must be a number from 0 to 1, not {threshold!r}")
+    if not name or str(name) == "off":
+        return None
+    pruner = ModelSpec.resolve([name])
+    if len(pruner.paths) != 1:
+        raise SettingError("prune", f"{name}: names {len(pruner.paths)} models; a chart is pruned by one student")
+    return Pruning(checkpoint.load(pruner.paths[0], device), THRESHOLD if threshold is None else float(threshold))
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str | None, decoder: str | None,

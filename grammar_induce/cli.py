@@ -311,10 +311,20 @@ map_any_model_option = click.option(
          "things; refused without this)")
 
 
+def prune_options(command):
+    """--prune and --prune-threshold: a PCFG's chart constraints (inference/pruning.py)."""
+    command = click.option("--prune-threshold", type=click.FloatRange(0, 1, max_open=True), default=None,
+                           help="with --prune: the student's span marginal a span needs to be kept [default: 0.001]")(command)
+    return click.option("--prune", metavar="MODEL|off", default=None,
+                        help="prune a PCFG's chart to the spans this distilled student finds likely (its best tree "
+                             "always kept; several times faster), or off: the whole chart [default: a shipped PCFG's "
+                             "own (ptb-pcfg: en, zh-pcfg: zh), else off]")(command)
+
+
 def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
             device, pretokenized: bool = False, labels: bool = False, whole_lines: bool = False,
             confidence: bool = False, calibration: Path | None = None, label_map: str | None = None,
-            map_any_model: bool = False):
+            map_any_model: bool = False, prune: str | None = None, prune_threshold: float | None = None):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
     from .runtime.distributed import World
@@ -323,7 +333,7 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
                       weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines,
                       confidence=confidence, calibration=calibration, label_map=label_map,
-                      map_any_model=map_any_model)
+                      map_any_model=map_any_model, prune=prune, prune_threshold=prune_threshold)
     if World.from_env().is_main:  # under torchrun, process 0 says it for all
         for text in parser.messages.notes:
             _note(text)
@@ -392,6 +402,7 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="map the confidences through this file (evaluate --calibrate writes it, fitted on gold trees)")
 @map_any_model_option
+@prune_options
 @click.option("--label-map", metavar="FILE|NAME", default=None,
               help="rename a PCFG's induced labels by this file (grammar --gold TREES --save-map writes it: a mapping "
               "learned from a treebank, not supervised labels), or by the map a shipped model carries (--label-map "
@@ -399,7 +410,7 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @model_options
 @user_errors
 def parse(model_names, sentences, input_path, output_path, force, fmt, agreement, workers, pretokenized, whole_lines,
-          labels, confidence, calibration, map_any_model, label_map, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
+          labels, confidence, calibration, map_any_model, prune, prune_threshold, label_map, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
     from .files import refuse_overwriting
     from .messages import Messages, progress_bar
@@ -415,7 +426,7 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
         confidence = fmt in CONFIDENT
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                      batch_size, precision, device, pretokenized, labels, whole_lines, confidence or bool(calibration),
-                     calibration, label_map, map_any_model)
+                     calibration, label_map, map_any_model, prune, prune_threshold)
     models = parser.models
     if fmt in DEPENDENCY and not any(m.family.yields.heads for m in models):
         raise click.UsageError(f"--format {fmt} writes dependency heads, and {_kinds_named(models)} "
@@ -555,6 +566,7 @@ def _map_files(calibration: Path | None, label_map: str | None) -> list[str]:
 @click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="map the confidences through this file first (to check a map fitted on other trees)")
 @map_any_model_option
+@prune_options
 @click.option("--label-map", metavar="FILE|NAME", default=None,
               help="score a PCFG's induced labels renamed by this file (grammar --save-map writes it) or a shipped "
               "model's map: labelled F1")
@@ -565,7 +577,7 @@ def _map_files(calibration: Path | None, label_map: str | None) -> list[str]:
 @user_errors
 def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_length, skip_bad, json_path,
              save_trees, report_path, report_sentences, baseline_seed, deps, calibrate, calibration, map_any_model,
-             label_map, quiet,
+             prune, prune_threshold, label_map, quiet,
              force, layers,
              distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Score induced trees against gold trees (unlabeled F1, the paper's protocol)."""
@@ -586,7 +598,8 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
     if pred_path is None:
         parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                          batch_size, precision, device, labels=label_map is not None, calibration=calibration,
-                         label_map=label_map, map_any_model=map_any_model)
+                         label_map=label_map, map_any_model=map_any_model, prune=prune,
+                         prune_threshold=prune_threshold)
         refuse_overwriting(outputs, [m.source for m in parser.models] + gold_files + _map_files(calibration, label_map))
         if len(parser.models) == 1:
             _ignored(["combine", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)), "with one model")

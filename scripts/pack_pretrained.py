@@ -27,6 +27,7 @@ from pathlib import Path
 from grammar_induce.families import checkpoint, pretrained, registry
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement, layers_named
 from grammar_induce.inference.members import Members, read_sentences
+from grammar_induce.inference.pruning import Pruning
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
@@ -173,7 +174,11 @@ def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tup
     pack(source, pretrained.MODELS_DIR / f"{name}.pt", language.tokenizer)
     shipped = checkpoint.load(pretrained.MODELS_DIR / f"{name}.pt")
     full = replace(checkpoint.load(source), tokenizer=language.tokenizer)
-    entry, log[name] = entry_of(language, gold, [f"{name}.pt"], None, [shipped], ParseOptions(), [full])
+    student = pretrained.find(language.code)  # the language's own student prunes its chart, as it parses by default
+    options = ParseOptions(pruning=Pruning(checkpoint.load(student.paths[0]))) if student else ParseOptions()
+    entry, log[name] = entry_of(language, gold, [f"{name}.pt"], None, [shipped], options, [full])
+    if student:
+        entry["prune"] = language.code
     for key, path in (("valid_ppl", perplexity_files[0]), ("test_ppl", perplexity_files[1])):
         if path:
             entry[key] = log[name][key] = round(perplexity(shipped, path, key.removesuffix("_ppl")), 2)

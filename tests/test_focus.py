@@ -17,6 +17,7 @@ from grammar_induce import trees
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, focus, sentences
 from grammar_induce.families.focus import HARD_FLOOR, SpanVotes, Teacher, TreeMaker
+from grammar_induce.messages import Messages
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET
@@ -145,7 +146,15 @@ def test_a_run_starts_from_a_trained_grammar_of_the_same_sizes_and_refuses_anoth
     train(config, tmp_path / "first", **QUIET)
     start = tmp_path / "first" / "best.pt"
     tuned = replace(config, train=replace(config.train, init=str(start), lr=1e-9), run=replace(config.run, max_steps=1))
-    train(tuned, tmp_path / "tuned", **QUIET)
+    said = Messages()
+    train(tuned, tmp_path / "tuned", **{**QUIET, "messages": said})
+    assert any(f"train.init {start}: its vocabulary" in n and "covers 100.0% of the training text's" in n
+               and "<unk>" not in n for n in said.notes), said.notes  # issue 81, class 6: how much it covers
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("zebra quokka okapi\nquokka zebra\n" * 20)
+    said = Messages()
+    train(replace(tuned, data=replace(tuned.data, train=str(foreign))), tmp_path / "foreign", **{**QUIET, "messages": said})
+    assert any("covers 0.0% of the training text's 100 words" in n and "the rest are <unk>" in n for n in said.notes)
     before, after = checkpoint.load(start), checkpoint.load(tmp_path / "tuned" / "last.pt")
     assert after.vocab.words == before.vocab.words
     for key, value in before.model.state_dict().items():

@@ -411,3 +411,27 @@ def test_auto_precision_is_measured_per_member_in_an_ensemble_of_two_families(ti
     assert seen == [torch.bfloat16, None]
     alike = members_module.Members.of([tiny_model, tiny_model], ParseOptions(precision="auto"))
     assert alike.options.precision == "bf16" and alike.chosen.startswith("precision bf16")
+
+
+def test_chart_constraints_from_a_student_prune_a_shipped_grammars_parse_and_keeping_every_span_changes_nothing(
+        monkeypatch):
+    """`ptb-pcfg` prunes its chart with `en` by default (its models.toml entry); a threshold of 0 keeps every span, so
+    its trees are the whole chart's; the pruner's best tree is always kept, so every sentence has a tree, in pieces
+    too (a long line's chart constraints cut as the line is); a model without span marginals is refused as a pruner."""
+    import grammar_induce as gi
+    from grammar_induce.errors import SettingError
+    from grammar_induce.families.pcfg import model as pcfg_model
+
+    lines = ["The old man saw a dog in the park .", "Profits rose sharply in the third quarter , analysts said .",
+             "It is .", "A b"]
+    pruned = gi.load("ptb-pcfg")
+    assert pruned.options.pruning is not None and pruned.options.pruning.pruner.source.endswith("en.pt")
+    whole = [str(t) for t in gi.load("ptb-pcfg", prune="off").parse_many(lines)]
+    assert [str(t) for t in gi.load("ptb-pcfg", prune="en", prune_threshold=0.0).parse_many(lines)] == whole
+    strict = gi.load("ptb-pcfg", prune_threshold=0.999)  # the pruner's tree alone, nearly: the grammar keeps to it
+    en = [str(t) for t in gi.load("en").parse_many(lines)]
+    assert [str(t) for t in strict.parse_many(lines)] == en
+    monkeypatch.setattr(pcfg_model, "PARSE_LIMIT", 4)  # in pieces of at most 4 words
+    assert all(t.leaves() == line.split() for t, line in zip(strict.parse_many(lines), lines))
+    with pytest.raises(SettingError, match="has no span marginals to prune a chart with"):
+        gi.load("ptb-pcfg", prune="ptb")

@@ -26,9 +26,9 @@ def random_grammar(seed: int) -> SimpleNamespace:
                            left=draw(NT + T, R).softmax(0), right=draw(NT + T, R).softmax(0))
 
 
-def structure(g: SimpleNamespace, ids: torch.Tensor, lengths: list[int], span_bias=None) -> RankSpaceCFG:
+def structure(g: SimpleNamespace, ids: torch.Tensor, lengths: list[int], span_bias=None, keep=None) -> RankSpaceCFG:
     return RankSpaceCFG(g.root, g.head, g.left, g.right, g.emission[:, ids].permute(1, 2, 0), lengths,
-                        span_bias=span_bias)
+                        span_bias=span_bias, keep=keep)
 
 
 def padded(sentences: list[list[int]]) -> tuple[torch.Tensor, list[int]]:
@@ -99,9 +99,9 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient(tensor_sums):
 
     def log_z(first, to_children, root):
         chart = rank_cfg.Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None],
-                               [None, None])
+                               [None, None], [])
         weights = torch.tensor([1.0, 0.5, 2.0, -1.0], dtype=torch.double)  # each sentence's gradient seeded apart
-        return rank_cfg._Inside.apply(first, to_children, root, chart, lengths, None, None) * weights
+        return rank_cfg._Inside.apply(first, to_children, root, chart, lengths, None, None, None) * weights
 
     inputs = tuple(t.detach().clone().requires_grad_() for t in (s.leaves, s.to_children, s.root))
     assert torch.autograd.gradcheck(log_z, inputs)
@@ -220,3 +220,55 @@ def test_a_strong_focus_on_one_tree_concentrates_the_marginals_on_it():
             expected = 1.0 if (i, j) in chosen else 0.0
             assert float(focused.marginals[0, i, j]) == pytest.approx(expected, abs=1e-4)
     assert trees.spans(focused.argmax([[str(w) for w in words]])[0], whole=True) == chosen
+
+
+def constraints(sentences: list[list[int]], seed: int, share: float = 0.5) -> torch.Tensor:
+    """(B, n+1, n+1) chart constraints: a random share of the spans and every span of one tree (the right-branching
+    one, as a pruner's best tree), so every sentence keeps a tree."""
+    n = max(map(len, sentences))
+    keep = torch.rand(len(sentences), n + 1, n + 1, generator=torch.Generator().manual_seed(seed)) < share
+    for b, words in enumerate(sentences):
+        for i in range(len(words) - 1):
+            keep[b, i, len(words)] = True
+    return keep
+
+
+def test_a_pruned_chart_sums_exactly_the_trees_whose_every_span_is_kept(tensor_sums):
+    """Chart constraints against brute force: the partition and marginals of the trees made of kept spans alone."""
+    g = random_grammar(11)
+    sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5, 2]]
+    ids, lengths = padded(sentences)
+    keep = constraints(sentences, 12)
+    expected = [{spans: p for spans, p in brute_force(g, words).items()
+                 if all(bool(keep[b, i, j]) for i, j in spans)} for b, words in enumerate(sentences)]
+    assert all(0 < len(e) < len(brute_force(g, w)) for e, w in zip(expected, sentences) if len(w) > 3)  # some pruned
+    pruned = structure(g, ids, lengths, keep=keep)
+    assert_brute_force(pruned, expected)
+    assert pruned.kept_spans == (int(sum(keep[b, : n + 1, : n + 1].triu(2).sum() for b, n in enumerate(lengths))),
+                                 10 + 1 + 6)
+
+
+def test_chart_constraints_that_keep_every_span_are_the_exact_chart_and_a_pruned_one_the_biased_chart():
+    """In float32 and through the C sums where they are built (as parsing runs): keeping every span gives the
+    unconstrained partition, marginals and gradients; pruning gives what a span bias of PRUNED on the left-out spans
+    gives without skipping any work (the skipped products and split points added exactly zero)."""
+    g = SimpleNamespace(**{k: v.float() for k, v in vars(random_grammar(13)).items()})
+    sentences = [[3, 1, 4, 1, 5, 2, 6, 0, 4], [2, 6, 1, 1], [0, 5, 5, 2, 3, 3]]
+    ids, lengths = padded(sentences)
+    n = max(lengths)
+    full, kept_all = structure(g, ids, lengths), structure(g, ids, lengths, keep=torch.ones(3, n + 1, n + 1, dtype=torch.bool))
+    assert torch.allclose(full.partition, kept_all.partition, rtol=1e-6)
+    assert torch.allclose(full.marginals, kept_all.marginals, atol=1e-6)
+    keep = constraints(sentences, 14, share=0.3)
+    biased = structure(g, ids, lengths, span_bias=torch.zeros(3, n + 1, n + 1).masked_fill(~keep, rank_cfg.PRUNED))
+    pruned = structure(g, ids, lengths, keep=keep)
+    assert torch.allclose(pruned.partition, biased.partition, rtol=1e-6)
+    assert torch.allclose(pruned.marginals, biased.marginals, atol=1e-6)
+    assert (pruned.marginals[~keep] == 0).all() and (pruned.partition < full.partition).all()
+    emission = g.emission.clone().requires_grad_()
+    grads = []
+    for kwargs in ({"keep": keep}, {"span_bias": biased.span_bias}):
+        e = emission.detach().clone().requires_grad_()
+        RankSpaceCFG(g.root, g.head, g.left, g.right, e[:, ids].permute(1, 2, 0), lengths, **kwargs).partition.sum().backward()
+        grads.append(e.grad)
+    assert torch.allclose(*grads, atol=1e-5)

@@ -39,6 +39,7 @@ class Pretrained:
     direction: str = "forward"  # an ON-LSTM's: forward, backward, or forward+backward for a pair
     teachers: str = ""  # a distilled student's: what it learned from (its checkpoint's provenance, described)
     label_map: str = ""  # a PCFG's: a file in MODELS_DIR, its labels' best matches on a treebank (grammar --save-map)
+    prune: str = ""  # a PCFG's: the shipped student whose span marginals prune its chart (inference/pruning.py)
 
     @property
     def paths(self) -> list[Path]:

@@ -20,6 +20,7 @@ from ..messages import plural
 from ..metrics import SpanMetric
 from ..trees import Tree
 from .maps import Calibration, LabelMap
+from .pruning import Pruning
 
 if TYPE_CHECKING:
     from ..families.checkpoint import LoadedModel
@@ -49,6 +50,7 @@ class ParseOptions:
     weights: tuple[float, ...] | str = ()
     member_precisions: tuple[str, ...] = ()  # auto, resolved: fp32 or bf16 per member (each measured on its own)
     marginals: bool = False  # the members' charts of every span's probability (Reading.marginals), for soft targets
+    pruning: Pruning | None = None  # chart constraints for the members that take them (a PCFG's parse)
 
     @property
     def reads_marginals(self) -> bool:

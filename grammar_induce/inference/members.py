@@ -30,6 +30,7 @@ from .ensemble import (
     resolve_layers,
     resolve_weights,
 )
+from .pruning import Pruning
 
 Readings = list[list[Reading | None]]  # per member, per sentence (None: an empty sentence)
 CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk
@@ -119,7 +120,8 @@ class Members:
         resolved = self.options.member_precisions or (self.options.precision,) * len(self.models)
         layers = self.options.layers if self.layers_fixed and not all_layers else (None,) * len(self.models)
         return [read_sentences(loaded, sentences, self.options.batch_size, progress, layer,
-                               precision.product_dtype(chosen), self.options.confidence, self.options.reads_marginals)
+                               precision.product_dtype(chosen), self.options.confidence, self.options.reads_marginals,
+                               self.options.pruning)
                 for loaded, layer, chosen in zip(self.models, layers, resolved)]
 
     def with_layers(self, readings: Readings | None = None) -> Members:
@@ -238,15 +240,15 @@ def check_members(models: list[LoadedModel]) -> None:
 @torch.no_grad()
 def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
                    progress: Callable[[int], object] | None = None, n_layers: int | None = None,
-                   products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False
-                   ) -> list[Reading | None]:
+                   products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False,
+                   pruning: Pruning | None = None) -> list[Reading | None]:
     """One model's reading of each sentence (a list of words as written); empty sentences get None.
 
     Sentences are sorted by length and padded at the end: a model reads from the start, so padding never
     changes what it makes of earlier positions. `n_layers`: only the lowest layers are needed; `products`:
     the dtype of the matrix products (None: float32; see runtime/precision.py); `confidence`: the spans' probabilities
     of a kind of trees of its own (`Reading.confidence`); `marginals`: every span's, a chart (`Reading.marginals`),
-    from a family that yields them.
+    from a family that yields them; `pruning`: chart constraints, for a family that takes them.
     """
     direction = loaded.config.model.reading_order
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
@@ -256,10 +258,13 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     asked = {name: True for name, wanted in (("confidence", confidence), ("marginals", marginals))
              if wanted and getattr(yields, name)}  # what the family gives, of what is asked
 
+    constrained = pruning is not None and yields.prunable
+
     def read(batch: list[int]) -> list[Reading]:
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
-        return loaded.model.read(tokens, words, n_layers, products, **asked)
+        keep = {"keep": pruning.keep(words)} if constrained else {}
+        return loaded.model.read(tokens, words, n_layers, products, **asked, **keep)
 
     decoder = yields.decoder  # what its distances are read with unless a decoder is asked for
     batches = list(_batches(order, sentences, batch_size))

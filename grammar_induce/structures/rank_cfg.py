@@ -15,6 +15,12 @@ the span's scale: the partition becomes sum over trees of p(tree) exp(sum of its
 trains (Park and Kim 2024: each tree reweighted by its spans' teacher votes), and its marginals are that
 distribution's. Being in the scale it carries no gradient of its own, and the passes keep their shape.
 
+Chart constraints (`keep`, booleans (B, n+1, n+1): the spans a cheap parser finds likely; Roark et al. 2012) restrict
+the sums to the trees whose every span is kept: a span left out weighs PRUNED in its scale, as a span bias would (so
+the pruned partition is the biased one, exactly), and its work is skipped: its split points' weights are zero (the C
+sums skip a zero weight), its values as children and its gradient's product are never computed (the two products of
+rank r x 2r per span are most of a parse). What is skipped would have added exactly zero to every kept span.
+
 A span's marginal probability is d log Z / d log x[i, j] = sum_r x[i, j, r] dlogZ/dx[i, j, r] (x is
 homogeneous in each span's weight), so one backward pass gives every span's marginal. That pass is written out
 (`_outside`, the outside pass, each split point's gradient added in place into its children's): `marginals` runs it
@@ -34,8 +40,8 @@ read back to the host inside a pass (`_Whole`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -46,6 +52,7 @@ from . import rank_sums as native
 from .tree_crf import TreeCRF
 
 TINY = 1e-30  # the smallest scale divided out of a span's values (an impossible span stays 0, not NaN)
+PRUNED = -1e9  # the log weight of a span the chart constraints leave out (exp of it is 0 in float32)
 # the tensor-op sums over split points: every split point of a width at once (a few ops a width: what a GPU, bound by
 # launching ops, needs), or one split point at a time added in place (what a CPU without the C sums runs fastest:
 # 2x at 16 x 40 words, the batched form's copies of every split point's children being memory traffic); the tests
@@ -62,12 +69,19 @@ class RankSpaceCFG:
     whose binary rules factor through rank r: `root` (NT,) p(S -> A); `head` (NT, r) U; `left`, `right`
     (NT + T, r) V and W; `emission` (B, n, T) log p(T -> w_i) of each word. `products`: the dtype of the rank-space
     products (None: float32). The partition carries gradients to all of them; marginals, trees and labels are
-    computed without. `span_bias` (B, n+1, n+1): each span's log weight (width 2 and more; None: none), see above."""
+    computed without. `span_bias` (B, n+1, n+1): each span's log weight (width 2 and more; None: none); `keep` (B, n+1,
+    n+1) booleans: the chart constraints, the spans the sums may use (None: every span), see above. A sentence's
+    kept spans must hold a binary tree of it (a pruner's best tree, say), else its log Z is about PRUNED."""
 
     def __init__(self, root: Tensor, head: Tensor, left: Tensor, right: Tensor, emission: Tensor,
-                 lengths: Sequence[int], products: torch.dtype | None = None, span_bias: Tensor | None = None):
+                 lengths: Sequence[int], products: torch.dtype | None = None, span_bias: Tensor | None = None,
+                 keep: Tensor | None = None):
         nt = head.shape[0]
         self.lengths, self.products, self.n = list(lengths), products, emission.shape[1]
+        self.keep = None if keep is None else keep.to(emission.device)
+        if keep is not None:  # a span left out weighs exp(PRUNED): the restricted sums, exactly
+            pruned = torch.zeros_like(self.keep, dtype=emission.dtype).masked_fill_(~self.keep, PRUNED)
+            span_bias = pruned if span_bias is None else span_bias.detach() + pruned
         self.span_bias = None if span_bias is None else span_bias.detach()
         self.root_rule, self.head, self.left_nt, self.right_nt = root, head, left[:nt], right[:nt]
         self.to_children = torch.cat([head.t() @ self.left_nt, head.t() @ self.right_nt], dim=1)  # (r, 2r): U^T V, U^T W
@@ -82,9 +96,9 @@ class RankSpaceCFG:
         """The inside pass (log Z of a sentence of one word, which no binary rule covers, is 0)."""
         top = self.leaf_scale
         chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(self.lengths)), [None, None],
-                      [None, None])
+                      [None, None], [])
         chart.log_z = _Inside.apply(self.leaves, self.to_children, self.root, chart, self.lengths, self.products,
-                                    self.span_bias)
+                                    self.span_bias, self.keep)
         return chart
 
     @property
@@ -96,6 +110,14 @@ class RankSpaceCFG:
     def _outside_pass(self) -> tuple[list, list]:
         with torch.no_grad():
             return _outside(self.chart, self.lengths, self.to_children, self.root, self.products)
+
+    @property
+    def kept_spans(self) -> tuple[int, int]:
+        """How many spans of two or more words the chart constraints kept, of how many (each sentence's own)."""
+        total = sum(n * (n - 1) // 2 for n in self.lengths)
+        if self.keep is None:
+            return total, total
+        return sum(int(self.keep[b, : n + 1, : n + 1].triu(2).sum()) for b, n in enumerate(self.lengths)), total
 
     @functools.cached_property
     def marginals(self) -> Tensor:
@@ -157,6 +179,7 @@ class Chart:
     log_z: Tensor  # (B,)
     weights: list[Tensor | None]  # (B, n-w+1, w-1): each split point's share of a span's sum (its scales', constants)
     norm: list[Tensor | None]  # (B, n-w+1): what each span's sum was divided by (a constant)
+    kept: list[Tensor | None] = field(default_factory=list)  # (B, n-w+1) the chart constraints' spans (None: all)
 
 
 def _rounded(tensor: Tensor, products: torch.dtype | None) -> Tensor:
@@ -174,14 +197,30 @@ def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
     return x @ weight if products is None else _children(x, weight, products).float()
 
 
-def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _on_kept(product: Callable[[Tensor], Tensor], x: Tensor, kept: Tensor | None, width: int) -> Tensor:
+    """product(x) (B, spans, r) -> (B, spans, width) on the kept rows alone (the others zero; kept None: every
+    row): the chart constraints' saving, a product of the kept spans only."""
+    if kept is None:
+        return product(x)
+    rows = kept.nonzero(as_tuple=True)  # read back to the host: the constraints are for a CPU's parse
+    found = product(x[rows])  # (kept, width)
+    out = found.new_zeros(*x.shape[:2], width)
+    out[rows] = found
+    return out
+
+
+def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None, kept: Tensor | None = None
+             ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w] (in C with
     `sums`, else as a few tensor ops over every split point at once); and the split points' weights and the norm that
-    x was divided by (constants, for `_outside`)."""
+    x was divided by (constants, for `_outside`). A span the chart constraints leave out (`kept` False) has no
+    split point (its weights zero: the C sums skip them), so x 0."""
     starts = n - w + 1
     scales = _split_points(chart.scale, w, starts, 1) + _split_points(chart.scale, w, starts, 0)
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
+    if kept is not None:
+        weights = weights * kept[..., None]
     if sums:
         x = sums.combine(weights, w, chart.left[1].shape[2])
     elif _at_once(weights):  # (left * weight) * right, in float32 as the children's products are promoted
@@ -231,8 +270,8 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
         sums = _Shares(chart, grad_children, len(lengths), n, rank)
     for w in range(n, 1, -1):
         if w < n:  # x -> its values as a left and a right child, once every wider span has given its share
-            sums.pull(w)
-            grad_x[w] += _product(grad_children[w], from_children, products)
+            sums.pull(w)  # a span the chart constraints left out: x 0 whatever its values, no gradient
+            grad_x[w] += _on_kept(lambda g: _product(g, from_children, products), grad_children[w], chart.kept[w], rank)
         sums.keep(w, grad_x[w] / chart.norm[w][..., None])
     if low == 1:
         sums.pull(1)
@@ -292,10 +331,11 @@ class _Inside(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, first: Tensor, to_children: Tensor, root: Tensor, chart: Chart, lengths: Sequence[int],
-                products: torch.dtype | None, span_bias: Tensor | None) -> Tensor:
+                products: torch.dtype | None, span_bias: Tensor | None, keep: Tensor | None) -> Tensor:
         rank, n = root.shape[0], first.shape[1]
         rounded = _rounded(to_children, products)  # once, not per width
         sums = native.Inside(n) if native.usable(root, first) else None
+        chart.kept += [None, None]
 
         def add_children(w: int, both: Tensor | None) -> None:  # width w's values as a left and a right child
             chart.left.append(None if both is None else both[..., :rank])
@@ -305,15 +345,17 @@ class _Inside(torch.autograd.Function):
 
         add_children(1, first)
         for w in range(2, n + 1):
-            x, scale, weights, norm = _combine(chart, w, n, sums)
+            starts = torch.arange(n - w + 1, device=first.device)
+            kept = None if keep is None else keep[:, starts, starts + w]  # (B, n-w+1)
+            x, scale, weights, norm = _combine(chart, w, n, sums, kept)
             if span_bias is not None:  # each span's weight, in its scale (see the module's docstring)
-                starts = torch.arange(n - w + 1, device=span_bias.device)
                 scale = scale + span_bias[:, starts, starts + w].to(scale.dtype)
             chart.x.append(x)
             chart.scale.append(scale)
             chart.weights.append(weights)
             chart.norm.append(norm)
-            add_children(w, _children(x, rounded, products) if w < n else None)
+            chart.kept.append(kept)
+            add_children(w, _on_kept(lambda v: _children(v, rounded, products), x, kept, 2 * rank) if w < n else None)
         # a copy sharing the chart's lists: the chart itself will hold log Z, whose graph holds ctx (a cycle that
         # only the cyclic collector would free, chart and all, long after the step)
         ctx.chart, ctx.lengths, ctx.products = replace(chart), lengths, products
@@ -331,7 +373,7 @@ class _Inside(torch.autograd.Function):
         for w in range(2, n):
             grad_children += _product(chart.x[w].reshape(-1, rank).t(), grads[w].reshape(-1, 2 * rank), products)
         grad_root = whole.grad_root
-        return grads[1], grad_children, grad_root, None, None, None, None
+        return grads[1], grad_children, grad_root, None, None, None, None, None
 
 
 class _Whole:

@@ -16,6 +16,7 @@
  *             grad_left[e][b][j] = sum_{w>e} spread[w][b][j] * weights[w][b][j][e-1] * right[w-e][b][j+e]
  *             grad_right[e][b][j] = sum_{d>=1} spread[d+e][b][j-d] * weights[d+e][b][j-d][d-1] * left[d][b][j-d]
  *             (the tensor ops instead add each span's share into its children's as they go: twice the traffic).
+ * A split point of weight 0 (a child the chart constraints left out, or a span they did) is skipped: it adds 0.
  */
 #include <stdint.h>
 #include <string.h>
@@ -64,6 +65,8 @@ void combine(int64_t batch, int64_t starts, int64_t w, int64_t rank, const Part 
             for (int64_t d = 1; d < w; d++) {
                 const child *l = child_row(&left[d], b, i), *r = child_row(&right[w - d], b, i + d);
                 const float c = share[d - 1];
+                if (c == 0.0f)  /* a child the chart constraints left out, or a span they did: nothing to add */
+                    continue;
                 for (int64_t k = 0; k < rank; k++)
                     out[k] += value(l[k]) * c * value(r[k]);
             }
@@ -82,12 +85,16 @@ void outside(int64_t batch, int64_t n, int64_t e, int64_t rank, const Part *left
             for (int64_t w = n - j; w > e; w--) {  /* the left child of j..j+w, split after e words */
                 const float *s = grad_row(&spread[w], b, j), c = grad_row(&weights[w], b, j)[e - 1];
                 const child *r = child_row(&right[w - e], b, j + e);
+                if (c == 0.0f)
+                    continue;
                 for (int64_t k = 0; k < rank; k++)
                     gl[k] += s[k] * c * value(r[k]);
             }
             for (int64_t d = j; d >= 1; d--) {  /* the right child of j-d..j+e (j <= n - e: it fits) */
                 const float *s = grad_row(&spread[d + e], b, j - d), c = grad_row(&weights[d + e], b, j - d)[d - 1];
                 const child *l = child_row(&left[d], b, j - d);
+                if (c == 0.0f)
+                    continue;
                 for (int64_t k = 0; k < rank; k++)
                     gr[k] += s[k] * c * value(l[k]);
             }

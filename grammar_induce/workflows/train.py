@@ -22,7 +22,7 @@ from ..families import checkpoint, focus, registry
 from ..families.family import Family
 from ..families.focus import TreeMaker
 from ..families.recipe import Recipe, exp_loss
-from ..files import refuse_overwriting
+from ..files import read_lines, refuse_overwriting
 from ..messages import Messages
 from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
@@ -77,6 +77,8 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     start = _starting_model(config) if not payload else None  # a resumed run has its own weights
     vocab_from = payload or start
     text = recipe.read_text(config, world, Vocab(vocab_from["vocab"]) if vocab_from else None)
+    if start is not None:
+        messages.note(init_coverage(config, text.vocab))
     if getattr(config.train, "focus", ()):  # a family that trains on sentences, focused
         text = dataclasses.replace(text, focus=focus.teachers_votes(config, len(text.train), teachers or {}, messages))
     config, said = run_precision(config, family, requested, len(text.vocab), device, world, was)
@@ -105,6 +107,20 @@ def _starting_model(config: Config) -> dict[str, Any] | None:
         raise InputError(f"{path}: train.init must be a model of the run's kind and sizes: it has model.{key} = "
                          f"{theirs[key]!r}, the run {ours[key]!r}")
     return payload
+
+
+def init_coverage(config: Config, vocab: Vocab) -> str:
+    """How much of the training text the vocabulary of `train.init` (which the run adopts) covers: a vocabulary of
+    another text leaves most words `<unk>`, and the run learns little."""
+    reader, known, total = corpus.training_reader(config.data), 0, 0
+    for _, line in read_lines(config.data.train):
+        words = reader(line)
+        total += len(words)
+        known += sum(word in vocab.index for word in words)
+    share = known / total if total else 0.0
+    text = (f"train.init {config.train.init}: its vocabulary ({len(vocab):,} words) covers {100 * share:.1f}% of the "
+            f"training text's {total:,} words (the run reads the text with it)")
+    return text + ("; the rest are <unk>: a model of another text's words learns little here" if share < 0.9 else "")
 
 
 def run_precision(config: Config, family: Family, requested: str, vocab_size: int, device: torch.device,

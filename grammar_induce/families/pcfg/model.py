@@ -94,14 +94,16 @@ class TNPCFG(ModelKind):
                        self.right_mlp(symbols).softmax(0))
 
     def structure(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
-                  grammar: Grammar | None = None, span_bias: Tensor | None = None) -> RankSpaceCFG:
+                  grammar: Grammar | None = None, span_bias: Tensor | None = None, keep: Tensor | None = None
+                  ) -> RankSpaceCFG:
         """The sentences `words` (B, n) ids padded at the end under the grammar, as a structure (its partition, span
         marginals, MBR trees and labels). `products`: the dtype of the rank-space products (None: float32);
-        `span_bias` (B, n+1, n+1): each span's log weight, as parse-focusing trains (None: the plain grammar)."""
+        `span_bias` (B, n+1, n+1): each span's log weight, as parse-focusing trains (None: the plain grammar); `keep`
+        (B, n+1, n+1): chart constraints (None: every span)."""
         g = grammar or self.grammar()
         emission = g.emission[:, words].permute(1, 2, 0)  # (B, n, T) log p(T -> w_i); its gradient as (T, V) is
         # laid out as the softmax's (indexing the transpose, log_softmax's backward copied it back: 7% of a step)
-        return RankSpaceCFG(g.root, g.head, g.left, g.right, emission, lengths, products, span_bias)
+        return RankSpaceCFG(g.root, g.head, g.left, g.right, emission, lengths, products, span_bias, keep)
 
     def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
                        span_bias: Tensor | None = None) -> Tensor:
@@ -111,11 +113,12 @@ class TNPCFG(ModelKind):
 
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
-             products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False
-             ) -> list[Reading]:
+             products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False,
+             keep: Sequence[Tensor] | None = None) -> list[Reading]:
         """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
         nonterminal (`NT-k`) and (`confidence`) given its marginal; (`marginals`) every span's marginal, a chart
-        (a sentence parsed in pieces: each piece's, the spans across pieces 0). A sentence of more than PARSE_LIMIT words is
+        (a sentence parsed in pieces: each piece's, the spans across pieces 0). `keep`: each sentence's chart
+        constraints (n+1, n+1) booleans, the spans its sums may use (inference/pruning.py; None: every span). A sentence of more than PARSE_LIMIT words is
         parsed in pieces of at most PARSE_LIMIT words (as near equal as can be), their trees joined by a balanced
         tree (its nodes unlabelled), so that no tree is deeper than a piece's and a few levels. The rows are
         `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
@@ -127,7 +130,9 @@ class TNPCFG(ModelKind):
         for part in self._parts(list(range(len(pieces))), [range(s, e) for _, s, e in pieces], g.head.shape[1]):
             lengths = [pieces[p][2] - pieces[p][1] for p in part]
             ids = torch.stack([_padded(tokens[k, 1 + s : 1 + e], max(lengths)) for k, s, e in map(pieces.__getitem__, part)])
-            structure = self.structure(ids.to(self.device), lengths, products, g)
+            constraints = None if keep is None else _constraints([keep[k][s : e + 1, s : e + 1]
+                                                                  for k, s, e in map(pieces.__getitem__, part)])
+            structure = self.structure(ids.to(self.device), lengths, products, g, keep=constraints)
             piece_words = [list(words[k][s:e]) for k, s, e in map(pieces.__getitem__, part)]
             best = structure.argmax(piece_words)  # MBR: the most expected spans
             charts = structure.marginals.cpu() if confidence or marginals else None
@@ -156,6 +161,15 @@ def _pieces(n: int) -> list[tuple[int, int]]:
     count = -(-n // PARSE_LIMIT)
     bounds = [round(k * n / count) for k in range(count + 1)]
     return list(itertools.pairwise(bounds))
+
+
+def _constraints(masks: list[Tensor]) -> Tensor:
+    """(B, n+1, n+1) the pieces' chart constraints padded with False."""
+    size = max(m.shape[0] for m in masks)
+    found = torch.zeros(len(masks), size, size, dtype=torch.bool)
+    for b, m in enumerate(masks):
+        found[b, : m.shape[0], : m.shape[0]] = m
+    return found
 
 
 def _padded(ids: Tensor, length: int) -> Tensor:
@@ -196,7 +210,7 @@ LONGER_LINES = "parsed them in pieces of at most that many words, joined by a ba
                "the square of the length)"
 FAMILY = Family(
     "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, PCFGTrainConfig,
-    Yields(own_trees=True, labels=True, confidence=True, marginals=True, search="MBR CKY over span marginals",
+    Yields(own_trees=True, labels=True, confidence=True, marginals=True, prunable=True, search="MBR CKY over span marginals",
            longest=(PARSE_LIMIT, LONGER_LINES)),
     recipe=SentenceRecipe,
     bf16_parts="the rank-space products (leaves and every span's children) in bfloat16",

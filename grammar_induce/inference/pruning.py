@@ -1,0 +1,58 @@
+"""Chart constraints for a PCFG's parse (Roark, Hollingshead and Bodenstab 2012): a fast span parser (a distilled
+student, which scores every span in microseconds) reads each sentence first, and the grammar's inside and outside
+passes run over the spans it finds likely only: its CRF marginal at least `threshold`, every span of its best tree
+(so a tree is always left), the whole sentence. The grammar's two products of rank r x 2r per span are most of a
+parse; a span left out costs none of them (structures/rank_cfg.py). A pruned parse sums the trees made of kept spans
+alone: its marginals are those of that restricted distribution, exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .. import trees
+from ..errors import SettingError
+from ..families.checkpoint import LoadedModel
+from ..families.pretrained import shown
+
+THRESHOLD = 1e-3  # the default: the NLTK sample's F1 unchanged (docs/performance.md, issue 80)
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """The pruner (a model whose family yields span marginals) and the marginal a span needs to be kept."""
+
+    pruner: LoadedModel
+    threshold: float = THRESHOLD
+
+    def __post_init__(self) -> None:
+        if not self.pruner.family.yields.marginals:
+            raise SettingError("prune", f"{shown(self.pruner.source)} ({self.pruner.family.description}) has no span "
+                               "marginals to prune a chart with: give a distilled student (en, zh)")
+        if not 0 <= self.threshold < 1:
+            raise SettingError("prune_threshold", f"must be at least 0 and below 1, not {self.threshold!r}")
+
+    def keep(self, words: Sequence[Sequence[str]]) -> list[Tensor]:
+        """Each sentence's chart constraints, (n+1, n+1) booleans ([i, j]: the span of words i..j-1 may be used),
+        from the pruner's reading of `words` (sorted by length, the longest last, as a batch is). A sentence the
+        pruner reads without marginals (past its exact search's length) keeps every span."""
+        from .members import token_rows  # the member path's rows, for the pruner's own vocabulary
+
+        tokens = token_rows(self.pruner, [list(w) for w in words])
+        found = []
+        for reading in self.pruner.model.read(tokens, words, None, None, marginals=True):
+            n = len(reading.words)
+            if reading.marginals is None:
+                found.append(torch.ones(n + 1, n + 1, dtype=torch.bool))
+                continue
+            keep = reading.marginals >= self.threshold
+            for i, j in trees.spans(reading.parsed_tree, whole=True):
+                keep[i, j] = True
+            found.append(keep)
+        return found
+
+    def describe(self) -> str:
+        return f"chart constraints from {shown(self.pruner.source)} (spans of marginal >= {self.threshold:g})"
