@@ -436,6 +436,7 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
     if len(models) == 1:
         _ignored(["combine", "agreement", "right_voter", "weights"] + ["layers"] * (layers == ("auto",)),
                  "with one model")
+    _unused_in_parse(parser, fmt)
     _no_votes(weights)
     with progress_bar(None, "parsing", "sent") as bar:
         results, summary = parser.run(lines, workers=workers, all_layers=fmt in ALL_LAYERS or fmt in PICTURES,
@@ -513,6 +514,23 @@ def rank(model_names, input_path, layers, decoder, batch_size, precision, device
     models = members.models
     click.echo(standings_table([shown(m.source) for m in models], [m.config.model.kind for m in models],
                                members.options.layers, [m.family.yields.own_trees for m in models], members.standings))
+
+
+def _unused_in_parse(parser, fmt: str) -> None:
+    """Notes on the options given that this parse has no use for (issue 81, class 11): confidences in a format that
+    cannot show them or from models that have none, a label map in a format without labels, votes' weights with
+    `--combine mean`, chart constraints for models that take none."""
+    models, options = parser.models, parser.options
+    if fmt not in CONFIDENT:
+        _ignored(["confidence", "calibration"], f"with --format {fmt} (confidences show in {', '.join(CONFIDENT)})")
+    elif len(models) == 1 and not models[0].family.yields.confidence and models[0].model.parse_layers < 2:
+        _ignored(["confidence", "calibration"], f"with {_kinds_named(models)} alone (it has no confidences)")
+    if fmt not in LABELLED:
+        _ignored(["label_map"], f"with --format {fmt} (labels show in {', '.join(LABELLED)})")
+    if options.combine == "mean" and len(models) > 1:
+        _ignored(["weights", "right_voter"], "with --combine mean (each member's gap scores count alike)")
+    if not any(m.family.yields.prunable for m in models):
+        _ignored(["prune", "prune_threshold"], f"with {_kinds_named(models)} (chart constraints prune a PCFG's chart)")
 
 
 def _labelled_format(fmt: str) -> str:

@@ -332,3 +332,18 @@ def test_a_tilde_in_a_path_option_is_the_home_folder(tiny_run, tmp_path, monkeyp
     scored = invoke("evaluate", "--model", tiny_run / "best.pt", "--gold=~/gold.mrg", "--json=~/r.json", "--quiet")
     assert scored.exit_code == 0, scored.output
     assert (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("args, note", [
+    (["--model", "ptb-pcfg", "--confidence", "--format", "ptb"], "--confidence has no effect with --format ptb"),
+    (["--model", "ptb-pcfg", "--label-map", "ptb-pcfg", "--format", "json"], "--label-map has no effect with --format json"),
+    (["--model", "ptb", "--model", "ptb-backward", "--combine", "mean", "--right-voter", "0.5"],
+     "--right-voter has no effect with --combine mean"),
+    (["--model", "ptb", "--prune", "en"], "--prune has no effect with an ON-LSTM language model"),
+])
+def test_options_that_do_nothing_in_a_parse_say_so(args, note):
+    """issue 81, class 11: an option given that this parse has no use for gets a note naming it and why."""
+    done = invoke("parse", *args, "The dog barked .")
+    assert done.exit_code == 0 and f"note: {note}" in done.stderr, done.output
+    quiet = invoke("parse", "--model", "ptb-pcfg", "--format", "jsonl", "The dog barked .")
+    assert "no effect" not in quiet.stderr
