@@ -394,6 +394,7 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
         messages.note(f"{source} is not read: a resumed run goes on with the config it was started with "
                       f"({out / 'config.toml'}); settings and --set change what may change")
     checked = _train_config(run.resume_config(out) if resume else None, source, settings or {}, overrides)
+    checked = _teachers_pinned_by_path(checked, resume)
     teachers = {name: _tree_maker(name, checked.run.device) for name in getattr(checked.train, "focus", ())
                 if _is_model(name)}
     result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers)
@@ -481,6 +482,25 @@ def samples(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = N
     return (nltk.Tree.fromstring(s.ptb) for s in itertools.islice(drawn, n))
 
 
+def _teachers_pinned_by_path(config, resume: bool):
+    """`train.focus` with every teacher that is a file (of trees, a checkpoint) by its absolute path, as the run's
+    config keeps it (a name stays a name): however it was given (a config file, --set, `settings`), the run resumes
+    from any folder. A teacher no longer there is refused naming where it was set."""
+    given = getattr(config.train, "focus", ())
+    if not given:
+        return config
+    for name in given:
+        if pretrained.find(name) is None and not Path(name).exists():
+            raise SettingError("focus", f"{name}: " + ("the resumed run's teacher (train.focus of its config.toml) is "
+                                                     "no longer there: restore it, or start a new run" if resume else
+                                                     "neither a file of trees nor a checkpoint nor a shipped model's "
+                                                     "name (grammar-induce models lists the names)"))
+    if resume:  # as the run was started (a run of an earlier version may keep a relative path: the same file)
+        return config
+    pinned = tuple(name if pretrained.find(name) is not None else str(Path(name).resolve()) for name in given)
+    return replace(config, train=replace(config.train, focus=pinned))
+
+
 def _is_model(name: str) -> bool:
     """Whether a focusing teacher is a model (a shipped name, a checkpoint: a zip, as torch saves) or a file of
     trees."""
@@ -510,7 +530,8 @@ def _tree_maker(name: str, device: str):
         return [result.tree for result in parser[0].analyse_many(sentences)]
 
     kinds = sorted({_kind_of(path) for path in spec.paths})
-    return TreeMaker("+".join(kinds), " ".join(file_hash(path) for path in spec.paths), parse)
+    pruned = [f"pruned by {file_hash(pretrained.find(spec.prune).paths[0])}"] if spec.prune else []  # as it parses
+    return TreeMaker("+".join(kinds), " ".join([*(file_hash(path) for path in spec.paths), *pruned]), parse)
 
 
 def _kind_of(path: Path) -> str:

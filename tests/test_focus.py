@@ -3,6 +3,7 @@ they make, by hand; a grammar trained toward a teacher's trees, from a file or a
 chunks kept in the cache); the refusal of a file that does not match the training text; a start from a trained
 grammar; resume. The focused partition itself against brute force: tests/test_rank_cfg.py."""
 
+import json
 import math
 import os
 import signal
@@ -223,3 +224,52 @@ def test_a_model_teachers_leaves_read_already_match_the_training_words():
     assert spans_over(tree, words, reader, "teacher", "train.txt:1") == frozenset({(0, 2)})
     with pytest.raises(InputError, match=r"train.txt:1 \(word 2 is 'london' against 'paris'\)"):
         spans_over(Tree.fromstring("(S (X 一九九N年 london) (X rose))"), words, reader, "teacher", "train.txt:1")
+
+
+def test_a_resumed_focused_run_refuses_a_changed_teacher_and_a_damaged_cache_chunk_is_made_again(tmp_path, monkeypatch):
+    """issue 81, classes 3 and 10: a run records what each teacher was (teachers.json: a file's hash, a model's
+    files' hashes); a resume after the tree file was rewritten is refused naming it, and goes on once it is back. A
+    cached chunk of a model teacher's trees that does not read is made again, with a note naming the file."""
+    config = pcfg_config(epochs=1)
+    tree_file = teacher_file(config, tmp_path / "t.trees")
+    focused = replace(config, train=replace(config.train, focus=(str(tree_file),)), run=replace(config.run, max_steps=2))
+    train(focused, tmp_path / "run", **QUIET)
+    assert json.loads((tmp_path / "run" / "teachers.json").read_text()).keys() == {str(tree_file)}
+    original = tree_file.read_text()
+    teacher_file(config, tree_file, shape=trees.right_branching)  # rewritten at the same path
+    more = replace(focused, run=replace(focused.run, max_steps=4))
+    with pytest.raises(InputError, match=rf"the focusing teacher {tree_file} has changed since the run started"):
+        train(more, tmp_path / "run", resume=True, **QUIET)
+    tree_file.write_text(original)
+    train(more, tmp_path / "run", resume=True, **QUIET)
+
+    monkeypatch.setattr(focus, "CHUNK", 100)
+    teachers = {"teacher": TreeMaker("pcfg", "a tiny teacher", lambda ws: [trees.right_branching(w) for w in ws])}
+    modelled = replace(config, train=replace(config.train, focus=("teacher",)), run=replace(config.run, max_steps=1),
+                       data=replace(config.data, cache_dir=str(tmp_path / "cache")))
+    train(modelled, tmp_path / "first", teachers=teachers, **QUIET)
+    chunk = next((tmp_path / "cache" / "focus").glob("*/trees-00000.txt"))
+    whole = chunk.read_text()
+    chunk.write_text(whole[: len(whole) // 2])  # truncated mid-tree
+    said = Messages()
+    train(modelled, tmp_path / "second", teachers=teachers, **{**QUIET, "messages": said})
+    assert any(f"the cached chunk {chunk} does not read" in n and "made again" in n for n in said.notes), said.notes
+    assert chunk.read_text() == whole
+
+
+def test_a_teacher_given_by_a_relative_path_is_kept_by_its_absolute_one_and_a_missing_one_named(tmp_path, monkeypatch):
+    """issue 81, class 9: however a teacher was given (--set, `settings`), the run's config keeps its absolute path
+    (a shipped name stays a name), so --resume works from any folder; one that is not there is named as what it is."""
+    from grammar_induce.api import _teachers_pinned_by_path
+    from grammar_induce.errors import SettingError
+
+    config = pcfg_config()
+    teacher_file(config, tmp_path / "t.trees")
+    monkeypatch.chdir(tmp_path)
+    given = replace(config, train=replace(config.train, focus=("t.trees", "en")))
+    assert _teachers_pinned_by_path(given, resume=False).train.focus == (str(tmp_path / "t.trees"), "en")
+    gone = replace(config, train=replace(config.train, focus=(str(tmp_path / "gone.trees"),)))
+    with pytest.raises(SettingError, match="the resumed run's teacher .* is no longer there"):
+        _teachers_pinned_by_path(gone, resume=True)
+    with pytest.raises(SettingError, match="neither a file of trees nor a checkpoint"):
+        _teachers_pinned_by_path(gone, resume=False)

@@ -150,6 +150,23 @@ def teachers_votes(config: Config, cached: int, teachers: Mapping[str, TreeMaker
     return SpanVotes(found, [len(words) for words in sentences], cfg.focus_by, cfg.focus_right)
 
 
+def identities(config: Config, teachers: Mapping[str, TreeMaker]) -> dict[str, str]:
+    """What each teacher of `train.focus` is: a model's files' hashes (and how it parses), a file of trees' hash. A
+    run records them when it starts and a resumed run must find them unchanged (`check_unchanged`)."""
+    return {name: teachers[name].identity if name in teachers else corpus.file_hash(Path(name))
+            for name in config.train.focus}
+
+
+def check_unchanged(saved: Mapping[str, str], now: Mapping[str, str], where: Path) -> None:
+    """Refuse to resume a focused run whose teachers are not what they were when it started (a file of trees
+    rewritten, a checkpoint replaced at its path, a shipped name that now names another model), naming the first."""
+    for name, identity in now.items():
+        if name in saved and saved[name] != identity:
+            raise InputError(f"{where}: the focusing teacher {name} has changed since the run started (its files' hash "
+                             f"was {saved[name][:12]}..., now {identity[:12]}...): a resumed run learns from the "
+                             "teachers it began with; restore that teacher, or start a new run (--force)")
+
+
 def _model_trees(name: str, maker: TreeMaker, sentences: list[list[str]], keep: list[bool], config: Config,
                  messages: Messages) -> list[Tree | None]:
     """A model teacher's trees of the kept sentences (None for the others), from its chunks in the cache, parsing
@@ -169,10 +186,25 @@ def _model_trees(name: str, maker: TreeMaker, sentences: list[list[str]], keep: 
                      "it is made (a stopped run goes on from the last)")
     found: list[Tree | None] = []
     for rows, path in chunks:
-        if not path.exists():
+        kept = _read_chunk(path, len(rows), messages) if path.exists() else None
+        if kept is None:
             wanted = [k for k in rows if keep[k]]
             made = dict(zip(wanted, maker.parse([sentences[k] for k in wanted])))
-            text = "".join((to_brackets(made[k]) if k in made else "") + "\n" for k in rows)
-            write_text(path, text)
-        found.extend(aligned.parse_tree_line(text, f"{path}:{n}") for n, text in read_lines(path))
+            write_text(path, "".join((to_brackets(made[k]) if k in made else "") + "\n" for k in rows))
+            kept = [made.get(k) for k in rows]
+        found.extend(kept)
     return found
+
+
+def _read_chunk(path: Path, rows: int, messages: Messages) -> list[Tree | None] | None:
+    """A cached chunk's trees, or None (with a note naming it) where it does not read whole: it is made again."""
+    try:
+        kept = [aligned.parse_tree_line(text, f"{path}:{n}") for n, text in read_lines(path)]
+    except InputError as e:
+        kept, why = None, str(e)
+    else:
+        why = f"{len(kept):,} lines where the chunk has {rows:,} sentences"
+    if kept is not None and len(kept) == rows:
+        return kept
+    messages.note(f"focus: the cached chunk {path} does not read ({why}): made again")
+    return None

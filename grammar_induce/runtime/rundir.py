@@ -54,7 +54,7 @@ def lock_holder(out_dir: Path) -> str | None:
 
 def written_files(out_dir: Path) -> list[Path]:
     """Every file a run writes into (or removes from) its directory."""
-    names = [*RUN_FILES, "config.toml", "curves.svg", LOCK_FILE, *existing_run_files(out_dir)]
+    names = [*RUN_FILES, "config.toml", "curves.svg", "teachers.json", LOCK_FILE, *existing_run_files(out_dir)]
     return [Path(out_dir) / name for name in dict.fromkeys(names)]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ from ..families import checkpoint, focus, registry
 from ..families.family import Family
 from ..families.focus import TreeMaker
 from ..families.recipe import Recipe, exp_loss
-from ..files import read_lines, refuse_overwriting
+from ..files import read_lines, refuse_overwriting, write_text
 from ..messages import Messages
 from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
@@ -47,6 +48,9 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.reading_order == "backward")
     return exp_loss(recipe_of(loaded.family).held_out_loss(loaded.model, entry.ids, loaded.config, part))
+
+
+TEACHERS = "teachers.json"  # in a focused run's folder: what each teacher was when it started (focus.identities)
 
 
 def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = False, quiet: bool = False,
@@ -79,10 +83,15 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     text = recipe.read_text(config, world, Vocab(vocab_from["vocab"]) if vocab_from else None)
     if start is not None:
         messages.note(init_coverage(config, text.vocab))
-    if getattr(config.train, "focus", ()):  # a family that trains on sentences, focused
+    pinned = focus.identities(config, teachers or {}) if getattr(config.train, "focus", ()) else {}
+    if payload and (out_dir / TEACHERS).exists():  # before the votes: a changed teacher's trees are never made
+        focus.check_unchanged(json.loads((out_dir / TEACHERS).read_text()), pinned, out_dir / TEACHERS)
+    if pinned:  # a family that trains on sentences, focused
         text = dataclasses.replace(text, focus=focus.teachers_votes(config, len(text.train), teachers or {}, messages))
     config, said = run_precision(config, family, requested, len(text.vocab), device, world, was)
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
+        if pinned and world.is_main and not (payload and (out_dir / TEACHERS).exists()):
+            write_text(out_dir / TEACHERS, json.dumps(pinned, indent=1) + "\n")
         world.barrier()
         result = fit(config, out_dir, family, lambda cfg, model, phase: recipe(cfg, model, text, device, world, phase),
                      len(text.vocab), (payload, saved) if payload and saved else None, device=device, world=world,
