@@ -27,11 +27,16 @@ def spans_over(tree: trees.Tree, words: Sequence[str], reader: Tokenizer, where:
     other words is an InputError naming `where`."""
     leaves = trees.leaves(tree)
     kept = [k for k, leaf in enumerate(leaves) if reader.is_word(leaf)] or list(range(len(leaves)))
-    read = [reader.normalize(leaves[k]) for k in kept]
-    # The training words are read already; reading them again need not leave them as they are (lowercasing the digit
-    # mark N), so both sides are compared read the same way: a model teacher's leaves are the words it was given.
-    if read != [reader.normalize(word) for word in words]:
-        differ = next((k for k, (a, b) in enumerate(zip(read, words)) if a != reader.normalize(b)),
+
+    def compared(word: str) -> str:
+        # The training words are read already, a tree's leaves may be or not (parse prints words as typed, a model
+        # teacher's are the words it was given), and reading a read word again need not leave it (the digit mark N
+        # of 一九九N年 is lowercased): read twice, every side is as it stays.
+        return reader.normalize(reader.normalize(word))
+
+    read = [compared(leaves[k]) for k in kept]
+    if read != [compared(word) for word in words]:
+        differ = next((k for k, (a, b) in enumerate(zip(read, words)) if a != compared(b)),
                       min(len(read), len(words)))
         read = [leaves[k] for k in kept]
         detail = (f"{plural(len(read), 'word')} against {len(words)}" if len(read) != len(words)
@@ -65,8 +70,35 @@ def file_spans(path: Path, train: str, lines: list[tuple[int, list[str]]], reade
         if not words:
             continue
         tree = parse_tree_line(text, f"{path}:{lineno}") if keep[len(spans)] else None
-        spans.append(None if tree is None else spans_over(tree, words, reader, f"{path}:{lineno}", f"{train}:{n}"))
+        spans.append(None if tree is None else _file_tree_spans(tree, text, words, reader, f"{path}:{lineno}",
+                                                                f"{train}:{n}"))
     return spans
+
+
+def _file_tree_spans(tree: trees.Tree, text: object, words: Sequence[str], reader: Tokenizer, where: str,
+                     line: str) -> Spans:
+    """A file tree's spans: read as brackets, or, where its leaves are not the line's words, as a labelled PTB tree
+    (what `parse --format ptb` writes: `(S (NP (X The) (X dog)) ...)`, its labels no words)."""
+    try:
+        return spans_over(tree, words, reader, where, line)
+    except InputError:
+        labelled = _labelled(text, where)
+        if labelled is None:
+            raise
+        return spans_over(labelled, words, reader, where, line)
+
+
+def _labelled(text: object, where: str) -> trees.Tree | None:
+    """A labelled PTB tree's unlabelled tree over its words (every leaf kept, unary chains collapsed); None where
+    the text does not read as one."""
+    from .treebank import TagFilter, parse_bracketed, preprocess
+
+    if not isinstance(text, str):
+        return None
+    try:
+        return preprocess(parse_bracketed(text, where), TagFilter(keep=None), where)
+    except InputError:
+        return None
 
 
 def parse_tree_line(text: object, where: str) -> trees.Tree | None:
