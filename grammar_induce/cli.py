@@ -198,8 +198,9 @@ def config_options(command):
 def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, device, epochs, max_steps,
           max_minutes, seed, direction, precision, keep_epochs, workers, overrides, init, focus, resume, force,
           quiet) -> None:
-    """Train a model of the config's kind: an ON-LSTM language model (the paper's AWD-LSTM recipe, the default),
-    or a PCFG (model.kind = "pcfg", configs/pcfg-ptb.toml)."""
+    """Train a model of the config's kind: an ON-LSTM language model (the paper's AWD-LSTM recipe, the default), a
+    PCFG (model.kind = "pcfg", configs/pcfg-ptb.toml) or a StructFormer (model.kind = "structformer",
+    configs/structformer-ptb.toml)."""
     from . import api
 
     flags = {
@@ -692,7 +693,8 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
 @click.option("--max-length", type=click.IntRange(min=2), default=40, show_default=True,
               help="the longest sentence (longer draws are drawn again)")
 @click.option("--format", "fmt", type=click.Choice(["ptb", "text", "jsonl"]), default="ptb", show_default=True,
-              help="ptb: each tree with its symbols (NT-k over spans, T-k over words); text: the words; jsonl: both")
+              help="ptb: each tree with its symbols (NT-k over spans, T-k over words); text: the words; jsonl: parse's "
+                   "records (tokens, words, tree as nested lists, labels [start, end, NT-k]) and each word's T-k")
 @user_errors
 def sample(model_name, count, seed, max_length, fmt) -> None:
     """Draw sentences with their trees from a PCFG (the root, rules through the rank factors, emissions)."""
@@ -701,9 +703,32 @@ def sample(model_name, count, seed, max_length, fmt) -> None:
     from . import api
 
     for tree in api.samples(model_name, count, seed=seed, max_length=max_length):
-        ptb = tree.pformat(margin=10**9)
-        words = " ".join(tree.leaves())
-        click.echo(ptb if fmt == "ptb" else words if fmt == "text" else json.dumps({"words": tree.leaves(), "tree": ptb}))
+        if fmt == "jsonl":
+            click.echo(json.dumps(_sampled_record(tree), ensure_ascii=False))
+        else:
+            click.echo(tree.pformat(margin=10**9) if fmt == "ptb" else " ".join(tree.leaves()))
+
+
+def _sampled_record(tree) -> dict:
+    """A drawn tree (nltk, NT-k over spans, T-k over each word) as a line of parse's --format jsonl (the same keys:
+    tokens, words, tree as nested lists, labels [start, end, label] per span of two or more words), and each word's
+    preterminal."""
+    labels, position = [], 0
+
+    def nested(node):
+        nonlocal position
+        if isinstance(node[0], str):  # a preterminal over its word
+            position += 1
+            return node[0]
+        start = position
+        children = [nested(child) for child in node]
+        labels.append([start, position, node.label()])
+        return children
+
+    shape = nested(tree)
+    words = tree.leaves()
+    return {"tokens": words, "words": words, "labels": sorted(labels), "tree": shape,
+            "preterminals": [label for _, label in tree.pos()]}
 
 
 @main.command()

@@ -115,3 +115,20 @@ def test_sentences_stream_a_chunk_at_a_time_in_memory_flat_in_the_count():
     more = [s.ptb for s in sample(tiny_grammar(), VOCAB, 600, torch.Generator().manual_seed(3), max_length=8)]
     assert more[:7] == first
     assert [t.pformat() for t in gi.samples("ptb-pcfg", 2, seed=4)] == [t.pformat() for t in gi.sample("ptb-pcfg", 2, seed=4)]
+
+
+def test_sample_writes_parses_jsonl_records():
+    """issue 81, class 13: `sample --format jsonl` writes parse's keys (tokens, words, tree as nested lists, labels
+    over the spans of two or more words), the labels those of the PTB tree, and each word's preterminal."""
+    import json
+
+    import grammar_induce as gi
+
+    done = invoke("sample", "-n", "2", "--seed", "5", "--format", "jsonl")
+    assert done.exit_code == 0, done.output
+    for line, drawn in zip(done.stdout.splitlines(), gi.sample("ptb-pcfg", 2, seed=5)):
+        record = json.loads(line)
+        assert record["tokens"] == record["words"] == drawn.leaves() == trees.leaves(record["tree"])
+        assert {(i, j) for i, j, _ in record["labels"]} == trees.spans(record["tree"], whole=True)
+        assert [0, len(record["words"]), drawn.label()] in record["labels"]  # the root's symbol over the whole
+        assert record["preterminals"] == [tag for _, tag in drawn.pos()]

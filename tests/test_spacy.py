@@ -185,3 +185,13 @@ def test_each_constituent_has_the_confidence_the_api_gives_it_and_it_survives_se
     assert [c._.induced_confidence for c in next(again.sents)._.constituents] == \
         [c._.induced_confidence for c in sent._.constituents]
     assert all(c._.induced_confidence is None for c in next(english("ptb-pcfg")(doc.text).sents)._.constituents)
+
+
+def test_the_component_takes_loads_maps_and_chart_constraints_in_its_config(tmp_path):
+    """issue 81, class 13: the options of `load` go in the component's config: a label map (labels renamed), a
+    calibration map, chart constraints."""
+    nlp = english("ptb-pcfg", labels=True, label_map="ptb-pcfg", prune="off", confidence=True)
+    sent = next(iter(nlp("The old man saw a dog in the park.").sents))
+    assert not any(label.startswith("NT-") for span in sent._.constituents for label in span._.labels)
+    assert nlp.get_pipe("grammar_induce").parser.options.pruning is None
+    assert english("ptb-pcfg", prune_threshold=0.01).get_pipe("grammar_induce").parser.options.pruning.threshold == 0.01

@@ -42,7 +42,9 @@ from ..families import pretrained
 NAME = "grammar_induce"
 DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": None, "distance": None,
                                   "decoder": None, "combine": None, "right_voter": None, "batch_size": 64,
-                                  "precision": "fp32", "device": None, "labels": False, "confidence": False}
+                                  "precision": "fp32", "device": None, "labels": False, "confidence": False,
+                                  "weights": None, "calibration": None, "label_map": None, "map_any_model": False,
+                                  "prune": None, "prune_threshold": None}
 COPIED = "models"  # the folder of a local checkpoint's copy, inside the component's folder of nlp.to_disk
 
 
@@ -272,10 +274,14 @@ def _store_confidence(sent: Span, tree: trees.Tree, confidence: dict, is_word: l
 @Language.factory(NAME, default_config=DEFAULT_CONFIG)
 def make_grammar_induce(nlp: Language, name: str, model: str | list[str], layer: Any, distance: str | None,
                         decoder: str | None, combine: str | None, right_voter: float | None, batch_size: int,
-                        precision: str, device: str | None, labels: bool = False, confidence: bool = False
+                        precision: str, device: str | None, labels: bool = False, confidence: bool = False,
+                        weights: Any = None, calibration: str | None = None, label_map: str | None = None,
+                        map_any_model: bool = False, prune: str | None = None, prune_threshold: float | None = None
                         ) -> GrammarInduce:
     """The factory spaCy calls for nlp.add_pipe("grammar_induce", config={...}): the model (a shipped name or a
-    checkpoint path, or a list of them for an ensemble) and every option of `grammar_induce.load`."""
+    checkpoint path, or a list of them for an ensemble) and every option of `grammar_induce.load` that is not about
+    splitting text (spaCy's tokens are the words)."""
     return GrammarInduce(nlp, name, model, layer=layer, distance=distance, decoder=decoder, combine=combine,
                          right_voter=right_voter, batch_size=batch_size, precision=precision, device=device,
-                         labels=labels, confidence=confidence)
+                         labels=labels, confidence=confidence, weights=weights, calibration=calibration,
+                         label_map=label_map, map_any_model=map_any_model, prune=prune, prune_threshold=prune_threshold)
