@@ -410,12 +410,16 @@ def _train_config(resumed: dict | None, source: Path, settings: Mapping, overrid
     from .families import registry
 
     raw = registry.CONFIGS.migrated(resumed) if resumed is not None else config_module.read_toml(source)
+    if settings:  # the file's own kind, refused as the file's (not as the first setting's)
+        try:
+            family = registry.CONFIGS.family_of(config_module.kind_in(raw))
+        except config_module.ConfigError as e:
+            raise config_module.ConfigError(f"{source}: {e}") from None
     for key, value in settings.items():
         section, dot, name = str(key).partition(".")
         if not dot or section not in config_module.SECTIONS:
             raise SettingError("settings", f"are keyed section.key (run.epochs), not {key!r}")
         try:
-            family = registry.CONFIGS.family_of(config_module.kind_in(raw))
             raw.setdefault(section, {})[name] = registry.CONFIGS.checked_value(section, name, value, family)
         except config_module.ConfigError as e:
             raise _setting_error(str(key), value, str(e)) from None

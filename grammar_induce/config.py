@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -114,9 +115,12 @@ class RunConfig:
         if not 0 <= self.seed < 2**32:  # what every random generator of a run takes
             raise ConfigError(f"run.seed must be from 0 to {2**32 - 1}, got {self.seed}")
         at_least(0, "run", self, "max_steps", "max_minutes", "keep_epochs", "checkpoint_minutes")
+        if not DEVICE.fullmatch(self.device):  # the kind of name: whether this machine has it is the run's to say
+            raise ConfigError(f"run.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
 
 RUN_KEYS = frozenset(f.name for f in dataclasses.fields(RunConfig))
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 def at_least(least: int, section: str, values: object, *names: str) -> None:

@@ -347,3 +347,17 @@ def test_options_that_do_nothing_in_a_parse_say_so(args, note):
     assert done.exit_code == 0 and f"note: {note}" in done.stderr, done.output
     quiet = invoke("parse", "--model", "ptb-pcfg", "--format", "jsonl", "The dog barked .")
     assert "no effect" not in quiet.stderr
+
+
+def test_a_bad_value_is_blamed_on_where_it_was_written(tmp_path):
+    """issue 81, class 12: a typo in the file's model.kind names the file, not a flag given beside it; a device given
+    by --set names --set, one given by --device names --device."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[model]\nkind = "pcfgg"\n')
+    one_line_error(invoke("train", "--config", bad, "--epochs", "1", "--out", tmp_path / "run"),
+                   f"{bad}: model.kind must be one of", "'pcfgg'")
+    tiny = ROOT / "configs" / "tiny.toml"
+    one_line_error(invoke("train", "--config", tiny, "--set", "run.device=tpu", "--out", tmp_path / "run"),
+                   "--set run.device=tpu: run.device must be auto, cpu, cuda or cuda:N, got 'tpu'")
+    one_line_error(invoke("train", "--config", tiny, "--device", "tpu", "--out", tmp_path / "run"), "--device tpu:")
+    assert not (tmp_path / "run").exists()
