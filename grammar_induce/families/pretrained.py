@@ -111,7 +111,8 @@ def _how(m: Pretrained) -> str:
         from .registry import family_of
 
         yields = family_of(m.kind).yields
-        return yields.search + ("; labels with --labels" if yields.labels else "")
+        return (yields.search + (f" (chart pruned by {m.prune})" if m.prune else "")
+                + ("; labels with --labels" if yields.labels else ""))
     how = f"layers {','.join(map(str, m.layers)) or 'middle'}, {m.decoder} decoder"
     if len(m.files) > 1:
         how += f", {m.combine}" + (f", right-branching voter {m.right_voter:g}" if m.right_voter else "")
