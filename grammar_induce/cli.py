@@ -71,7 +71,7 @@ def user_errors(command):
 
 def _terminate_on_sigterm() -> None:
     """SIGTERM unwinds like Ctrl-C (temporary files and folders are removed on the way out) and exits
-    143; training turns it into a stop after the current batch instead (train.py)."""
+    143; training turns it into a stop after the current batch instead (training/loop.py)."""
     import signal
     import threading
 

@@ -23,7 +23,7 @@ from .errors import UserError
 
 DIRECTIONS = ("forward", "backward")
 PRECISIONS = ("fp32", "bf16", "auto")  # see runtime/precision.py
-TOKENIZERS = ("whitespace", "jieba", "char", "treebank")  # see data.Tokenizer
+TOKENIZERS = ("whitespace", "jieba", "char", "treebank")  # see text/tokenizer.py: Tokenizer
 SEED = 141  # the paper's: the seed of every training (a model, a student) unless one is given
 
 

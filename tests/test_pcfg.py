@@ -435,3 +435,17 @@ def test_chart_constraints_from_a_student_prune_a_shipped_grammars_parse_and_kee
     assert all(t.leaves() == line.split() for t, line in zip(strict.parse_many(lines), lines))
     with pytest.raises(SettingError, match="has no span marginals to prune a chart with"):
         gi.load("ptb-pcfg", prune="ptb")
+
+
+def test_a_run_stopped_by_steps_inside_an_epoch_records_the_fields_an_epochs_end_does(tmp_path):
+    """issue 82, point 3: one epoch end for whole and partial epochs: the partial record has every field of a whole
+    one (the recipe's own, the PCFG's `longest`, among them) and the partial marks, and best.pt is kept alike."""
+    import json
+
+    whole = train(pcfg_config(epochs=1), tmp_path / "whole", **QUIET)
+    train(pcfg_config(epochs=1, max_steps=2), tmp_path / "part", **QUIET)
+    full = json.loads((tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()[0])
+    partial = json.loads((tmp_path / "part" / "metrics.jsonl").read_text().splitlines()[0])
+    assert "longest" in full and set(partial) == set(full) | {"partial", "stopped_by"}
+    assert partial["stopped_by"] == "max_steps" and 0 < partial["partial"] < 1
+    assert (tmp_path / "part" / "best.pt").exists() and whole.best_valid_ppl is not None

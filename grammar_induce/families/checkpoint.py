@@ -41,9 +41,10 @@ class LoadedModel:
     source: str = ""  # the checkpoint file, for messages
     provenance: dict[str, Any] | None = None  # how it was made, where that is not the config (a student's teachers)
 
-    @property
+    @functools.cached_property
     def family(self) -> Family:
-        """Its family (what its readings yield, how messages name it), by the kind its config names."""
+        """Its family (what its readings yield, how messages name it), by the kind its config names (looked up
+        once)."""
         return registry.family_of(self.config.model.kind)
 
     @functools.cached_property

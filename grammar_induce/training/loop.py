@@ -278,31 +278,11 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     """Validate (with the weights the recipe validates: ASGD's averages once averaging runs), keep the best
     model, let the recipe change phase, write the metrics line and last.pt."""
     recipe, world, cfg = loop.recipe, loop.world, loop.config.run
-    validated = recipe.has("valid")
     with recipe.validation_weights(state.phase):
-        if validated:
-            val_loss = _validation_loss(loop)
-        else:
-            val_loss = stats["train_loss"]
-        if validated and recipe.score.diverged(val_loss):  # every process has rank 0's figure
-            _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}", f"after epoch {state.epoch}")
-        if recipe.score.keeps(val_loss, state.best) or not validated:
-            state.best = val_loss
-            if world.is_main:
-                _save_model(loop, loop.out_dir / "best.pt")
+        record, val_loss = _validate_and_record(loop, state, stats, f"after epoch {state.epoch}")
         if cfg.keep_epochs and world.is_main:
             _keep_snapshot(loop, state.epoch)
-    record = {
-        "epoch": state.epoch,
-        "train_loss": round(stats["train_loss"], 5),
-        **recipe.score.record(val_loss if validated else None),
-        "lr": recipe.lr,
-        "phase": state.phase,
-        "tokens_per_s": round(stats["tokens_per_s"], 1),
-        "seconds": round(stats["seconds"], 2),
-        **recipe.epoch_record(state.epoch, stats),
-    }
-    if validated:
+    if val_loss is not None:
         state.phase, change = recipe.after_validation(state.phase, state.val_history, val_loss)
         if change:
             loop.messages.say(f"epoch {state.epoch}: {change}")
@@ -322,21 +302,9 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
     a metrics line marked partial, and last.pt with the position, so that --resume finishes the epoch. The epoch
     count, the validation history and the optimizer phase stay as they were: a part of an epoch is not an epoch."""
     recipe, world = loop.recipe, loop.world
-    validated = recipe.has("valid")
-    val_loss = None
     with recipe.validation_weights(state.phase):
-        if validated:
-            val_loss = _validation_loss(loop)
-            if recipe.score.diverged(val_loss):
-                _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}",
-                                  f"in epoch {state.epoch}")
-        if (not validated or recipe.score.keeps(val_loss, state.best)) and world.is_main:
-            state.best = val_loss if validated else stats["train_loss"]
-            _save_model(loop, loop.out_dir / "best.pt")
-    record = {"epoch": state.epoch, "partial": round(stats["fraction"], 4), "stopped_by": loop.limited_by,
-              "train_loss": round(stats["train_loss"], 5), **recipe.score.record(val_loss), "lr": recipe.lr,
-              "phase": state.phase, "tokens_per_s": round(stats["tokens_per_s"], 1),
-              "seconds": round(stats["seconds"], 2)}
+        found, val_loss = _validate_and_record(loop, state, stats, f"in epoch {state.epoch}")
+    record = {"epoch": state.epoch, "partial": round(stats["fraction"], 4), "stopped_by": loop.limited_by, **found}
     if world.is_main:
         rundir.append_metrics(loop.out_dir / "metrics.jsonl", record)
     _save_last(loop, state)
@@ -345,6 +313,26 @@ def _end_partial_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) 
                       + (f" ({_figure(recipe.score.record(val_loss))} so far)" if val_loss is not None else "")
                       + "; last.pt keeps its place and --resume finishes it")
     return record
+
+
+def _validate_and_record(loop: _Loop, state: TrainState, stats: dict[str, float], when: str
+                         ) -> tuple[dict[str, Any], float | None]:
+    """An epoch's end, whole or partial, alike (under the recipe's validation weights): validate (None where the
+    recipe has no held-out text), stop on a diverged figure (every process has rank 0's), keep best.pt where the
+    weights are the best yet (state.best on every rank, the file written by the main one), and the metrics record
+    with the recipe's own fields."""
+    recipe = loop.recipe
+    val_loss = _validation_loss(loop) if recipe.has("valid") else None
+    if val_loss is not None and recipe.score.diverged(val_loss):
+        _stop_on_bad_loss(loop, state, f"the validation loss became {val_loss:.4g}", when)
+    if val_loss is None or recipe.score.keeps(val_loss, state.best):
+        state.best = stats["train_loss"] if val_loss is None else val_loss
+        if loop.world.is_main:
+            _save_model(loop, loop.out_dir / "best.pt")
+    record = {"epoch": state.epoch, "train_loss": round(stats["train_loss"], 5), **recipe.score.record(val_loss),
+              "lr": recipe.lr, "phase": state.phase, "tokens_per_s": round(stats["tokens_per_s"], 1),
+              "seconds": round(stats["seconds"], 2), **recipe.epoch_record(state.epoch, stats)}
+    return record, val_loss
 
 
 def _figure(record: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """The fast recurrence engine: one ON-LSTM layer over a whole sequence as one autograd Function.
 
-onlstm.py writes the cell as the paper does (`paper_layer`, one step at a time through autograd);
+families/onlstm/model.py writes the cell as the paper does (`paper_layer`, one step at a time through autograd);
 this module computes the same function fast. The input projection of all steps is one matrix
 product (done by the caller, or under bf16 training with the layer: `recurrence_with_input_map`), the
 hidden-to-hidden weight gradient one matrix product per batch, the per-step products run on the hidden map laid out
