@@ -61,6 +61,9 @@ class ModelSpec:
             if entry is None and not Path(spec).exists():
                 raise pretrained.unknown(spec)
         paths = tuple(path for spec, entry in found for path in (entry.paths if entry else [Path(spec)]))
+        shadowed = tuple(f"{spec}: the file of that name here is read, not the shipped model {spec} (a path wins over "
+                         f"a name; write ./{spec} to mean the file without this note)" for spec, entry in found
+                         if entry is None and str(spec) in pretrained.catalogue() and "/" not in str(spec))
         if len(found) == 1 and found[0][1] is not None:
             entry = found[0][1]
             return cls(paths, entry.layers, entry.decoder, entry.combine, entry.right_voter, prune=entry.prune)
@@ -68,7 +71,7 @@ class ModelSpec:
         note = (f"{', '.join(named)}: {'its' if len(named) == 1 else 'their'} own parse settings (layers, decoder, "
                 "combiner) apply to a name alone; in this ensemble every member parses with the defaults or the "
                 "options given")
-        return cls(paths, notes=(note,) if named else ())
+        return cls(paths, notes=((note,) if named else ()) + shadowed)
 
 
 class Parser:

@@ -201,3 +201,12 @@ def test_the_spacy_component_parses_a_one_word_sentence():
     nlp.add_pipe("grammar_induce", config={"model": pretrained.DEFAULT_MODEL})
     doc = nlp("Thanks")
     assert [s._.parse_string for s in doc.sents] == ["(X Thanks)"]
+
+
+def test_a_file_named_like_a_shipped_model_is_read_with_a_note(tmp_path, monkeypatch):
+    """issue 81, class 14: a path wins over a name, and says so; ./NAME means the file without a note."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "en").write_bytes(pretrained.catalogue()["ptb"].paths[0].read_bytes())
+    done = CliRunner().invoke(main, ["parse", "--model", "en", "a b c"])
+    assert done.exit_code == 0 and "note: en: the file of that name here is read, not the shipped model en" in done.stderr
+    assert "note:" not in CliRunner().invoke(main, ["parse", "--model", "./en", "a b c"]).stderr

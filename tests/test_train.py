@@ -442,8 +442,8 @@ def test_resume_refuses_a_last_pt_of_another_kind_than_the_run(tmp_path):
     (run / "last.pt").write_bytes((pcfg / "last.pt").read_bytes())
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"}
     result = invoke("train", "--out", run, "--resume", "--quiet")
-    message = one_line_error(result, "holds a pcfg model, but the run in")
-    assert "is a onlstm run (config.toml)" in message
+    message = one_line_error(result, "holds a TN-PCFG (pcfg), but the run in")
+    assert "trains an ON-LSTM language model (onlstm) (config.toml)" in message  # issue 81, class 14: no "a onlstm"
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
 
 

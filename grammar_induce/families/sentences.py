@@ -50,7 +50,7 @@ class SentenceTrainConfig(TrainConfig):
 
     def validate(self) -> None:
         super().validate()
-        at_least(1, "train", self, "max_length")
+        at_least(2, "train", self, "max_length")  # one word has no binary rule to train
         at_least(0, "train", self, "start_length", "length_step", "focus_strength", "focus_right")
         for key, allowed in (("focus_mode", focus.MODES), ("focus_by", focus.COUNTS)):
             if getattr(self, key) not in allowed:

@@ -196,6 +196,14 @@ def _note_changed_text(was: Config, config: Config, saved: TrainState | None, me
                       "in the new text, and the rest of the old text's epoch is not trained")
 
 
+def _described(kind: str) -> str:
+    """A model kind as messages name it (`an ON-LSTM language model (onlstm)`), or as written if unknown."""
+    try:
+        return f"{registry.family_of(kind).description} ({kind})"
+    except ConfigError:
+        return f"a model of kind {kind!r}"
+
+
 def resume_config(out_dir: Path) -> dict[str, Any]:
     """The config a run was started with, as a raw dict, for --resume (`train` refuses a last.pt not the run's own)."""
     rundir.check(out_dir, resume=True, force=False)
@@ -212,5 +220,6 @@ def _check_its_own(payload: dict[str, Any], out_dir: Path) -> None:
         return  # no config of the folder's own to hold it against
     theirs = payload.get("config", {}).get("model", {}).get("kind", "onlstm")
     if theirs != kind:
-        raise InputError(f"{out_dir / 'last.pt'}: holds a {theirs} model, but the run in {out_dir} is a {kind} run "
-                         f"(config.toml): --resume goes on only from the run's own last.pt (was it copied here?)")
+        raise InputError(f"{out_dir / 'last.pt'}: holds {_described(theirs)}, but the run in {out_dir} trains "
+                         f"{_described(kind)} (config.toml): --resume goes on only from the run's own last.pt (was it "
+                         "copied here?)")
