@@ -47,6 +47,21 @@ def student(tiny_run, tiny_backward_run, tmp_path_factory):
     return folder / "out"
 
 
+def interrupt_in_epoch_2(monkeypatch) -> None:
+    """Ctrl-C as the second epoch's agreement is measured (a run of two epochs stops inside its second)."""
+    from grammar_induce.workflows import distillation
+
+    agreement, calls = distillation.agreement_with, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return agreement(*args, **kwargs)
+
+    monkeypatch.setattr(distillation, "agreement_with", interrupted)
+
+
 def test_the_command_line_distills(tiny_run, tmp_path):
     train = lines("train.txt", 20, tmp_path)
     result = cli("distill", "--model", tiny_run / "best.pt", "--train", train, "--valid", train, "--out", tmp_path / "s",
@@ -202,7 +217,6 @@ def test_a_failed_start_leaves_no_folder(tiny_run, tmp_path):
 def test_an_interrupted_distillation_keeps_the_old_student_and_resumes_to_the_same_student(tiny_run, tmp_path,
                                                                                           monkeypatch):
     from grammar_induce.families import checkpoint
-    from grammar_induce.workflows import distillation
 
     text = small_text(tmp_path)
     whole = gi.distill(tiny_run / "best.pt", train=text, valid=text, out=tmp_path / "whole", log=lambda s: None,
@@ -211,16 +225,7 @@ def test_an_interrupted_distillation_keeps_the_old_student_and_resumes_to_the_sa
     gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, log=lambda s: None, **{**SMALL_STUDENT, "seed": 7})
     old = {name: (out / name).read_bytes() for name in ("best.pt", "distill.jsonl")}
 
-    calls = []
-    agreement = distillation.agreement_with
-
-    def interrupted_in_epoch_2(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return agreement(*args, **kwargs)
-
-    monkeypatch.setattr(distillation, "agreement_with", interrupted_in_epoch_2)
+    interrupt_in_epoch_2(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         gi.distill(tiny_run / "best.pt", train=text, valid=text, out=out, force=True, log=lambda s: None, **SMALL_STUDENT)
     monkeypatch.undo()
@@ -320,15 +325,7 @@ def test_soft_targets_are_the_teachers_marginals_kept_with_the_targets_and_a_res
         return loss(self, tokens, lengths, kept, marginals, weight)
 
     monkeypatch.setattr(SpanParser, "loss", recording)
-    agreement, calls = distillation.agreement_with, []
-
-    def interrupted_in_epoch_2(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return agreement(*args, **kwargs)
-
-    monkeypatch.setattr(distillation, "agreement_with", interrupted_in_epoch_2)
+    interrupt_in_epoch_2(monkeypatch)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         gi.distill(source, train=text, valid=text, out=out, log=None, **soft)
