@@ -10,6 +10,7 @@ from grammar_induce.errors import InputError
 from grammar_induce.text.treebank import TagFilter, parse_bracketed, preprocess, read_gold
 
 from .conftest import (
+    ROOT,
     TREE_ALPHABET,
     invoke,
 )
@@ -165,3 +166,18 @@ def test_a_valid_gold_tree_nested_past_nltks_limit_is_read_and_scored(tmp_path):
 def test_a_malformed_bracketed_tree_says_what_is_wrong_where(text, message):
     with pytest.raises(InputError, match=f"x.mrg:3: (malformed tree \\()?{message}"):
         parse_bracketed(text, "x.mrg:3")
+
+
+def test_gold_heads_are_found_only_when_asked_for():
+    """issue 82, point 4: reading gold trees loads no head rules; a tree's heads are found on first use."""
+    import subprocess
+    import sys
+
+    from grammar_induce.text.treebank import TagFilter, read_gold
+
+    gold_file = ROOT / "grammar_induce" / "resources" / "synthetic" / "test.trees"
+    code = ("import sys; from grammar_induce.text.treebank import TagFilter, read_gold; "
+            f"read_gold({str(gold_file)!r}, TagFilter()); print('grammar_induce.text.heads' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    first = read_gold(str(gold_file), TagFilter())[0][0]
+    assert len(first.heads) == len(first.words) and first.heads.count(0) == 1

@@ -7,19 +7,19 @@ The result is an unlabeled tree (see `trees`) over the kept words.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from .. import trees
 from ..errors import InputError
 from ..files import read_lines
 from ..messages import Messages, clipped, plural
 from ..trees import Tree, leaves
-from .heads import dependency_heads
 
 # The 36 word tags of the paper's code; every other tag is dropped.
 PTB_WORD_TAGS = frozenset(
@@ -64,8 +64,17 @@ class GoldTree:
     words: list[str]  # kept words, as in the file
     tree: Tree  # unlabeled, over `words`
     labels: tuple[tuple[int, int, str], ...] = ()  # (start, end, category) of every constituent kept, unary chains too
-    heads: tuple[int, ...] = ()  # each word's dependency head by Collins' head rules (text/heads.py), 0 the root
     dropped: tuple[str, ...] = ()  # the leaves the tag filter left out by name ($, #, quotes, traces), as in the file
+    labelled: Any = field(default=None, repr=False, compare=False)  # the tree as read (nltk), for its heads
+    tags: TagFilter | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def heads(self) -> tuple[int, ...]:
+        """Each word's dependency head by Collins' head rules (text/heads.py), 0 the root: found when first asked
+        for (evaluate --deps), not at every read."""
+        from .heads import dependency_heads
+
+        return tuple(dependency_heads(self.labelled, self.tags.keeps, category))
 
     def categories(self) -> dict[tuple[int, int], str]:
         """Each constituent of two or more words with its category (a unary chain's outermost: S over VP is S)."""
@@ -105,8 +114,7 @@ def read_gold(spec: str, tags: TagFilter, skip_bad: bool = False,
             skipped.append((position, source, "no words once traces and punctuation are left out"))
             continue
         gold.append(GoldTree(source, leaves(kept), kept, labelled_spans(tree, tags),
-                             dependency_heads(tree, tags.keeps, category),
-                             tuple(word for word, tag in tagged if tags.drops_by_name(tag))))
+                             tuple(word for word, tag in tagged if tags.drops_by_name(tag)), tree, tags))
     warning = _filter_warning(spec, tags, tag_counts)
     if not gold:
         raise InputError(f"{spec}: no gold trees with words in them" + (f"; {warning}" if warning else ""))

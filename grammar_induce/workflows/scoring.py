@@ -20,7 +20,6 @@ from ..inference.maps import Calibration, Fitted
 from ..messages import Messages, plural, progress_bar
 from ..metrics import SpanMetric
 from ..output.evaluation import Report
-from ..text.heads import attachment, chain
 from ..text.predicted import onto_gold, predicted_trees
 from ..text.treebank import GoldTree, TagFilter, read_gold
 
@@ -62,10 +61,13 @@ def label_recall(predicted: list, gold: list[GoldTree]) -> dict[str, tuple[int, 
     return {label: (hit, total) for label, (hit, total) in found.items()}
 
 
-def dependency_scores(name: str, heads: list[list[int]], gold: list[GoldTree]) -> dict[str, tuple[float, float]]:
-    """The model's row and the left- and right-chain baselines', (directed, undirected)."""
+def dependency_scores(rows: dict[str, list[list[int]]], gold: list[GoldTree]) -> dict[str, tuple[float, float]]:
+    """Each row's heads' attachment scores (directed, undirected), and the left- and right-chain baselines'; the
+    head rules (text/heads.py) are loaded here, for --deps alone."""
+    from ..text.heads import attachment, chain
+
     truth = [g.heads for g in gold]
-    return {name: attachment(heads, truth),
+    return {**{name: attachment(heads, truth) for name, heads in rows.items()},
             "left chain": attachment([chain(len(g.words), leftward=True) for g in gold], truth),
             "right chain": attachment([chain(len(g.words), leftward=False) for g in gold], truth)}
 
@@ -134,11 +136,10 @@ def _dependency_rows(models: list, readings: list[list], gold: list[GoldTree]) -
     if not family.yields.heads:
         raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({family.description}) "
                          "has none: a StructFormer (model.kind = \"structformer\") has them")
-    rows = dependency_scores(f"{family.name} heads (tree)", [p.heads for p in readings[k]], gold)
+    rows = {f"{family.name} heads (tree)": [p.heads for p in readings[k]]}
     if readings[k] and readings[k][0].argmax_heads is not None:  # the paper's: each word's best head alone
-        rows = {f"{family.name} heads (argmax)": attachment([p.argmax_heads for p in readings[k]],
-                                                          [g.heads for g in gold]), **rows}
-    return rows
+        rows = {f"{family.name} heads (argmax)": [p.argmax_heads for p in readings[k]], **rows}
+    return dependency_scores(rows, gold)
 
 
 def _confident_brackets(members: Members, readings: list[list], predicted: list[trees.Tree], gold: list[GoldTree]
