@@ -449,3 +449,16 @@ def test_a_run_stopped_by_steps_inside_an_epoch_records_the_fields_an_epochs_end
     assert "longest" in full and set(partial) == set(full) | {"partial", "stopped_by"}
     assert partial["stopped_by"] == "max_steps" and 0 < partial["partial"] < 1
     assert (tmp_path / "part" / "best.pt").exists() and whole.best_valid_ppl is not None
+
+
+def test_the_grammar_for_parsing_is_built_once_until_the_weights_change():
+    """issue 80: parsing builds the grammar's MLPs and softmaxes once, not every batch; a step of training (a new
+    version of a weight) builds it again."""
+    model = TNPCFG(30, PCFGConfig(kind="pcfg", nonterminals=3, preterminals=4, rank=5, symbol_dim=8))
+    first = model.built_grammar()
+    assert model.built_grammar() is first
+    assert torch.equal(first.emission, model.grammar().emission.detach())
+    with torch.no_grad():
+        model.term_emb.add_(1.0)
+    again = model.built_grammar()
+    assert again is not first and not torch.equal(again.emission, first.emission)

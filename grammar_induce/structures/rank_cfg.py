@@ -204,7 +204,7 @@ def _on_kept(product: Callable[[Tensor], Tensor], x: Tensor, kept: Tensor | None
         return product(x)
     rows = kept.nonzero(as_tuple=True)  # read back to the host: the constraints are for a CPU's parse
     found = product(x[rows])  # (kept, width)
-    out = found.new_zeros(*x.shape[:2], width)
+    out = found.new_zeros(*x.shape[:2], width)  # zero: the tensor-op sums multiply every row, by a weight 0 here
     out[rows] = found
     return out
 
@@ -213,14 +213,16 @@ def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None, kept: Ten
              ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """x and the log scale of every span of width w: sum over split points d of L[i, i+d] * R[i+d, i+w] (in C with
     `sums`, else as a few tensor ops over every split point at once); and the split points' weights and the norm that
-    x was divided by (constants, for `_outside`). A span the chart constraints leave out (`kept` False) has no
-    split point (its weights zero: the C sums skip them), so x 0."""
+    x was divided by (constants, for `_outside`). Under chart constraints a split point weighs 0 where the span or
+    either child is left out (the C sums skip it): x is 0 for a span left out, and its values as children are never
+    computed (`_on_kept`: zeros)."""
     starts = n - w + 1
     scales = _split_points(chart.scale, w, starts, 1) + _split_points(chart.scale, w, starts, 0)
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
     if kept is not None:
-        weights = weights * kept[..., None]
+        weights = weights * (kept[..., None] & _split_points(chart.kept, w, starts, 1)
+                             & _split_points(chart.kept, w, starts, 0))
     if sums:
         x = sums.combine(weights, w, chart.left[1].shape[2])
     elif _at_once(weights):  # (left * weight) * right, in float32 as the children's products are promoted
@@ -335,7 +337,7 @@ class _Inside(torch.autograd.Function):
         rank, n = root.shape[0], first.shape[1]
         rounded = _rounded(to_children, products)  # once, not per width
         sums = native.Inside(n) if native.usable(root, first) else None
-        chart.kept += [None, None]
+        chart.kept += [None, None if keep is None else torch.ones_like(first[..., 0], dtype=torch.bool)]  # words
 
         def add_children(w: int, both: Tensor | None) -> None:  # width w's values as a left and a right child
             chart.left.append(None if both is None else both[..., :rank])

@@ -84,6 +84,16 @@ class TNPCFG(ModelKind):
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_normal_(p)
+        self._built: tuple[tuple, Grammar] | None = None  # see built_grammar
+
+    def built_grammar(self) -> Grammar:
+        """The grammar for parsing, built once for as long as the weights are unchanged (its MLPs and the emission's
+        softmax over the vocabulary are a tenth of a parse when built again for every batch)."""
+        stamp = tuple((p.data_ptr(), p._version) for p in self.parameters())  # a step of training changes a version
+        if self._built is None or self._built[0] != stamp:
+            with torch.no_grad():
+                self._built = (stamp, self.grammar())
+        return self._built[1]
 
     def grammar(self) -> Grammar:
         symbols = self.symbol_emb
@@ -122,7 +132,7 @@ class TNPCFG(ModelKind):
         parsed in pieces of at most PARSE_LIMIT words (as near equal as can be), their trees joined by a balanced
         tree (its nodes unlabelled), so that no tree is deeper than a piece's and a few levels. The rows are
         `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
-        g = self.grammar()
+        g = self.built_grammar()
         cuts = [_pieces(len(w)) for w in words]
         pieces = [(k, start, end) for k, bounds in enumerate(cuts) for start, end in bounds]
         pieces.sort(key=lambda piece: piece[2] - piece[1])
