@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Rebuild the shipped Chinese model `zh` (issues 38 and 69) from the teacher kept in teachers/, without retraining: a
+# Rebuild the shipped Chinese models `zh` (issues 38 and 69) and `zh-pcfg` (issue 79) from the teacher kept in
+# teachers/, without retraining: `zh-pcfg` is that teacher repacked; `zh` is a
 # span-parser student distilled from a TN-PCFG trained from scratch on the CTB 5.1 training sentences by
 # parse-focusing toward the trees of the zh of 2026-12-04 (teachers/zh-pcfg-focused.pt, configs/pcfg-ctb-focus.toml:
 # 10 epochs, about an hour of one CPU thread, the epoch kept by held-out likelihood; FOCUSED=1 trains it again,
@@ -27,3 +28,6 @@ grammar-induce distill --model "$focused" --train "$ctb/train.txt" --valid "$out
     --precision auto --epochs 2 --emb-size 100 --force
 python scripts/pack_pretrained.py --language zh --student "$out/zh-student/best.pt" --gold "$ctb/dev.trees" \
     --log "$out/pack-zh.json"
+# zh-pcfg (issue 79): the focused grammar itself, its chart pruned by the zh just packed, its label map from CTB dev
+python scripts/pack_pretrained.py --language zh --pcfg "$focused" --gold "$ctb/dev.trees" --valid "$out/ctb-dev.txt" \
+    --log "$out/pack-zh-pcfg.json"
