@@ -514,7 +514,8 @@ def rank(model_names, input_path, layers, decoder, batch_size, precision, device
     members = standings(parser.models, lines, parser.options)
     models = members.models
     click.echo(standings_table([shown(m.source) for m in models], [m.config.model.kind for m in models],
-                               members.options.layers, [m.family.yields.own_trees for m in models], members.standings))
+                               members.options.layers, [m.family.yields.own_trees for m in models], members.standings,
+                               members.options.decoder))
 
 
 def _unused_in_parse(parser, fmt: str) -> None:

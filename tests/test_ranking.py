@@ -134,7 +134,8 @@ def test_rank_takes_a_shipped_pair_and_says_how_to_fix_its_choice(tmp_path):
     assert ranked.exit_code == 0, ranked.output
     fixed = ranked.output.strip().splitlines()[-1]
     assert fixed.startswith("to parse with these, whatever the text: --layer ")
-    weights = fixed.split("--weights ")[1]
+    weights = fixed.split("--weights ")[1].split()[0]
     assert max(float(w) for w in weights.split(",")) == 1.0
+    assert fixed.endswith(" --decoder gap")  # issue 81, class 12: its decoder too (ptb-pair's own)
     again = invoke("parse", "--model", "ptb-pair", *fixed.split(": ", 1)[1].split(), "the old man saw a dog .")
     assert again.exit_code == 0 and again.output.count("(") == 6

@@ -29,9 +29,9 @@ def agreement_table(agreement: dict[str, SpanMetric]) -> str:
 
 
 def standings_table(names: Sequence[str], kinds: Sequence[str], layers: Sequence[int], own_trees: Sequence[bool],
-                    standings: Sequence[Standing]) -> str:
+                    standings: Sequence[Standing], decoder: str | None = None) -> str:
     """`rank`'s table: a row per model (its name, kind, the layer it parses with, shown as - for one that yields its
-    own trees), the best first; then how to parse with these layers and weights whatever the text."""
+    own trees), the best first; then how to parse with these layers, weights and decoder whatever the text."""
     rows = [("rank", "model", "kind", "layer", "agreement", "right-branching", "lead", "weight")]
     order = sorted(range(len(names)), key=lambda k: -standings[k].lead)
     for place, k in enumerate(order, 1):
@@ -44,5 +44,5 @@ def standings_table(names: Sequence[str], kinds: Sequence[str], layers: Sequence
               "right-branching: the same of right-branching trees; lead: the difference; weight: the lead, the best "
               "model's 1 (what --weights auto gives)")
     fixed = " ".join(f"--layer {layer}" for layer in layers) + " --weights " + ",".join(
-        f"{s.weight:.3f}" for s in standings)
+        f"{s.weight:.3f}" for s in standings) + (f" --decoder {decoder}" if decoder else "")
     return "\n".join([*lines, legend, f"to parse with these, whatever the text: {fixed}"])
