@@ -480,7 +480,7 @@ def samples(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = N
     if len(spec.paths) != 1:
         raise SettingError("model", f"{model}: names {len(spec.paths)} models; sentences are drawn from one PCFG")
     loaded = checkpoint.load(spec.paths[0])
-    if not hasattr(loaded.model, "grammar"):
+    if not loaded.family.yields.grammar:
         raise SettingError("model", f"{model}: {loaded.family.description} is not a grammar to draw sentences from "
                            "(a PCFG is: model.kind = \"pcfg\")")
     with torch.no_grad():

@@ -30,6 +30,7 @@ class Yields:
     # ensemble adds and a student learns as soft targets
     marginals: bool = False
     prunable: bool = False  # read(..., keep=...) runs its search over chart constraints' spans alone (a PCFG's)
+    grammar: bool = False  # its model has `grammar()`: rules to show (`grammar-induce grammar`) and draw from (`sample`)
     heads: bool = False  # dependency heads (Reading.heads)
     decoder: str = "paper"  # the decoder its distances are read with unless one is asked for
     search: str = ""  # a family that yields trees: how it finds them ("CKY"), for its evaluation row and notes

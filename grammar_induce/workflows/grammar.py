@@ -118,7 +118,7 @@ def read_grammar(members: Members, text: Iterable[str] | None = None, text_name:
     """The report of the one PCFG among `members`: its symbols with `top` rules or words each; usage and spans on
     `text` (lines); best matches on the trees of `gold`."""
     loaded = members.models[0]
-    if len(members.models) != 1 or not hasattr(loaded.model, "grammar"):
+    if len(members.models) != 1 or not loaded.family.yields.grammar:
         raise SettingError("model", "grammar reads one induced PCFG (model.kind = \"pcfg\"), not "
                            + (f"an ensemble of {len(members.models)}" if len(members.models) > 1
                               else loaded.family.description))

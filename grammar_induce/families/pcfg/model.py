@@ -220,7 +220,7 @@ LONGER_LINES = "parsed them in pieces of at most that many words, joined by a ba
                "the square of the length)"
 FAMILY = Family(
     "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, PCFGTrainConfig,
-    Yields(own_trees=True, labels=True, confidence=True, marginals=True, prunable=True, search="MBR CKY over span marginals",
+    Yields(own_trees=True, labels=True, confidence=True, marginals=True, prunable=True, grammar=True, search="MBR CKY over span marginals",
            longest=(PARSE_LIMIT, LONGER_LINES)),
     recipe=SentenceRecipe,
     bf16_parts="the rank-space products (leaves and every span's children) in bfloat16",
