@@ -301,6 +301,11 @@ class ConfigReader:
         return value
 
     def _build_section(self, name: str, values: dict[str, Any], source: str, family: Sections) -> Any:
+        moved = [key for key in values if name == "train" and key in RUN_KEYS
+                 and key not in {f.name for f in dataclasses.fields(sections_of(family)[name])}]
+        if len(moved) > 1:  # an old layout: every moved key at once, not one a run
+            raise ConfigError(f"{source}: " + ", ".join(f"train.{key}" for key in moved) + " are keys of [run] now (the "
+                              "loop's keys have their section): write " + ", ".join(f"run.{key}" for key in moved))
         for key, value in values.items():
             try:
                 values[key] = self.checked_value(name, key, value, family)

@@ -219,3 +219,14 @@ def test_the_loops_keys_are_one_section_of_their_own_and_a_saved_config_with_the
     assert {"run.epochs", "run.max_minutes", "run.precision", "run.device"} <= allowed and "run.seed" not in allowed
     assert C.resume_changes(saved, dataclasses.replace(saved, run=dataclasses.replace(saved.run, seed=1))) == \
         [("run.seed", 9, 1)]
+
+
+def test_an_old_layout_with_several_loop_keys_in_train_names_them_all_at_once(tmp_path):
+    """issue 81, class 12: every key of [run] written under [train] in one message, not one a run."""
+    from grammar_induce.families import registry
+
+    old = tmp_path / "old.toml"
+    old.write_text('[train]\nepochs = 3\nseed = 5\nlr = 20.0\n')
+    with pytest.raises(ConfigError, match=r"old.toml: train.epochs, train.seed are keys of \[run\] now .*: write "
+                                          r"run.epochs, run.seed$"):
+        registry.CONFIGS.from_dict(C.read_toml(old), str(old))
