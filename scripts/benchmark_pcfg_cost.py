@@ -72,13 +72,14 @@ print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss 
 FLOOR = """
 import json, sys, time, torch
 import grammar_induce as gi
-from grammar_induce.inference.pruning import Pruning
+from grammar_induce.inference.members import token_rows
 lines = [l.split() for l in open(sys.argv[1]).read().splitlines()[: int(sys.argv[2])] if l.split()]
 options = json.loads(sys.argv[3])
 parser = gi.load("ptb-pcfg", **options)
 pruning = parser.options.pruning
 rank = parser.models[0].model.grammar().head.shape[1]
-kept = [int(pruning.keep([s])[0].triu(2).sum()) if pruning else len(s) * (len(s) - 1) // 2 for s in lines]
+kept = [int(pruning.keep([s], token_rows(pruning.pruner, [s]))[0].triu(2).sum()) if pruning
+        else len(s) * (len(s) - 1) // 2 for s in lines]
 # per sentence: its leaves (n x T x 2r) and, per kept span, the children product (r x 2r) and the outside's (2r x r)
 a, b = torch.randn(4096, rank).bfloat16(), torch.randn(rank, 2 * rank).bfloat16()
 start = time.perf_counter()

@@ -20,10 +20,10 @@ from ..messages import plural
 from ..metrics import SpanMetric
 from ..trees import Tree
 from .maps import Calibration, LabelMap
-from .pruning import Pruning
 
 if TYPE_CHECKING:
     from ..families.checkpoint import LoadedModel
+    from .pruning import Pruning  # a model inside: torch
 
 
 @dataclass(frozen=True, kw_only=True)

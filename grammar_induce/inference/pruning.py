@@ -35,13 +35,11 @@ class Pruning:
         if not 0 <= self.threshold < 1:
             raise SettingError("prune_threshold", f"must be at least 0 and below 1, not {self.threshold!r}")
 
-    def keep(self, words: Sequence[Sequence[str]]) -> list[Tensor]:
+    def keep(self, words: Sequence[Sequence[str]], tokens: Tensor) -> list[Tensor]:
         """Each sentence's chart constraints, (n+1, n+1) booleans ([i, j]: the span of words i..j-1 may be used),
-        from the pruner's reading of `words` (sorted by length, the longest last, as a batch is). A sentence the
-        pruner reads without marginals (past its exact search's length) keeps every span."""
-        from .members import token_rows  # the member path's rows, for the pruner's own vocabulary
-
-        tokens = token_rows(self.pruner, [list(w) for w in words])
+        from the pruner's reading of `words` (sorted by length, the longest last, as a batch is; `tokens`: their rows
+        in the pruner's vocabulary, as the member path makes them). A sentence the pruner reads without marginals
+        (past its exact search's length) keeps every span."""
         found = []
         for reading in self.pruner.model.read(tokens, words, None, None, marginals=True):
             n = len(reading.words)
