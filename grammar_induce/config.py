@@ -116,11 +116,14 @@ class RunConfig:
             raise ConfigError(f"run.seed must be from 0 to {2**32 - 1}, got {self.seed}")
         at_least(0, "run", self, "max_steps", "max_minutes", "keep_epochs", "checkpoint_minutes")
         if not DEVICE.fullmatch(self.device):  # the kind of name: whether this machine has it is the run's to say
-            raise ConfigError(f"run.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+            kind = self.device.split(":")[0]
+            raise ConfigError(f"run.device {self.device}: " + (f"grammar-induce runs on cpu or cuda, not {kind}"
+                              if kind in OTHER_DEVICES else "expected auto, cpu, cuda or cuda:N"))
 
 
 RUN_KEYS = frozenset(f.name for f in dataclasses.fields(RunConfig))
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+OTHER_DEVICES = ("mps", "xpu", "xla", "hpu", "mtia", "meta", "ipu", "ve", "hip", "maia", "lazy", "vulkan")  # torch's
 
 
 def at_least(least: int, section: str, values: object, *names: str) -> None:

@@ -206,7 +206,7 @@ def test_a_student_trained_on_one_tree_per_sentence_reproduces_them():
         model.loss(tokens, lengths, kept).backward()
         optimizer.step()
     words = [[w for w in trees.leaves(t)] for t in targets]
-    assert [tree for tree, _ in model.trees(tokens, lengths, words)] == targets
+    assert [tree for tree, _, _ in model.trees(tokens, lengths, words)] == targets
 
 
 def test_the_students_long_line_search_is_the_greedy_split_without_a_chart(monkeypatch):
@@ -220,7 +220,7 @@ def test_the_students_long_line_search_is_the_greedy_split_without_a_chart(monke
         chart = student.span_scores(tokens, [25])[0]
     expected = trees.tree_of_splits(words, cky.greedy_splits(lambda i, j: float(chart[i, j]), 25))
     monkeypatch.setattr(cky, "EXACT_LIMIT", 10)
-    assert [tree for tree, _ in student.trees(tokens, [25], [words])] == [expected]
+    assert [tree for tree, _, _ in student.trees(tokens, [25], [words])] == [expected]
 
 
 def test_the_students_span_scores_are_the_projected_fencepost_differences():
