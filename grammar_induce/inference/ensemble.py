@@ -160,20 +160,14 @@ def _marginal_sum(sentences: list[list[Reading]], layers: list[int], options: Pa
     if sentences and not all(p.marginals is not None for p in sentences[0]):
         raise SettingError("combine", "marginals sums the members' span marginals, and a member has none (only a PCFG "
                            "and a distilled student have them): combine it with mbr")
-    import torch
-
     from ..structures.cky import best_trees
+    from ..structures.tree_crf import stacked
 
     if not sentences:
         return []
-    weights = torch.tensor(options.weights if isinstance(options.weights, tuple) and options.weights
-                           else [1.0] * len(sentences[0]))
-    lengths = [len(members[0].words) for members in sentences]
-    charts = torch.zeros(len(sentences), max(lengths) + 1, max(lengths) + 1)
-    for b, members in enumerate(sentences):
-        n = lengths[b] + 1
-        charts[b, :n, :n] = sum(w * p.marginals for w, p in zip(weights.tolist(), members)) / weights.sum()
-    return best_trees(charts, lengths, [members[0].words for members in sentences])
+    charts = stacked([mean_chart(members, options.weights) for members in sentences])
+    return best_trees(charts, [len(members[0].words) for members in sentences],
+                      [members[0].words for members in sentences])
 
 
 def _mean_gaps(sentences: list[list[Reading]], layers: list[int], options: ParseOptions) -> list[Tree]:
@@ -251,7 +245,8 @@ def _raw_confidences(members: list[Reading], layers: list[int], options: ParseOp
         voters = [p.tree(layer, options.distance, options.decoder) for p, layer in zip(members, layers)]
         own = options.weights if isinstance(options.weights, tuple) and options.weights else None
         if options.combine == "marginals":  # the ensemble's own chart: each span's weighted mean marginal
-            return marginal_shares(spans, members, options.weights)
+            chart = mean_chart(members, options.weights)
+            return {(i, j): float(chart[i, j]) for i, j in spans}
         voting = options.combine == "mbr"
         weights = list(own) if voting and own else [1.0] * len(voters)
         if voting and options.right_voter:
@@ -268,12 +263,11 @@ def vote_shares(spans: set[tuple[int, int]], voters: list[Tree], weights: Sequen
     return {span: sum(w for w, has in zip(weights, found) if span in has) / total for span in spans}
 
 
-def marginal_shares(spans: set[tuple[int, int]], members: list[Reading], weights: tuple[float, ...] | str
-                    ) -> dict[tuple[int, int], float]:
-    """Each span's weighted mean marginal over the members' charts."""
+def mean_chart(members: list[Reading], weights: tuple[float, ...] | str):
+    """The members' charts of span marginals (n+1, n+1), each weighed by its voting weight (1 each unless given),
+    averaged: the marginal-sum ensemble's chart, and a student's soft targets."""
     own = list(weights) if isinstance(weights, tuple) and weights else [1.0] * len(members)
-    total = sum(own) or 1.0
-    return {(i, j): sum(w * float(p.marginals[i, j]) for w, p in zip(own, members)) / total for i, j in spans}
+    return sum(w * p.marginals for w, p in zip(own, members)) / (sum(own) or 1.0)
 
 
 def layers_named(layers: Sequence[int], own_trees: Sequence[bool], sep: str = ",") -> str:

@@ -105,6 +105,15 @@ class TreeCRF:
         return TreeCRF(self.scores.masked_fill(forbidden, -1e9), self.lengths)
 
 
+def stacked(charts: Sequence[Tensor]) -> Tensor:
+    """(B, N+1, N+1) square charts of sentences of several lengths, padded with zeros (False) at their ends."""
+    size = max(c.shape[0] for c in charts)
+    found = charts[0].new_zeros(len(charts), size, size)
+    for b, c in enumerate(charts):
+        found[b, : c.shape[0], : c.shape[0]] = c
+    return found
+
+
 def span_values(chart: Tensor, tree: Tree) -> dict[tuple[int, int], float]:
     """`chart` (N+1, N+1) read at each span of two or more words of `tree` (the whole sentence too): a chart of
     span marginals gives the tree's spans their probabilities."""

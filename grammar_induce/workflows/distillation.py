@@ -29,7 +29,7 @@ from ..families.reading import Reading
 from ..families.student.recipe import SpanTargets
 from ..families.student.settings import EPOCHS_PER_ROUND
 from ..files import atomic_write, read_lines, refuse_overwriting
-from ..inference.ensemble import ParseOptions, combine, layers_named
+from ..inference.ensemble import ParseOptions, combine, layers_named, mean_chart
 from ..inference.members import Members, check_members, read_sentences, token_ids
 from ..inference.voting import span_votes
 from ..messages import Messages, plural
@@ -306,14 +306,8 @@ def targets_of(readings: list[list[Reading]], options: ParseOptions) -> Targets:
     found = combine(members, list(options.layers), options)
     confident = [_majority([p.tree(layer, options.distance, options.decoder) for p, layer in zip(column, options.layers)])
                  for column in members]
-    charts = [mean_marginals(column, options) for column in members] if options.marginals else None
+    charts = [mean_chart(column, options.weights).half() for column in members] if options.marginals else None
     return Targets([column[0].words for column in members], found, confident, charts)
-
-
-def mean_marginals(members: list[Reading], options: ParseOptions) -> torch.Tensor:
-    """The members' charts of span marginals, weighed by their voting weights (1 each unless given), in float16."""
-    weights = list(options.weights) if isinstance(options.weights, tuple) and options.weights else [1.0] * len(members)
-    return (sum(w * p.marginals for w, p in zip(weights, members)) / sum(weights)).half()
 
 
 def _majority(trees_of_members: list[Tree]) -> set[tuple[int, int]]:

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from ... import trees
 from ...structures.rank_cfg import RankSpaceCFG
-from ...structures.tree_crf import span_values
+from ...structures.tree_crf import span_values, stacked
 from ..family import Family, Yields
 from ..kind import ModelKind
 from ..reading import Reading
@@ -140,8 +140,8 @@ class TNPCFG(ModelKind):
         for part in self._parts(list(range(len(pieces))), [range(s, e) for _, s, e in pieces], g.head.shape[1]):
             lengths = [pieces[p][2] - pieces[p][1] for p in part]
             ids = torch.stack([_padded(tokens[k, 1 + s : 1 + e], max(lengths)) for k, s, e in map(pieces.__getitem__, part)])
-            constraints = None if keep is None else _constraints([keep[k][s : e + 1, s : e + 1]
-                                                                  for k, s, e in map(pieces.__getitem__, part)])
+            constraints = None if keep is None else stacked([keep[k][s : e + 1, s : e + 1]
+                                                             for k, s, e in map(pieces.__getitem__, part)])
             structure = self.structure(ids.to(self.device), lengths, products, g, keep=constraints)
             piece_words = [list(words[k][s:e]) for k, s, e in map(pieces.__getitem__, part)]
             best = structure.argmax(piece_words)  # MBR: the most expected spans
@@ -171,15 +171,6 @@ def _pieces(n: int) -> list[tuple[int, int]]:
     count = -(-n // PARSE_LIMIT)
     bounds = [round(k * n / count) for k in range(count + 1)]
     return list(itertools.pairwise(bounds))
-
-
-def _constraints(masks: list[Tensor]) -> Tensor:
-    """(B, n+1, n+1) the pieces' chart constraints padded with False."""
-    size = max(m.shape[0] for m in masks)
-    found = torch.zeros(len(masks), size, size, dtype=torch.bool)
-    for b, m in enumerate(masks):
-        found[b, : m.shape[0], : m.shape[0]] = m
-    return found
 
 
 def _padded(ids: Tensor, length: int) -> Tensor:

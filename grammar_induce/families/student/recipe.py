@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ...runtime.clipping import clip_and_step
+from ...structures.tree_crf import stacked
 from ..kind import ModelKind, count_parameters
 from ..recipe import EpochPosition, Recipe, Score, Step, TrainingText
 from ..sentences import epoch_order
@@ -38,12 +39,7 @@ class SpanTargets:
         """(B, N+1, N+1) the batch's charts of span marginals, padded with zeros (None: none)."""
         if self.marginals is None:
             return None
-        size = max(self.marginals[k].shape[0] for k in batch)
-        charts = torch.zeros(len(batch), size, size)
-        for b, k in enumerate(batch):
-            n = self.marginals[k].shape[0]
-            charts[b, :n, :n] = self.marginals[k].float()
-        return charts.to(device)
+        return stacked([self.marginals[k].float() for k in batch]).to(device)
 
 
 @dataclass
