@@ -180,6 +180,8 @@ class Parser:
         if confidence is not None:
             members = replace(members, options=replace(members.options, confidence=confidence))
         stream = not isinstance(lines, Sequence) if stream is None else stream
+        if messages is None and self.members.chooses:  # what `auto` chose, and on how many lines, stays with the parser
+            messages = self.messages
         results, summary = parse(members, self._checked(lines, PAUSE), workers=workers, all_layers=all_layers,
                                  agreement=agreement, messages=messages, stream=stream)
         if self.members.chooses and summary.members is not None:  # what `auto` chose holds for every later call
@@ -286,7 +288,7 @@ def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, dist
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise SettingError("batch_size", f"must be a whole number of at least 1, not {batch_size!r}")
     if right_voter is not None and not (isinstance(right_voter, (int, float)) and 0 <= right_voter < float("inf")):
-        raise SettingError("right_voter", f"must be a number of at least 0, not {right_voter!r}")
+        raise SettingError("right_voter", f"must be a finite number of at least 0, not {right_voter!r}")
     auto = layer == "auto"
     if layer is None or auto:
         layers = () if auto else spec.layers
@@ -377,6 +379,7 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     with. `log` is given each line of the training log, and each note as "note: ..." (None: silent). Ctrl-C (or
     SIGTERM) stops the run after the batch, saves last.pt, then takes effect: KeyboardInterrupt is raised.
     Returns the run's result (`out_dir`, `best_valid_ppl`, `test_ppl`, `epochs`); its model is `out`/best.pt."""
+    from .training.run import read_last
     from .workflows import train as run
 
     for setting, flag in (("resume", resume), ("force", force), ("quiet", quiet)):
@@ -396,11 +399,13 @@ def train(config: str | Path | None = None, out: str | Path | None = None, *, se
     if resume and config is not None:
         messages.note(f"{source} is not read: a resumed run goes on with the config it was started with "
                       f"({out / 'config.toml'}); settings and --set change what may change")
-    checked = _train_config(run.resume_config(out) if resume else None, source, settings or {}, overrides)
+    last = read_last(out) if resume else None  # read once: its config, then its weights and state
+    checked = _train_config(last["config"] if last else None, source, settings or {}, overrides)
     checked = _teachers_pinned_by_path(checked, resume)
     teachers = {name: _tree_maker(name, checked.run.device) for name in getattr(checked.train, "focus", ())
                 if _is_model(name)}
-    result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers)
+    result = run.train(checked, out, resume=resume, force=force, quiet=quiet, messages=messages, teachers=teachers,
+                       last=last)
     if result.stopped_by is not None:  # last.pt is saved: now the signal does what it would have (Ctrl-C raises
         signal.raise_signal(result.stopped_by)  # KeyboardInterrupt), so the caller's script does not carry on
     return result
@@ -446,9 +451,9 @@ def _setting_error(key: str, value: object, text: str) -> SettingError:
     """A bad value in `train`'s settings, in the API's words (`settings run.epochs must be positive`); the command
     line, whose flags it holds, names the flag (`--max-minutes -1: ...`)."""
     detail = text if text.startswith(f"{key} ") else f"{key}: {text}"
-    from .config import flag_of
+    from .config import flag_text
 
-    return SettingError("settings", detail, flag=f"{flag_of(key)} {value}:")
+    return SettingError("settings", detail, flag=f"{flag_text(key, value)}:")
 
 
 def sample(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = None,
@@ -525,7 +530,7 @@ def _is_model(name: str) -> bool:
 def _tree_maker(name: str, device: str):
     """A model teacher of `train.focus` as the training workflow takes it: loaded when it first parses (a run whose
     teacher's trees are all in the cache never loads it), parsing the training words as they are."""
-    from .families.focus import TreeMaker
+    from .training.teachers import TreeMaker
     from .text.corpus import file_hash
 
     spec = ModelSpec.resolve([name])

@@ -191,6 +191,12 @@ def flag_of(key: str) -> str:
     return "--" + key.rpartition(".")[2].replace("_", "-")
 
 
+def flag_text(key: str, value: object) -> str:
+    """The flag and value as typed: `--epochs 3`; a list as the flag repeated (`--focus a --focus b`)."""
+    values = value if isinstance(value, (list, tuple)) else (value,)
+    return " ".join(f"{flag_of(key)} {item}" for item in values)
+
+
 class ConfigReader:
     """Reads config files into the `Config` of their kind's family: `families` gives each kind's name its sections
     (families/registry.py makes the one the package uses, `registry.CONFIGS`), so this core module knows no family."""

@@ -192,6 +192,7 @@ def test_train_from_python_is_what_the_command_line_trains(tmp_path):
     ("combine", "bogus", "combine must be one of mbr, mean"),
     ("batch_size", 0, "batch_size must be a whole number of at least 1"),
     ("precision", "fp64", "precision must be one of fp32, bf16, auto"),
+    ("right_voter", float("inf"), "right_voter must be a finite number of at least 0, not inf"),
 ])
 def test_load_refuses_bad_settings_at_once(setting, value, message):
     with pytest.raises(SettingError, match=message):

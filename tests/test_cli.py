@@ -319,6 +319,25 @@ def test_options_that_do_nothing_are_noted(tiny_run, tiny_backward_run, tmp_path
     assert not (tmp_path / "pcfg").exists()
 
 
+def test_a_flag_is_named_as_typed_and_init_takes_a_shipped_name(tmp_path):
+    """Issue 81, class 12 and 14: a repeated flag is shown as typed, not as a Python tuple; a shipped name given to
+    --init is its model (named, not by its install path), a name of two files or of none is refused."""
+    tiny, pcfg = ("--config", TINY), ("--config", ROOT / "configs" / "pcfg-ptb.toml")
+    focused = invoke("train", *tiny, "--focus", "en", "--focus", "ptb", "--max-steps", "1", "--out", tmp_path / "a")
+    one_line_error(focused, "--focus en --focus ptb: train.focus is not read by an ON-LSTM")
+    init = invoke("train", *tiny, "--init", "ptb-pcfg", "--max-steps", "1", "--out", tmp_path / "b")
+    one_line_error(init, "--init ptb-pcfg: train.init is not read by an ON-LSTM")
+    student = invoke("train", *pcfg, "--init", "en", "--max-steps", "1", "--out", tmp_path / "c")
+    error = one_line_error(student, "train.init en: must be a model of the run's kind and sizes: it has model.kind = "
+                                    "'student', the run 'pcfg'")
+    assert "resources" not in error
+    one_line_error(invoke("train", *pcfg, "--init", "ptb-pair", "--max-steps", "1", "--out", tmp_path / "d"),
+                   "ptb-pair: names 2 models; train.init takes one")
+    one_line_error(invoke("train", *pcfg, "--init", "zz", "--max-steps", "1", "--out", tmp_path / "e"),
+                   "zz: no such checkpoint file, nor a model name (models: en, ")
+    assert not any((tmp_path / name).exists() for name in "abcde")
+
+
 def test_a_tilde_in_a_path_option_is_the_home_folder(tiny_run, tmp_path, monkeypatch):
     """`--input=~/x` reaches the tool with its `~` (the shell expands it only at a word's start): issue 70, class 14."""
     from .conftest import SYNTHETIC_GOLD, invoke

@@ -16,9 +16,11 @@ from nltk import Tree
 
 from grammar_induce import trees
 from grammar_induce.errors import InputError
-from grammar_induce.families import checkpoint, focus, sentences
-from grammar_induce.families.focus import HARD_FLOOR, SpanVotes, Teacher, TreeMaker
+from grammar_induce.families import checkpoint, sentences
+from grammar_induce.families.focus import HARD_FLOOR, SpanVotes, Teacher
 from grammar_induce.messages import Messages
+from grammar_induce.training import teachers as model_teachers
+from grammar_induce.training.teachers import TreeMaker
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET
@@ -119,7 +121,7 @@ def test_a_model_teachers_trees_are_made_once_in_chunks_and_read_back(tmp_path, 
     config = pcfg_config(epochs=1, max_steps=2)
     config = replace(config, data=replace(config.data, cache_dir=str(tmp_path / "cache")),
                      train=replace(config.train, focus=("teacher",)))
-    monkeypatch.setattr(focus, "CHUNK", 100)
+    monkeypatch.setattr(model_teachers, "CHUNK", 100)
     asked = []
 
     def parse(sentences):
@@ -161,7 +163,7 @@ def test_a_run_starts_from_a_trained_grammar_of_the_same_sizes_and_refuses_anoth
     for key, value in before.model.state_dict().items():
         assert torch.allclose(after.model.state_dict()[key], value, atol=1e-6), key
     other = replace(tuned, model=replace(config.model, rank=6))
-    with pytest.raises(InputError, match=rf"{start}: train.init must be a model of the run's kind and sizes: it has "
+    with pytest.raises(InputError, match=rf"train.init {start}: must be a model of the run's kind and sizes: it has "
                                          r"model.rank = 8, the run 6"):
         train(other, tmp_path / "other", **QUIET)
 
@@ -243,7 +245,7 @@ def test_a_resumed_focused_run_refuses_a_changed_teacher_and_a_damaged_cache_chu
     tree_file.write_text(original)
     train(more, tmp_path / "run", resume=True, **QUIET)
 
-    monkeypatch.setattr(focus, "CHUNK", 100)
+    monkeypatch.setattr(model_teachers, "CHUNK", 100)
     teachers = {"teacher": TreeMaker("pcfg", "a tiny teacher", lambda ws: [trees.right_branching(w) for w in ws])}
     modelled = replace(config, train=replace(config.train, focus=("teacher",)), run=replace(config.run, max_steps=1),
                        data=replace(config.data, cache_dir=str(tmp_path / "cache")))

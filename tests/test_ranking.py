@@ -125,6 +125,9 @@ def test_auto_chooses_on_the_same_lines_however_they_arrive_and_the_parser_keeps
     results, _ = gi.load(*models, weights="auto").run([lines[0]], messages=said)
     list(results)
     assert any("auto chose the voting weights on 1 line, all there were" in note for note in said.notes)
+    parser = gi.load(*models, weights="auto")
+    parser.parse(lines[0])  # a one-sentence call says it chose on one line where the notes are kept (issue 81, 12)
+    assert any("auto chose the voting weights on 1 line, all there were" in note for note in parser.messages.notes)
 
 
 def test_rank_takes_a_shipped_pair_and_says_how_to_fix_its_choice(tmp_path):

@@ -16,17 +16,14 @@ by a weight (structures/rank_cfg.py's `span_bias`, in log space), which reweight
 - `hard`: spans some teacher has weigh 1, every other span 1e-4 (the paper's hard mode; strength unused).
 
 A sentence without a teacher tree trains as before (no bias). Parsing uses the plain grammar: no teacher is needed
-at inference. A teacher is a file of trees, read aligned with the training file's lines, or a model (a `TreeMaker`)
-whose trees of the training text are made once, in chunks kept in the token cache (a stopped run parses on from its
-last chunk).
+at inference. A teacher is a file of trees, read aligned with the training file's lines: one given, or a model's trees of the
+training text, made before the run by the parse path (workflows/teachers.py) and kept in the token cache.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +32,11 @@ from torch import Tensor
 
 from ..config import Config
 from ..errors import InputError
-from ..files import read_lines, write_text
-from ..messages import Messages, plural
+from ..messages import plural
 from ..text import aligned, corpus
 from ..text.aligned import Spans
-from ..trees import Tree, to_brackets
 
 MODES = ("soft", "hard")
-CHUNK = 2000  # sentences a model teacher parses between two saved chunks of its trees
 COUNTS = ("teacher", "family")
 HARD_FLOOR = math.log(1e-4)  # the log weight of a span no teacher has, in hard mode (the paper's 1e-4)
 
@@ -113,48 +107,30 @@ class SpanVotes:
         return bias
 
 
-@dataclass(frozen=True)
-class TreeMaker:
-    """A focusing teacher that is a model (a shipped name, a checkpoint): its family (its model kind), what it is
-    (its files' hash: the cache of its trees is its own) and how it parses sentences given as words."""
-
-    family: str
-    identity: str
-    parse: Callable[[list[list[str]]], list[Tree]]
-
-
-def teachers_votes(config: Config, cached: int, teachers: Mapping[str, TreeMaker], messages: Messages) -> SpanVotes:
+def teachers_votes(config: Config, cached: int, files: Mapping[str, Path], families: Mapping[str, str]) -> SpanVotes:
     """The span votes of `train.focus`'s teachers over the training sentences (2 to max_length words; the others are
-    never trained on; `cached`: how many sentences the token cache read): a file's trees, read aligned with the
-    training file's lines, or a model's, made once (in chunks, kept in the cache: a stopped run parses on from its
-    last chunk)."""
+    never trained on; `cached`: how many sentences the token cache read), from each one's file of trees aligned with
+    the training file's lines (`files`: a model teacher's, made before the run; a file teacher's, as given), a
+    teacher's family from `families` (a model's kind; a file is its own)."""
     cfg, data = config.train, config.data
     reader = corpus.training_reader(data)
     lines = aligned.training_lines(data.train, reader)
-    numbered = [(n, words) for n, words in lines if words]
-    sentences = [words for _, words in numbered]
+    sentences = [words for _, words in lines if words]
     if len(sentences) != cached:
         raise InputError(f"{data.train}: read as {plural(len(sentences), 'sentence')} here but "
                          f"{cached:,} by the token cache (was the file changed during the run?)")
     keep = [2 <= len(words) <= cfg.max_length for words in sentences]
-    found = []
-    for name in cfg.focus:
-        if name in teachers:
-            maker = teachers[name]
-            trees = _model_trees(name, maker, sentences, keep, config, messages)
-            spans = [None if tree is None else aligned.spans_over(tree, words, reader, f"{name}'s tree", f"{data.train}:{n}")
-                     for tree, (n, words) in zip(trees, numbered)]
-            found.append(Teacher(name, maker.family, spans))
-        else:
-            found.append(Teacher(name, f"file {name}", aligned.file_spans(Path(name), data.train, lines, reader, keep)))
+    found = [Teacher(name, families.get(name, f"file {name}"), aligned.file_spans(files[name], data.train, lines, reader,
+                                                                                  keep))
+             for name in cfg.focus]
     return SpanVotes(found, [len(words) for words in sentences], cfg.focus_by, cfg.focus_right)
 
 
-def identities(config: Config, teachers: Mapping[str, TreeMaker]) -> dict[str, str]:
-    """What each teacher of `train.focus` is: a model's files' hashes (and how it parses), a file of trees' hash. A
-    run records them when it starts and a resumed run must find them unchanged (`check_unchanged`)."""
-    return {name: teachers[name].identity if name in teachers else corpus.file_hash(Path(name))
-            for name in config.train.focus}
+def identities(config: Config, models: Mapping[str, str]) -> dict[str, str]:
+    """What each teacher of `train.focus` is: a model's identity (`models`: its files' hashes, and how it parses), a
+    file of trees' hash. A run records them when it starts and a resumed run must find them unchanged
+    (`check_unchanged`)."""
+    return {name: models[name] if name in models else corpus.file_hash(Path(name)) for name in config.train.focus}
 
 
 def check_unchanged(saved: Mapping[str, str], now: Mapping[str, str], where: Path) -> None:
@@ -165,46 +141,3 @@ def check_unchanged(saved: Mapping[str, str], now: Mapping[str, str], where: Pat
             raise InputError(f"{where}: the focusing teacher {name} has changed since the run started (its files' hash "
                              f"was {saved[name][:12]}..., now {identity[:12]}...): a resumed run learns from the "
                              "teachers it began with; restore that teacher, or start a new run (--force)")
-
-
-def _model_trees(name: str, maker: TreeMaker, sentences: list[list[str]], keep: list[bool], config: Config,
-                 messages: Messages) -> list[Tree | None]:
-    """A model teacher's trees of the kept sentences (None for the others), from its chunks in the cache, parsing
-    the chunks it lacks (each saved as it is made)."""
-    data = config.data
-    key = hashlib.blake2b(json.dumps([maker.identity, corpus.file_hash(Path(data.train)),
-                                      corpus.training_reader(data).to_dict(), config.train.max_length]).encode(),
-                          digest_size=12).hexdigest()
-    folder = corpus.cache_root(data.cache_dir) / "focus" / key
-    folder.mkdir(parents=True, exist_ok=True)
-    chunks = [(range(first, min(first + CHUNK, len(sentences))), folder / f"trees-{first // CHUNK:05d}.txt")
-              for first in range(0, len(sentences), CHUNK)]
-    missing = sum(not path.exists() for _, path in chunks)
-    if missing:
-        messages.say(f"focus: {name} parses {plural(sum(keep), 'training sentence')} of 2 to "
-                     f"{config.train.max_length} words, {plural(missing, 'chunk')} to go, each kept in {folder} as "
-                     "it is made (a stopped run goes on from the last)")
-    found: list[Tree | None] = []
-    for rows, path in chunks:
-        kept = _read_chunk(path, len(rows), messages) if path.exists() else None
-        if kept is None:
-            wanted = [k for k in rows if keep[k]]
-            made = dict(zip(wanted, maker.parse([sentences[k] for k in wanted])))
-            write_text(path, "".join((to_brackets(made[k]) if k in made else "") + "\n" for k in rows))
-            kept = [made.get(k) for k in rows]
-        found.extend(kept)
-    return found
-
-
-def _read_chunk(path: Path, rows: int, messages: Messages) -> list[Tree | None] | None:
-    """A cached chunk's trees, or None (with a note naming it) where it does not read whole: it is made again."""
-    try:
-        kept = [aligned.parse_tree_line(text, f"{path}:{n}") for n, text in read_lines(path)]
-    except InputError as e:
-        kept, why = None, str(e)
-    else:
-        why = f"{len(kept):,} lines where the chunk has {rows:,} sentences"
-    if kept is not None and len(kept) == rows:
-        return kept
-    messages.note(f"focus: the cached chunk {path} does not read ({why}): made again")
-    return None

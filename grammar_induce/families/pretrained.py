@@ -67,6 +67,19 @@ def find(spec: str | Path) -> Pretrained | None:
     return catalogue().get(str(spec))
 
 
+def one_file(spec: str | Path, what: str) -> Path:
+    """The checkpoint `spec` names for `what` (a setting that takes one model): a file's path, or the name of a shipped
+    model of one file."""
+    found = find(spec)
+    if found is None and not Path(spec).exists():
+        raise unknown(spec)
+    if found is None:
+        return Path(spec)
+    if len(found.files) != 1:
+        raise InputError(f"{spec}: names {len(found.files)} models; {what} takes one")
+    return MODELS_DIR / found.files[0]
+
+
 def shown(source: str | Path) -> str:
     """How a message names a model: a shipped file by its name in the package (`ptb-forward.pt (shipped)`: the
     install path says nothing to a user who loaded it by name), any other by its path as given."""

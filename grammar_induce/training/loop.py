@@ -22,7 +22,6 @@ from .. import config as config_module
 from ..config import Config
 from ..errors import UserError
 from ..families import checkpoint
-from ..families.family import Family
 from ..families.kind import ModelKind, count_parameters
 from ..families.recipe import EpochPosition, Recipe, exp_loss
 from ..files import write_text
@@ -31,6 +30,7 @@ from ..output import draw
 from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
 from . import randomness
+from .run import Run
 from .state import TrainState
 
 
@@ -99,38 +99,34 @@ class _Loop:
 MakeRecipe = Callable[[Config, ModelKind, "str | None"], Recipe]  # (config, model, saved phase) -> the recipe
 
 
-def fit(config: Config, out_dir: Path, family: Family, make_recipe: MakeRecipe, vocab_size: int,
-        resumed: tuple[dict[str, Any], TrainState] | None, *, device: torch.device, world: distributed.World,
-        quiet: bool, messages: Messages, precision_line: str, initial: dict[str, torch.Tensor] | None = None) -> Result:
-    """The loop itself, in a folder the caller holds (`train`'s run directory, a distillation's round): a model
-    of the family built under the config's seed (or last.pt's, `resumed`), its recipe, epochs until done or stopped.
-    `initial`: the weights a new run starts from (a trained model's, float16 read as the model's dtype)."""
+def fit(run: Run, make_recipe: MakeRecipe, vocab_size: int, *, quiet: bool, messages: Messages) -> Result:
+    """The loop itself, for a started run (training/run.py) in a folder the caller holds (`train`'s run directory, a
+    distillation's round): a model of the family built under the config's seed, with the weights the run starts
+    from (its last.pt's, or a trained model's), its recipe, epochs until done or stopped."""
+    config, device, world = run.config, run.device, run.world
     if device.type == "cpu":
         memory.keep_freed_memory()
     torch.manual_seed(config.run.seed)
-    model = family.build(vocab_size, config.model).to(device)
-    payload, saved = resumed or (None, None)
-    if payload:
-        model.load_state_dict(payload["state_dict"])
-    elif initial is not None:
-        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in initial.items()})
-    recipe = make_recipe(config, model, saved.phase if saved else None)
+    model = run.family.build(vocab_size, config.model).to(device)
+    if run.initial_weights is not None:
+        model.load_state_dict(run.initial_weights)
+    recipe = make_recipe(config, model, run.state.phase if run.state else None)
     recipe.rng = random.Random(config.run.seed)
-    if payload:
-        recipe.load_state_dict(payload["training_state"])
-        randomness.restore(randomness.of_training_state(payload["training_state"]), recipe.rng, device)
-    state = saved or TrainState(phase=recipe.PHASE)
+    if run.last is not None:
+        recipe.load_state_dict(run.last["training_state"])
+        randomness.restore(randomness.of_training_state(run.last["training_state"]), recipe.rng, device)
+    state = run.state or TrainState(phase=recipe.PHASE)
     state.read_best_as(recipe.score.higher_is_better)
-    loop = _Loop(config, recipe, model, device, world, out_dir, quiet, messages)
+    loop = _Loop(config, recipe, model, device, world, run.out_dir, quiet, messages)
     if world.is_main:
         _announce(loop, state)
-        messages.say(precision_line)
+        messages.say(run.precision_line)
     epochs = _run_epochs(loop, state)
     interrupted = state.position is not None
     test_ppl = _final_test(loop) if world.is_main and recipe.has("test") and not interrupted else None
     recipe.finish()
     best = recipe.score.record(state.best if recipe.has("valid") else None)
-    return Result(out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by,
+    return Result(run.out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by,
                   loop.limited_by)
 
 

@@ -34,12 +34,11 @@ from ..inference.members import Members, check_members, read_sentences, token_id
 from ..inference.voting import span_votes
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
-from ..runtime import precision, rundir
-from ..runtime.distributed import World
+from ..runtime import rundir
 from ..runtime.rundir import append_metrics
 from ..text.tokenizer import EOS
 from ..training.loop import fit
-from ..training.state import resume_state
+from ..training.run import student_run
 from ..trees import Tree
 
 STUDENT: Family = registry.distilled()  # the family distill trains
@@ -343,12 +342,9 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     targets = SpanTargets(ids, spans, learnable(train.words, settings.max_length), teacher.vocab.index[EOS],
                           train.marginals if settings.soft else None)
     text = recipe.text_of(teacher.tokenizer, teacher.vocab, targets, len(valid.words), agreement)
-    last = folder / "last.pt"
-    payload = checkpoint.read(last) if resume and last.exists() else None
-    result = fit(config, folder, STUDENT, lambda cfg, model, phase: recipe(cfg, model, text, device, World(), phase),
-                 len(teacher.vocab), (payload, resume_state(payload, last)) if payload else None,
-                 device=device, world=World(), quiet=True, messages=messages,
-                 precision_line=precision.describe("fp32", "fp32", device, STUDENT.bf16_parts, STUDENT.fp32_parts))
+    run = student_run(config, folder, STUDENT, device, resume=resume)
+    result = fit(run, lambda cfg, model, phase: recipe(cfg, model, text, device, run.world, phase), len(teacher.vocab),
+                 quiet=True, messages=messages)
     if result.stopped_by is not None:
         raise KeyboardInterrupt  # distill notes where the run is and how to resume it
     for record in rundir.read_metrics(folder):  # every epoch of the round, the resumed run's and those before
