@@ -28,6 +28,7 @@ from grammar_induce.families import checkpoint, pretrained, registry
 from grammar_induce.inference.ensemble import ParseOptions, layers_by_agreement, layers_named
 from grammar_induce.inference.members import Members, read_sentences
 from grammar_induce.inference.pruning import Pruning
+from grammar_induce.text.corpus import file_hash
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.workflows.scoring import EvalOptions, evaluate_models
@@ -65,10 +66,31 @@ LANGUAGES = {
 
 
 def pack(source: Path, target: Path, tokenizer: Tokenizer) -> None:
-    """A trained checkpoint as the package ships it: float16 weights, the raw-text tokenizer, no training state."""
+    """A trained checkpoint as the package ships it: float16 weights, the raw-text tokenizer, no training state, its
+    provenance with no path of the machine that made it (`portable`)."""
     loaded = checkpoint.load(source)
     loaded.model.half()
-    checkpoint.save(target, loaded.model, loaded.vocab, tokenizer, loaded.config, provenance=loaded.provenance)
+    checkpoint.save(target, loaded.model, loaded.vocab, tokenizer, loaded.config, provenance=portable(loaded.provenance))
+
+
+def portable(made):
+    """A provenance whose file paths say what they were, not where they lay on the machine that made it: a shipped
+    model's `resources/models/NAME (blake2b ...)` (its hash when packed: the file a later pack replaces is still named),
+    a teacher kept in the project `teachers/NAME`, a file of ../shared `../shared/...`, any other file its name."""
+    if isinstance(made, dict):
+        return {key: portable(value) for key, value in made.items()}
+    if isinstance(made, list):
+        return [portable(value) for value in made]
+    if not isinstance(made, str) or not made.startswith("/"):
+        return made
+    path = Path(made)
+    if path.parent.name == "models" and path.parent.parent.name == "resources":
+        return f"resources/models/{path.name}" + (f" (blake2b {file_hash(path)[:16]})" if path.is_file() else "")
+    if path.parent.name == "teachers":
+        return f"teachers/{path.name}"
+    if "shared" in path.parts:
+        return "../" + "/".join(path.parts[path.parts.index("shared"):])
+    return path.name
 
 
 def score(models: list, gold: str, language: Language, options: ParseOptions):

@@ -94,6 +94,23 @@ def test_the_models_command_prints_every_number_of_the_catalogue():
     assert printed.splitlines()[1].startswith(pretrained.DEFAULT_MODEL + " ")  # the default model first
 
 
+def test_no_shipped_model_carries_a_path_of_the_machine_that_made_it():
+    """A shipped checkpoint's provenance names its teachers and texts as the project does (`resources/models/...`,
+    `teachers/...`, `../shared/...`), never by an absolute path of the machine that packed it (issue 81, class 14)."""
+    from grammar_induce.families import checkpoint
+
+    def strings(made):
+        if isinstance(made, dict):
+            return [s for value in made.values() for s in strings(value)]
+        if isinstance(made, list):
+            return [s for value in made for s in strings(value)]
+        return [made] if isinstance(made, str) else []
+
+    for path in sorted(pretrained.MODELS_DIR.glob("*.pt")):
+        absolute = [s for s in strings(checkpoint.read(path).get("provenance")) if s.startswith("/")]
+        assert not absolute, (path.name, absolute)
+
+
 @pytest.mark.audit
 @pytest.mark.skipif(not NLTK.is_dir() or not CTB_DEV.is_file(),
                     reason="needs ../shared/data (the NLTK treebank sample, the PTB LM text, the CTB dev trees)")
