@@ -194,6 +194,9 @@ def write_all(outputs: list[tuple[Path, Callable[[BinaryIO], object]]]) -> None:
     except BaseException:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
+        for path, _ in outputs:  # one made but not yet staged when a signal came between the two
+            if not _is_special(path):
+                _remove_own_temporaries(_target(Path(path)))
         raise
 
 
@@ -218,10 +221,10 @@ def _staged(path: Path, write: Callable[[BinaryIO], object]) -> tuple[str, Path]
         raise InputError(f"{path}: the folder {path.parent} does not exist")
     remove_stale(path.parent, f".{path.name}.", TEMPORARY + r"\.tmp")
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
-    except OSError as e:
-        raise InputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from None
-    try:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+        except OSError as e:
+            raise InputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from None
         os.chmod(tmp, _mode_for(path))
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -230,13 +233,21 @@ def _staged(path: Path, write: Callable[[BinaryIO], object]) -> tuple[str, Path]
         if path.is_dir():
             raise IsADirectoryError
     except BaseException as e:
-        Path(tmp).unlink(missing_ok=True)
+        _remove_own_temporaries(path)  # by name: a signal may come before mkstemp has returned its name
         if isinstance(e, IsADirectoryError):
             raise InputError(f"{path}: is a folder, not a file") from None
         if isinstance(e, OSError):  # a full disk, a quota, a file-size limit: the old file is intact
             raise InputError(f"{path}: cannot write ({e.strerror or e}); the file is unchanged") from None
         raise
     return tmp, path
+
+
+def _remove_own_temporaries(path: Path) -> None:
+    """Remove this process's temporary files for `path` (`.NAME.PID.random.tmp`, as `_staged` makes them)."""
+    own = f".{path.name}.{os.getpid()}."
+    for tmp in glob.glob(os.path.join(glob.escape(str(path.parent)), glob.escape(own) + "*.tmp")):
+        if re.fullmatch(re.escape(own) + TEMPORARY[2:] + r"\.tmp", os.path.basename(tmp)):
+            Path(tmp).unlink(missing_ok=True)
 
 
 def remove_stale(folder: Path, prefix: str, tail: str) -> None:

@@ -92,6 +92,40 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 
 
+@pytest.mark.parametrize("when", ["inside mkstemp", "after _staged"])
+def test_a_signal_before_the_temporary_is_named_leaves_none(tmp_path, monkeypatch, when):
+    """A SIGTERM (a SystemExit under the command line) may come after the temporary file exists but before the code
+    holds its name: inside mkstemp, or between `_staged` returning and the name being kept. It is removed all the same
+    (its name is this process's), and another live process's is left alone (test_parsing's SIGTERM test met the first)."""
+    import tempfile
+
+    from grammar_induce import files
+
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+    other = tmp_path / f".out.txt.{os.getppid()}.abc.tmp"  # a live process's, not this one's
+    other.write_text("x")
+    if when == "inside mkstemp":
+        made = tempfile.mkstemp
+
+        def interrupted(*args, **kwargs):
+            os.close(made(*args, **kwargs)[0])
+            raise SystemExit(143)
+
+        monkeypatch.setattr(tempfile, "mkstemp", interrupted)
+    else:
+        staged = files._staged
+
+        def interrupted(*args, **kwargs):
+            staged(*args, **kwargs)
+            raise SystemExit(143)
+
+        monkeypatch.setattr(files, "_staged", interrupted)
+    with pytest.raises(SystemExit):
+        atomic_write(path, lambda f: f.write(b"new"))
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == [other.name, "out.txt"]
+
+
 def test_lines_are_written_whole_or_not_at_all(tmp_path):
     def lines():
         yield "first"

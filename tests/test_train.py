@@ -178,6 +178,22 @@ def test_keep_epochs_keeps_the_last_n_epoch_models(tmp_path):
     assert not list(out.glob("epoch-*.pt"))  # --force clears the old snapshots
 
 
+def test_the_result_records_best_pt_on_the_test_text_as_the_recipe_scores_it(tmp_path):
+    """The loop keeps best.pt's test figure as the recipe's score records it (a language model's: its perplexity, the
+    same as `perplexity` measures on the file), and none without a test text (issue 82: the loop names no figure)."""
+    from dataclasses import replace
+
+    from grammar_induce.workflows.train import perplexity
+
+    config = tiny_config(run={"epochs": 1})
+    config = replace(config, data=replace(config.data, test=config.data.valid))
+    result = train(config, tmp_path / "tested", **QUIET)
+    expected = perplexity(checkpoint.load(tmp_path / "tested" / "best.pt"), config.data.valid, "test")
+    assert set(result.test) == {"test_ppl"} and result.test_ppl == pytest.approx(expected, rel=1e-4)
+    untested = train(tiny_config(run={"epochs": 1}), tmp_path / "untested", **QUIET)
+    assert untested.test == {} and untested.test_ppl is None
+
+
 def test_the_lstm_baseline_trains_and_cannot_parse(tmp_path):
     from grammar_induce.errors import InputError
     from grammar_induce.families.onlstm.model import LSTMLanguageModel

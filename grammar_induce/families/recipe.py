@@ -80,6 +80,8 @@ class Score:
 
     record: Callable[[float | None], dict[str, Any]]
     higher_is_better: bool = False
+    # the best model's loss on the test text as the run's result records it (a perplexity for a language model)
+    test: Callable[[float], dict[str, Any]] = lambda loss: {"test_ppl": round(exp_loss(loss), 3)}
     diverged: Callable[[float], bool] = perplexity_overflows
     line: Callable[[dict[str, Any]], str] = rundir.format_record
     keep: str = "best"

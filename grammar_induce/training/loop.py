@@ -23,7 +23,7 @@ from ..config import Config
 from ..errors import UserError
 from ..families import checkpoint
 from ..families.kind import ModelKind, count_parameters
-from ..families.recipe import EpochPosition, Recipe, exp_loss
+from ..families.recipe import EpochPosition, Recipe
 from ..files import write_text
 from ..messages import Messages, progress_bar
 from ..output import draw
@@ -43,7 +43,7 @@ class Result:
     out_dir: Path
     parameters: int
     best: dict[str, Any]  # the best held-out figure as the recipe's score records it: {"valid_ppl": 93.4}, ...
-    test_ppl: float | None
+    test: dict[str, Any]  # best.pt on the test text, as the recipe's score records it ({}: no test text, or stopped)
     epochs: list[dict[str, Any]]
     main_process: bool = True  # false on the other ranks of a distributed run
     stopped_by: int | None = None  # the signal that interrupted training, if one did
@@ -54,6 +54,11 @@ class Result:
         """The best held-out perplexity (None: the recipe's score is not a perplexity, or there was no held-out
         text)."""
         return self.best.get("valid_ppl")
+
+    @property
+    def test_ppl(self) -> float | None:
+        """best.pt's test perplexity (None: the recipe's score is not a perplexity, or there was no test text)."""
+        return self.test.get("test_ppl")
 
 
 class _StopFlag:
@@ -123,10 +128,10 @@ def fit(run: Run, make_recipe: MakeRecipe, vocab_size: int, *, quiet: bool, mess
         messages.say(run.precision_line)
     epochs = _run_epochs(loop, state)
     interrupted = state.position is not None
-    test_ppl = _final_test(loop) if world.is_main and recipe.has("test") and not interrupted else None
+    test = _final_test(loop) if world.is_main and recipe.has("test") and not interrupted else {}
     recipe.finish()
     best = recipe.score.record(state.best if recipe.has("valid") else None)
-    return Result(run.out_dir, count_parameters(model), best, test_ppl, epochs, world.is_main, loop.stopped_by,
+    return Result(run.out_dir, count_parameters(model), best, test, epochs, world.is_main, loop.stopped_by,
                   loop.limited_by)
 
 
@@ -362,9 +367,10 @@ def _keep_snapshot(loop: _Loop, epoch: int) -> None:
     (loop.out_dir / f"epoch-{epoch - loop.config.run.keep_epochs}.pt").unlink(missing_ok=True)
 
 
-def _final_test(loop: _Loop) -> float:
-    """Test perplexity of the best model."""
+def _final_test(loop: _Loop) -> dict[str, Any]:
+    """best.pt's figure on the test text, as the recipe's score records it (a perplexity: {"test_ppl": 110.9}), and
+    its log line ("test ppl 110.90 (best.pt)")."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
-    ppl = exp_loss(loop.recipe.held_out(best.model, "test", precision.product_dtype(loop.config.run.precision)))
-    loop.messages.say(f"test ppl {ppl:.2f} (best.pt)")
-    return ppl
+    record = loop.recipe.score.test(loop.recipe.held_out(best.model, "test", precision.product_dtype(loop.config.run.precision)))
+    loop.messages.say(", ".join(f"{key.replace('_', ' ')} {value:.2f}" for key, value in record.items()) + " (best.pt)")
+    return record
