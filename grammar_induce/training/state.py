@@ -24,7 +24,7 @@ class TrainState:
     step: int = 0  # optimizer steps taken in all
     best: float | None = None  # the best held-out figure so far, as the recipe's score reads it (None: none yet)
     val_history: list[float] = field(default_factory=list)
-    phase: str = "sgd"  # sgd | asgd
+    phase: str = ""  # the recipe's optimizer phase: Recipe.PHASE for a new run (the ON-LSTM's sgd, then asgd)
     position: EpochPosition | None = None  # where an interrupted epoch stopped
     elapsed: float = 0.0
     # a last.pt of before scores said which way is better kept a loss (`best_loss`), the student's agreement negated
