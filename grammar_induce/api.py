@@ -530,8 +530,8 @@ def _is_model(name: str) -> bool:
 def _tree_maker(name: str, device: str):
     """A model teacher of `train.focus` as the training workflow takes it: loaded when it first parses (a run whose
     teacher's trees are all in the cache never loads it), parsing the training words as they are."""
-    from .training.teachers import TreeMaker
     from .text.corpus import file_hash
+    from .training.teachers import TreeMaker
 
     spec = ModelSpec.resolve([name])
     parser: list[Parser] = []

@@ -208,7 +208,8 @@ def train(config_path, train_file, valid_file, test_file, tokenizer, out_dir, de
         "data.tokenizer": tokenizer, "run.device": device, "run.epochs": epochs, "run.max_steps": max_steps,
         "run.max_minutes": max_minutes, "run.seed": seed, "model.direction": direction,
         "run.keep_epochs": keep_epochs, "data.workers": workers, "run.precision": precision,
-        "train.init": _file_or_name(init) if init else None, "train.focus": tuple(map(_file_or_name, focus)) if focus else None,
+        "train.init": _file_or_name(init) if init else None,
+        "train.focus": tuple(map(_file_or_name, focus)) if focus else None,
     }
     settings = {key: value for key, value in flags.items() if value is not None}
     out_dir = out_dir.expanduser() if out_dir else Path("runs") / (config_path or QUICKSTART_CONFIG).stem

@@ -191,10 +191,8 @@ def write_all(outputs: list[tuple[Path, Callable[[BinaryIO], object]]]) -> None:
                 staged.append(_staged(Path(path), write))
         for tmp, path in staged:
             os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
-        for path, _ in outputs:  # one made but not yet staged when a signal came between the two
+    except BaseException:  # every temporary of this process's by its name: the staged ones, and one made but not
+        for path, _ in outputs:  # yet kept when a signal came between the two
             if not _is_special(path):
                 _remove_own_temporaries(_target(Path(path)))
         raise
@@ -244,9 +242,9 @@ def _staged(path: Path, write: Callable[[BinaryIO], object]) -> tuple[str, Path]
 
 def _remove_own_temporaries(path: Path) -> None:
     """Remove this process's temporary files for `path` (`.NAME.PID.random.tmp`, as `_staged` makes them)."""
-    own = f".{path.name}.{os.getpid()}."
-    for tmp in glob.glob(os.path.join(glob.escape(str(path.parent)), glob.escape(own) + "*.tmp")):
-        if re.fullmatch(re.escape(own) + TEMPORARY[2:] + r"\.tmp", os.path.basename(tmp)):
+    own = f".{path.name}.{os.getpid()}"
+    for tmp in glob.glob(os.path.join(glob.escape(str(path.parent)), glob.escape(own) + ".*.tmp")):
+        if re.fullmatch(re.escape(own) + TEMPORARY + r"\.tmp", os.path.basename(tmp)):
             Path(tmp).unlink(missing_ok=True)
 
 

@@ -70,7 +70,8 @@ def pack(source: Path, target: Path, tokenizer: Tokenizer) -> None:
     provenance with no path of the machine that made it (`portable`)."""
     loaded = checkpoint.load(source)
     loaded.model.half()
-    checkpoint.save(target, loaded.model, loaded.vocab, tokenizer, loaded.config, provenance=portable(loaded.provenance))
+    checkpoint.save(target, loaded.model, loaded.vocab, tokenizer, loaded.config,
+                    provenance=portable(loaded.provenance))
 
 
 def portable(made):

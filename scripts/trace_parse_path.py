@@ -53,7 +53,7 @@ finally:
 
 def loaded_by(args: list[str]) -> tuple[int, bool]:
     """How many package modules a command loads in a fresh process, and whether the head rules were among them."""
-    run = subprocess.run([sys.executable, "-c", LOADED, *args], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run([sys.executable, "-c", LOADED, *args], check=False, capture_output=True, text=True, cwd=ROOT)
     if run.returncode != 0:
         raise SystemExit(f"{' '.join(args[:3])} ...: exit {run.returncode}\n{run.stderr[-2000:]}")
     line = next(line for line in run.stderr.splitlines() if line.startswith("LOADED"))

@@ -16,8 +16,8 @@ by a weight (structures/rank_cfg.py's `span_bias`, in log space), which reweight
 - `hard`: spans some teacher has weigh 1, every other span 1e-4 (the paper's hard mode; strength unused).
 
 A sentence without a teacher tree trains as before (no bias). Parsing uses the plain grammar: no teacher is needed
-at inference. A teacher is a file of trees, read aligned with the training file's lines: one given, or a model's trees of the
-training text, made before the run by the parse path (workflows/teachers.py) and kept in the token cache.
+at inference. A teacher is a file of trees, read aligned with the training file's lines: one given, or a model's
+trees of the training text, made before the run by the parse path (training/teachers.py) and kept in the token cache.
 """
 
 from __future__ import annotations
@@ -107,23 +107,28 @@ class SpanVotes:
         return bias
 
 
-def teachers_votes(config: Config, cached: int, files: Mapping[str, Path], families: Mapping[str, str]) -> SpanVotes:
-    """The span votes of `train.focus`'s teachers over the training sentences (2 to max_length words; the others are
-    never trained on; `cached`: how many sentences the token cache read), from each one's file of trees aligned with
-    the training file's lines (`files`: a model teacher's, made before the run; a file teacher's, as given), a
-    teacher's family from `families` (a model's kind; a file is its own)."""
+def teachers_votes(config: Config, lines: list[tuple[int, list[str]]], cached: int, files: Mapping[str, Path],
+                   families: Mapping[str, str]) -> SpanVotes:
+    """The span votes of `train.focus`'s teachers over the training sentences (`lines`: the training file's, as
+    `aligned.training_lines` reads them; only those of 2 to max_length words are trained on, `trained`; `cached`: how
+    many sentences the token cache read), from each one's file of trees aligned with the training file's
+    lines (`files`: a model teacher's, made before the run; a file teacher's, as given), a teacher's family from
+    `families` (a model's kind; a file is its own)."""
     cfg, data = config.train, config.data
     reader = corpus.training_reader(data)
-    lines = aligned.training_lines(data.train, reader)
     sentences = [words for _, words in lines if words]
     if len(sentences) != cached:
         raise InputError(f"{data.train}: read as {plural(len(sentences), 'sentence')} here but "
                          f"{cached:,} by the token cache (was the file changed during the run?)")
-    keep = [2 <= len(words) <= cfg.max_length for words in sentences]
-    found = [Teacher(name, families.get(name, f"file {name}"), aligned.file_spans(files[name], data.train, lines, reader,
-                                                                                  keep))
-             for name in cfg.focus]
+    keep = trained(sentences, cfg.max_length)
+    found = [Teacher(name, families.get(name, f"file {name}"),
+                     aligned.file_spans(files[name], data.train, lines, reader, keep)) for name in cfg.focus]
     return SpanVotes(found, [len(words) for words in sentences], cfg.focus_by, cfg.focus_right)
+
+
+def trained(sentences: Sequence[Sequence[str]], longest: int) -> list[bool]:
+    """Which sentences a focused run trains on (2 to `longest` words): the ones its teachers' trees are read for."""
+    return [2 <= len(words) <= longest for words in sentences]
 
 
 def identities(config: Config, models: Mapping[str, str]) -> dict[str, str]:

@@ -113,8 +113,8 @@ def fit(run: Run, make_recipe: MakeRecipe, vocab_size: int, *, quiet: bool, mess
         memory.keep_freed_memory()
     torch.manual_seed(config.run.seed)
     model = run.family.build(vocab_size, config.model).to(device)
-    if run.initial_weights is not None:
-        model.load_state_dict(run.initial_weights)
+    if (weights := run.initial_weights) is not None:  # a property that converts: read once
+        model.load_state_dict(weights)
     recipe = make_recipe(config, model, run.state.phase if run.state else None)
     recipe.rng = random.Random(config.run.seed)
     if run.last is not None:
@@ -371,6 +371,7 @@ def _final_test(loop: _Loop) -> dict[str, Any]:
     """best.pt's figure on the test text, as the recipe's score records it (a perplexity: {"test_ppl": 110.9}), and
     its log line ("test ppl 110.90 (best.pt)")."""
     best = checkpoint.load(loop.out_dir / "best.pt", loop.device)
-    record = loop.recipe.score.test(loop.recipe.held_out(best.model, "test", precision.product_dtype(loop.config.run.precision)))
+    loss = loop.recipe.held_out(best.model, "test", precision.product_dtype(loop.config.run.precision))
+    record = loop.recipe.score.test(loss)
     loop.messages.say(", ".join(f"{key.replace('_', ' ')} {value:.2f}" for key, value in record.items()) + " (best.pt)")
     return record

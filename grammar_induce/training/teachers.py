@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import InputError
+from ..families.focus import trained
 from ..files import read_lines, write_text
 from ..messages import Messages, plural
 from ..text import aligned, corpus
@@ -34,18 +35,18 @@ class TreeMaker:
     parse: Callable[[list[list[str]]], list[Tree]]
 
 
-def trees_file(name: str, maker: TreeMaker, config: Config, messages: Messages) -> Path:
-    """The file of `maker`'s trees of the training text (a blank line where a line has no words or a sentence is
-    outside 2 to max_length words: never trained on), written from its chunks in the cache, those it lacks (or that
-    do not read) made first."""
+def trees_file(name: str, maker: TreeMaker, config: Config, lines: list[tuple[int, list[str]]],
+               messages: Messages) -> Path:
+    """The file of `maker`'s trees of the training text (`lines`: as `aligned.training_lines` reads it; a blank line
+    where a line has no words or a sentence is outside 2 to max_length words: never trained on), written from its
+    chunks in the cache, those it lacks (or that do not read) made first."""
     data = config.data
     key = hashlib.blake2b(json.dumps([maker.identity, corpus.file_hash(Path(data.train)),
                                       corpus.training_reader(data).to_dict(), config.train.max_length]).encode(),
                           digest_size=12).hexdigest()
     folder = corpus.cache_root(data.cache_dir) / "focus" / key
-    lines = aligned.training_lines(data.train, corpus.training_reader(data))
     sentences = [words for _, words in lines if words]
-    keep = [2 <= len(words) <= config.train.max_length for words in sentences]
+    keep = trained(sentences, config.train.max_length)
     made = iter(_chunked_trees(name, maker, sentences, keep, folder, config.train.max_length, messages))
     rows = []
     for _, words in lines:

@@ -19,7 +19,7 @@ from ..families.recipe import exp_loss
 from ..files import read_lines, write_text
 from ..messages import Messages
 from ..runtime import memory, rundir
-from ..text import corpus
+from ..text import aligned, corpus
 from ..text.tokenizer import Vocab
 from ..training import run as training_run
 from ..training.loop import Result, fit
@@ -60,16 +60,18 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     teachers = teachers or {}
     pinned = focus.identities(config, {name: maker.identity for name, maker in teachers.items()}) \
         if getattr(config.train, "focus", ()) else {}
-    if run.last is not None and (out_dir / TEACHERS).exists():  # before the votes: a changed teacher's trees are never made
+    kept_pins = run.last is not None and (out_dir / TEACHERS).exists()
+    if kept_pins:  # before the votes: a changed teacher's trees are never made
         focus.check_unchanged(json.loads((out_dir / TEACHERS).read_text()), pinned, out_dir / TEACHERS)
     if pinned:  # a family that trains on sentences, focused: the model teachers' trees made first, as files
+        lines = aligned.training_lines(config.data.train, corpus.training_reader(config.data))  # read once for all
         files = {name: Path(name) for name in config.train.focus}
-        files |= {name: trees_file(name, maker, config, messages) for name, maker in teachers.items()}
-        votes = focus.teachers_votes(config, len(text.train), files, {name: m.family for name, m in teachers.items()})
-        text = dataclasses.replace(text, focus=votes)
+        files |= {name: trees_file(name, maker, config, lines, messages) for name, maker in teachers.items()}
+        families = {name: maker.family for name, maker in teachers.items()}
+        text = dataclasses.replace(text, focus=focus.teachers_votes(config, lines, len(text.train), files, families))
     run = training_run.decide_precision(run, len(text.vocab))
     with rundir.RunDirectory(out_dir, resume, force, main=world.is_main):
-        if pinned and world.is_main and not (run.last is not None and (out_dir / TEACHERS).exists()):
+        if pinned and world.is_main and not kept_pins:
             write_text(out_dir / TEACHERS, json.dumps(pinned, indent=1) + "\n")
         world.barrier()
         result = fit(run, lambda cfg, model, phase: recipe(cfg, model, text, run.device, world, phase), len(text.vocab),
