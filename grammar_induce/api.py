@@ -328,7 +328,7 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
     `pred_format` (a file): brackets, ptb, json or jsonl, what `parse --format` wrote; default: told by its first
     character. `dependencies` (a parser with a StructFormer): also its heads' attachment scores against the gold
     trees by Collins' head rules (`Report.dependencies`)."""
-    from .text.predicted import PRED_FORMATS
+    from .text.predicted import PRED_FORMATS, predicted_trees
     from .text.treebank import TagFilter
     from .workflows import scoring
 
@@ -351,7 +351,8 @@ def evaluate(predicted: Parser | Iterable[nltk.Tree | str] | Path | str, gold: s
     if isinstance(predicted, Path):
         if pred_format is not None and pred_format not in PRED_FORMATS:
             raise SettingError("pred_format", f"must be one of {', '.join(PRED_FORMATS)}, not {pred_format!r}")
-        return scoring.evaluate_file(predicted, options, labeled=labeled or pred_format == "ptb", fmt=pred_format)
+        return scoring.evaluate_trees(predicted, predicted_trees(predicted, pred_format), options,
+                                      labeled=labeled or pred_format == "ptb")
     return scoring.evaluate_trees("trees", [(k, _checked_tree(tree, k)) for k, tree in enumerate(predicted, 1)],
                                   options, labeled=labeled)
 
@@ -475,7 +476,6 @@ def samples(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = N
 
     from .config import SEED
     from .families import checkpoint
-    from .families.pcfg.sampling import samples as draw
 
     seed = SEED if seed is None else seed
     for setting, value, least in (("n", n, 1), ("max_length", max_length, 2), ("seed", seed, 0)):
@@ -485,12 +485,12 @@ def samples(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = N
     if len(spec.paths) != 1:
         raise SettingError("model", f"{model}: names {len(spec.paths)} models; sentences are drawn from one PCFG")
     loaded = checkpoint.load(spec.paths[0])
-    if not loaded.family.yields.grammar:
+    if loaded.family.grammar is None:
         raise SettingError("model", f"{model}: {loaded.family.description} is not a grammar to draw sentences from "
                            "(a PCFG is: model.kind = \"pcfg\")")
     with torch.no_grad():
         grammar = loaded.model.grammar()
-    drawn = draw(grammar, loaded.vocab.words, torch.Generator().manual_seed(seed), max_length)
+    drawn = loaded.family.grammar.samples(grammar, loaded.vocab.words, torch.Generator().manual_seed(seed), max_length)
     return (nltk.Tree.fromstring(s.ptb) for s in itertools.islice(drawn, n))
 
 
@@ -530,8 +530,8 @@ def _is_model(name: str) -> bool:
 def _tree_maker(name: str, device: str):
     """A model teacher of `train.focus` as the training workflow takes it: loaded when it first parses (a run whose
     teacher's trees are all in the cache never loads it), parsing the training words as they are."""
+    from .inference.teachers import TreeMaker
     from .text.corpus import file_hash
-    from .training.teachers import TreeMaker
 
     spec = ModelSpec.resolve([name])
     parser: list[Parser] = []

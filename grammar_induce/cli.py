@@ -764,7 +764,6 @@ def grammar(model_name, text_path, gold, preset, save_map, fmt, top, rules, outp
 
     from . import api
     from .files import check_output, refuse_overwriting, write_all
-    from .workflows.grammar import grammar_html
 
     if save_map is not None and gold is None:
         raise click.UsageError("--save-map writes the labels' best matches on gold trees: give --gold")
@@ -775,7 +774,7 @@ def grammar(model_name, text_path, gold, preset, save_map, fmt, top, rules, outp
                        [m.source for m in parser.models] + _input_files(text_path) + _input_files(gold))
     report = parser.grammar(text_path, gold, treebank=preset, top=rules)
     shown_text = {"table": lambda: report.table(top), "json": lambda: json.dumps(report.to_dict(), indent=1),
-                  "html": lambda: grammar_html(report)}[fmt]
+                  "html": report.to_html}[fmt]
     outputs = [(path, lambda f, text=text: f.write((text() + "\n").encode("utf-8")))
                for path, text in ((output_path, shown_text), (save_map, report.map_json)) if path]
     write_all(outputs)

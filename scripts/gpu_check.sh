@@ -25,14 +25,14 @@ step() {  # step NAME SECONDS COMMAND...: run it, its output in gpu_check/NAME.t
     { echo; echo "== $name: exit $rc in $((SECONDS - began)) s"; tail -n 25 "$out/$name.txt"; } >> "$report"
 }
 step tests 150 python -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider
-step pcfg-fp32 45 python scripts/pcfg_step.py --device cuda --precision fp32 --paths tensor --json "$out/pcfg-fp32.json"
-step pcfg-bf16 45 python scripts/pcfg_step.py --device cuda --precision bf16 --paths tensor --json "$out/pcfg-bf16.json"
-step onlstm 60 python scripts/benchmark.py --device cuda --models ptb --quick --precisions fp32,bf16 \
+step pcfg-fp32 45 python scripts/bench/pcfg_step.py --device cuda --precision fp32 --paths tensor --json "$out/pcfg-fp32.json"
+step pcfg-bf16 45 python scripts/bench/pcfg_step.py --device cuda --precision bf16 --paths tensor --json "$out/pcfg-bf16.json"
+step onlstm 60 python scripts/bench/benchmark.py --device cuda --models ptb --quick --precisions fp32,bf16 \
     --json "$out/benchmark.json"
 # the same without CUDA graphs (each time step's kernels launched one by one): what the graphs give
-step onlstm-launched 60 env GRAMMAR_INDUCE_CUDA_GRAPHS=0 python scripts/benchmark.py --device cuda --models ptb --quick \
+step onlstm-launched 60 env GRAMMAR_INDUCE_CUDA_GRAPHS=0 python scripts/bench/benchmark.py --device cuda --models ptb --quick \
     --precisions fp32,bf16 --json "$out/benchmark-launched.json"
-step structformer 75 python scripts/benchmark_structformer.py --device cuda --precisions bf16 --batches 5 \
+step structformer 75 python scripts/bench/benchmark_structformer.py --device cuda --precisions bf16 --batches 5 \
     --json "$out/structformer.json"
 gpus=$(python -c "import torch; print(torch.cuda.device_count())")
 batch=$(( (20 + gpus - 1) / gpus * gpus ))  # the paper's global batch of 20, rounded to a multiple of the GPUs

@@ -1,5 +1,5 @@
 """The paper's code as it runs, on grammar_induce.families.onlstm.model.paper_layer: the baselines the benchmark
-(scripts/benchmark.py) times and the tests compare with (the one-sentence-at-a-time parser, and training as
+(scripts/bench/benchmark.py) times and the tests compare with (the one-sentence-at-a-time parser, and training as
 the paper's code trains: per-step layers through autograd). Nothing in the tool runs on it, so it lives here,
 beside the tests, not in the package.
 """

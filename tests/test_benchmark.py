@@ -16,7 +16,7 @@ from .conftest import ROOT
 @pytest.mark.slow
 def test_benchmark_smoke_run_reports_every_case(tmp_path):
     out = tmp_path / "bench.json"
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--models", "tiny",
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "benchmark.py"), "--quick", "--models", "tiny",
                           "--threads", "1", "--json", str(out)], check=True, capture_output=True, text=True, timeout=300)
     report = json.loads(out.read_text())
     assert report["time_steps"] == ("C" if native.library(torch.float32) is not None else "tensor ops")
@@ -55,7 +55,7 @@ def test_benchmark_smoke_run_reports_every_case(tmp_path):
 
 def test_a_case_whose_process_fails_stops_the_benchmark_naming_it():
     """It waited for the figures forever (a failing case hung the smoke run until its 300 s timeout)."""
-    code = ("import sys; sys.path.insert(0, 'scripts'); import benchmark; "
+    code = ("import sys; sys.path.insert(0, 'scripts/bench'); import benchmark; "
             "benchmark.in_process(1, 'cpu', 'math:sqrt', -1.0)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
                          check=False)

@@ -18,9 +18,9 @@ from grammar_induce import trees
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences
 from grammar_induce.families.focus import HARD_FLOOR, SpanVotes, Teacher
+from grammar_induce.inference import teachers as model_teachers
+from grammar_induce.inference.teachers import TreeMaker
 from grammar_induce.messages import Messages
-from grammar_induce.training import teachers as model_teachers
-from grammar_induce.training.teachers import TreeMaker
 from grammar_induce.workflows.train import train
 
 from .conftest import QUIET
@@ -144,7 +144,7 @@ def test_a_model_teachers_trees_are_made_once_in_chunks_and_read_back(tmp_path, 
     assert first[0] == trees.to_brackets(trees.right_branching(training_words(config)[0]))
 
 
-def test_a_run_starts_from_a_trained_grammar_of_the_same_sizes_and_refuses_another(tmp_path):
+def test_a_run_starts_from_a_trained_grammar_of_the_same_sizes_or_a_higher_rank_and_refuses_another(tmp_path):
     config = pcfg_config(epochs=1)
     train(config, tmp_path / "first", **QUIET)
     start = tmp_path / "first" / "best.pt"
@@ -162,10 +162,12 @@ def test_a_run_starts_from_a_trained_grammar_of_the_same_sizes_and_refuses_anoth
     assert after.vocab.words == before.vocab.words
     for key, value in before.model.state_dict().items():
         assert torch.allclose(after.model.state_dict()[key], value, atol=1e-6), key
-    other = replace(tuned, model=replace(config.model, rank=6))
+    other = replace(tuned, model=replace(config.model, symbol_dim=8))
     with pytest.raises(InputError, match=rf"train.init {start}: must be a model of the run's kind and sizes: it has "
-                                         r"model.rank = 8, the run 6"):
+                                         r"model.symbol_dim = 16, the run 8"):
         train(other, tmp_path / "other", **QUIET)
+    lower = train(replace(tuned, model=replace(config.model, rank=6)), tmp_path / "lower", **QUIET)  # a rank it adapts
+    assert checkpoint.load(tmp_path / "lower" / "last.pt").model.head_mlp[2].out_features == 6 and lower.epochs
 
 
 def test_a_focused_run_resumes_to_the_same_weights_after_a_signal(tmp_path, monkeypatch):

@@ -10,7 +10,6 @@ import pytest
 from grammar_induce import api, trees
 from grammar_induce.errors import InputError
 from grammar_induce.families.pcfg.inspection import read_symbols
-from grammar_induce.families.reading import Reading
 from grammar_induce.inference.maps import LabelMap
 from grammar_induce.text.treebank import GoldTree
 from grammar_induce.workflows.scoring import labelled_score
@@ -40,9 +39,8 @@ def test_labelled_f1_under_a_label_map_by_hand():
                     ((0, 2, "NP"), (3, 5, "NP"), (2, 5, "VP"), (2, 5, "S"), (0, 5, "S")))
     assert gold.categories() == {(0, 2): "NP", (3, 5): "NP", (2, 5): "S", (0, 5): "S"}
     tree = trees.parse_brackets("((a b) ((c d) e))")
-    reading = Reading(list("abcde"), parsed_tree=tree,
-                      labels={(0, 2): "NT-1", (2, 5): "NT-2", (2, 4): "NT-1", (0, 5): "NT-0"})
-    score = labelled_score([reading], [tree], [gold], {"NT-1": "NP", "NT-2": "S"})
+    labels = {(0, 2): "NT-1", (2, 5): "NT-2", (2, 4): "NT-1", (0, 5): "NT-0"}
+    score = labelled_score([labels], [tree], [gold], {"NT-1": "NP", "NT-2": "S"})
     # found: (0,2,NP) right, (2,5,S) right, (2,4,NP) wrong; gold: (0,2,NP), (3,5,NP), (2,5,S)
     assert (score.matched, score.predicted, score.gold) == (2, 3, 3)
 

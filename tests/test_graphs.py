@@ -146,12 +146,12 @@ def test_a_tiny_onlstm_trains_through_graphs_as_through_the_steps(graphed_on_cpu
 def test_a_tensor_op_time_step_launches_thirteen_kernels_forward_and_twelve_backward():
     """What a GPU launches per step (graphs or not): the biases added to all steps at once, the product added into
     the gate logits by addmm, the softmax written in place, and the backward's sums as one batched product and
-    softmax's own backward (31 before: 16 and 15). scripts/step_kernels.py counts them."""
+    softmax's own backward (31 before: 16 and 15). scripts/bench/step_kernels.py counts them."""
     import subprocess
     import sys
 
     from .conftest import ROOT
 
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "step_kernels.py")], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "step_kernels.py")], capture_output=True, text=True,
                          check=True)
     assert run.stdout.strip() == "kernels a time step: forward 13, backward 12, in all 25"

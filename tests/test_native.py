@@ -223,7 +223,7 @@ def test_under_bf16_the_input_map_inside_the_layer_gives_the_gradients_of_the_on
 
 def test_training_on_a_cpu_asks_glibc_to_keep_freed_memory(monkeypatch, tmp_path):
     """Training on a CPU keeps freed memory for the next step (runtime/memory.py; its effect, page faults a step, is
-    measured by scripts/benchmark.py's training cases, not here). Where the C library is glibc, it takes the setting."""
+    measured by scripts/bench/benchmark.py's training cases, not here). Where the C library is glibc, it takes the setting."""
     asked, keep_freed_memory = [], memory.keep_freed_memory
     monkeypatch.setattr(memory, "keep_freed_memory", lambda: asked.append(True))
     train(tiny_config(run={"epochs": 1}), tmp_path / "run", **QUIET)

@@ -1,6 +1,7 @@
 """The TN-PCFG family (families/pcfg/model.py): the grammar is proper, the rank-space inside pass equals brute force over
 every tree and labelling, marginals and trees follow, and the family trains, resumes, parses and evaluates."""
 
+import json
 import math
 import os
 import signal
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from grammar_induce import trees
+from grammar_induce.config import ConfigError
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences
 from grammar_induce.families.pcfg.model import TNPCFG
@@ -462,3 +464,48 @@ def test_the_grammar_for_parsing_is_built_once_until_the_weights_change():
         model.term_emb.add_(1.0)
     again = model.built_grammar()
     assert again is not first and not torch.equal(again.emission, first.emission)
+
+
+@pytest.mark.parametrize("stop", ["epoch", "steps", "time"])
+def test_every_epoch_end_records_the_recipes_own_fields_and_keeps_the_best(tmp_path, stop):
+    """The loop's two epoch ends (a whole epoch; a part of one, stopped by steps or by time) write the same fields,
+    the recipe's own (the PCFG's `longest`) among them, and keep the validated figure as the run's best."""
+    limits = {"epoch": {}, "steps": {"max_steps": 1}, "time": {"max_minutes": 1e-9}}[stop]
+    out = tmp_path / stop
+    train(pcfg_config(epochs=1, **limits), out, **QUIET)
+    [record] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert set(record) - {"partial", "stopped_by"} == {"epoch", "train_loss", "valid_ppl", "lr", "phase", "seconds",
+                                                       "tokens_per_s", "longest"}
+    assert ("partial" in record) == (stop != "epoch")
+    best = torch.load(out / "last.pt", weights_only=True)["training_state"]["best"]
+    assert math.exp(best) == pytest.approx(record["valid_ppl"], abs=1e-3)
+
+
+def _rules(grammar) -> torch.Tensor:
+    """p(A -> B C) of every rule, summed over the rank by brute force: (NT, NT + T, NT + T)."""
+    return torch.einsum("ar,br,cr->abc", grammar.head, grammar.left, grammar.right)
+
+
+def test_a_grammar_adopts_a_higher_ranks_weights_keeping_its_most_used_components():
+    """Three of eight rank components given no share of any rule: the rank-5 grammar adopted from it keeps the other
+    five and has the same rules (brute force over every rule), root and emission; a lower rank is refused."""
+    sizes = {"kind": "pcfg", "nonterminals": 4, "preterminals": 6, "symbol_dim": 16}
+    torch.manual_seed(0)
+    big = TNPCFG(20, PCFGConfig(**sizes, rank=8))
+    state = {k: v.clone() for k, v in big.state_dict().items()}
+    unused = [1, 4, 6]
+    state["head_mlp.2.bias"][unused] = -60.0  # U[A, k] ~ exp(-60): no rule comes through them
+    big.load_state_dict(state)
+    small = TNPCFG(20, PCFGConfig(**sizes, rank=5))
+    adopted = small.adopt(state, {**sizes, "rank": 8})
+    small.load_state_dict(adopted)
+    assert torch.equal(adopted["left_mlp.2.weight"], state["left_mlp.2.weight"][[0, 2, 3, 5, 7]])
+    with torch.no_grad():
+        a, b = big.grammar(), small.grammar()
+    torch.testing.assert_close(_rules(b), _rules(a), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(b.root, a.root)
+    torch.testing.assert_close(b.emission, a.emission)
+    assert small.adopt(adopted, {**sizes, "rank": 5}) is adopted
+    with pytest.raises(ConfigError, match="train.init has rank 5: a grammar starts from one of its rank or higher"):
+        TNPCFG(20, PCFGConfig(**sizes, rank=8)).adopt(adopted, {**sizes, "rank": 5})
+

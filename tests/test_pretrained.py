@@ -128,7 +128,7 @@ def test_the_tables_f1_and_perplexities_are_what_the_files_give(name, tmp_path):
     if entry.valid_ppl is None:
         return
     loaded = checkpoint.load(entry.paths[0])
-    if entry.language == "zh":  # the CTB dev trees' words (scripts/trees_to_text.py): no test text
+    if entry.language == "zh":  # the CTB dev trees' words (scripts/experiments/trees_to_text.py): no test text
         valid_text = tmp_path / "ctb-dev.txt"
         valid_text.write_text("".join(" ".join(w for w, tag in nltk.Tree.fromstring(line).pos() if tag != "-NONE-") + "\n"
                                       for line in CTB_DEV.read_text(encoding="utf-8").splitlines() if line.strip()),

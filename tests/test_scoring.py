@@ -10,8 +10,9 @@ from grammar_induce.inference.ensemble import ParseOptions
 from grammar_induce.inference.members import Members, read_sentences
 from grammar_induce.inference.voting import most_voted_tree
 from grammar_induce.metrics import SpanMetric
+from grammar_induce.text.predicted import predicted_trees
 from grammar_induce.text.treebank import TagFilter, read_gold
-from grammar_induce.workflows.scoring import EvalOptions, evaluate_file, evaluate_models
+from grammar_induce.workflows.scoring import EvalOptions, evaluate_models, evaluate_trees
 
 from .conftest import (
     LABELLED_GOLD,
@@ -50,16 +51,16 @@ def test_pred_file_scores_gold_trees_perfectly_and_checks_alignment(tmp_path):
     gold, _ = read_gold(GOLD, TagFilter())
     pred = tmp_path / "pred.txt"
     pred.write_text("".join(trees.to_brackets(g.tree) + "\n" for g in gold))
-    report = evaluate_file(pred, EvalOptions(GOLD), labeled=False)
+    report = evaluate_trees(pred, predicted_trees(pred, None), EvalOptions(GOLD), labeled=False)
     assert report.rows["predicted"].sentence_f1 == 1.0 and report.rows["predicted"].corpus_f1 == 1.0
     pred.write_text("".join(trees.to_brackets(g.tree) + "\n" for g in gold[:-1]))
     with pytest.raises(InputError, match="499 predicted trees for 500 gold trees"):
-        evaluate_file(pred, EvalOptions(GOLD), labeled=False)
+        evaluate_trees(pred, predicted_trees(pred, None), EvalOptions(GOLD), labeled=False)
     lines = [trees.to_brackets(g.tree) for g in gold]
     lines[3] = "(some other words)"
     pred.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match=r"pred.txt:4: the words .* differ from the gold tree at .*test.trees:4"):
-        evaluate_file(pred, EvalOptions(GOLD), labeled=False)
+        evaluate_trees(pred, predicted_trees(pred, None), EvalOptions(GOLD), labeled=False)
 
 
 def test_labeled_pred_file(tmp_path):
@@ -67,7 +68,7 @@ def test_labeled_pred_file(tmp_path):
     gold.write_text("(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n")
     pred = tmp_path / "pred.txt"
     pred.write_text("(X (X (X the) (X dog)) (X (X saw) (X (X a) (X cat))))\n")
-    report = evaluate_file(pred, EvalOptions(str(gold)), labeled=True)
+    report = evaluate_trees(pred, predicted_trees(pred, None), EvalOptions(str(gold)), labeled=True)
     assert report.rows["predicted"].sentence_f1 == 1.0
 
 
@@ -98,13 +99,13 @@ def test_a_gold_tree_of_traces_only_is_skipped_with_where_and_why_and_its_blank_
     for pred in (blank_first, tmp_path / "aligned.txt"):
         if pred.name == "aligned.txt":
             pred.write_text("((the dog) barked)\n")
-        report = evaluate_file(pred, EvalOptions(str(gold), quiet=True), labeled=False)
+        report = evaluate_trees(pred, predicted_trees(pred, None), EvalOptions(str(gold), quiet=True), labeled=False)
         assert report.sentences == 1 and report.skipped == 1 and report.rows["predicted"].sentence_f1 == 1.0
         assert report.notes == [f"1 gold tree skipped: {gold}:1 (no words once traces and punctuation are left out)"]
     wrong = tmp_path / "wrong.txt"
     wrong.write_text("(a b)\n((the dog) barked)\n")
     with pytest.raises(InputError, match=r"wrong.txt:1: a tree for the gold tree at .*gold.mrg:1, which is skipped"):
-        evaluate_file(wrong, EvalOptions(str(gold), quiet=True), labeled=False)
+        evaluate_trees(wrong, predicted_trees(wrong, None), EvalOptions(str(gold), quiet=True), labeled=False)
 
 
 def test_predictions_in_every_format_parse_writes_are_scored_alike(tiny_model, tmp_path):
@@ -113,7 +114,7 @@ def test_predictions_in_every_format_parse_writes_are_scored_alike(tiny_model, t
     gold = tmp_path / "gold.mrg"  # trees spread over lines, as .mrg files write them
     gold.write_text("(S\n  (NP (DT the) (NN dog))\n  (VP (VBD saw)\n    (NP (DT a) (NN cat))))\n"
                     "(S (NP (DT a) (NN cat)) (VP (VBD ran)))\n")
-    assert evaluate_file(gold, EvalOptions(str(gold), quiet=True), labeled=True).rows["predicted"].sentence_f1 == 1.0
+    assert evaluate_trees(gold, predicted_trees(gold, None), EvalOptions(str(gold), quiet=True), labeled=True).rows["predicted"].sentence_f1 == 1.0
     parser = api.Parser([tiny_model], ParseOptions())
     scores = set()
     for fmt in ("brackets", "ptb", "json", "jsonl"):

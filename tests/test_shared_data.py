@@ -3,9 +3,10 @@
 import pytest
 
 from grammar_induce import trees
+from grammar_induce.text.predicted import predicted_trees
 from grammar_induce.text.tokenizer import Tokenizer
 from grammar_induce.text.treebank import TagFilter, read_gold
-from grammar_induce.workflows.scoring import EvalOptions, evaluate_file
+from grammar_induce.workflows.scoring import EvalOptions, evaluate_trees
 
 from .conftest import SHARED_DATA
 from .plain_corpus import build_vocab, read_corpus
@@ -23,7 +24,7 @@ def test_the_nltk_treebank_sample_and_its_right_branching_baseline(tmp_path):
     assert len(gold) + skipped == 3914 and skipped == 0
     pred = tmp_path / "right.txt"
     pred.write_text("".join(trees.to_brackets(trees.right_branching(g.words)) + "\n" for g in gold))
-    report = evaluate_file(pred, EvalOptions(str(TREEBANK)), labeled=False)
+    report = evaluate_trees(pred, predicted_trees(pred, None), EvalOptions(str(TREEBANK)), labeled=False)
     # the figure the README gives for this baseline under the paper's protocol
     assert round(100 * report.rows["predicted"].sentence_f1, 1) == 39.9
 

@@ -6,6 +6,7 @@ name compared."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,13 +31,20 @@ class Yields:
     # ensemble adds and a student learns as soft targets
     marginals: bool = False
     prunable: bool = False  # read(..., keep=...) runs its search over chart constraints' spans alone (a PCFG's)
-    grammar: bool = False  # its model has `grammar()`: rules to show (`grammar-induce grammar`) and draw from (`sample`)
     heads: bool = False  # dependency heads (Reading.heads)
     decoder: str = "paper"  # the decoder its distances are read with unless one is asked for
     search: str = ""  # a family that yields trees: how it finds them ("CKY"), for its evaluation row and notes
     # a family that yields trees: the longest line its own search parses exactly, and what it does with longer ones
     # (None: the CKY's, cky.EXACT_LIMIT, past which it splits greedily)
     longest: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True)
+class GrammarTools:
+    """What a family whose models are grammars (`model.grammar()`: its rule distributions) offers beyond parsing."""
+
+    samples: Callable[..., Iterator]  # (grammar, vocab words, generator, max_length): sentences drawn, each with `.ptb`
+    symbols: Callable[..., list]  # (grammar, vocab words, top): its symbols with their top rules or words
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class Family:
     bf16_parts: str = ""
     fp32_parts: str = FULL_PARTS
     reads_in_lanes: bool = False
+    grammar: GrammarTools | None = None  # a grammar's tools: `sample` draws from it, `grammar-induce grammar` reads it
 
     @property
     def is_distilled(self) -> bool:

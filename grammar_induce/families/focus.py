@@ -17,7 +17,7 @@ by a weight (structures/rank_cfg.py's `span_bias`, in log space), which reweight
 
 A sentence without a teacher tree trains as before (no bias). Parsing uses the plain grammar: no teacher is needed
 at inference. A teacher is a file of trees, read aligned with the training file's lines: one given, or a model's
-trees of the training text, made before the run by the parse path (training/teachers.py) and kept in the token cache.
+trees of the training text, made before the run by the parse path (inference/teachers.py) and kept in the token cache.
 """
 
 from __future__ import annotations

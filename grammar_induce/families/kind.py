@@ -6,6 +6,7 @@ heads) is its family's `Yields` (families/family.py), not the module's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -15,6 +16,13 @@ from .reading import Reading
 
 
 class ModelKind(nn.Module):
+    ADAPTS: ClassVar[frozenset[str]] = frozenset()  # model keys a trained model to start from may differ in (`adopt`)
+
+    def adopt(self, state: dict[str, Tensor], theirs: dict[str, Any]) -> dict[str, Tensor]:
+        """A trained model's weights (`train.init`; `theirs`: its model config) as this model's, where the two differ
+        in ADAPTS keys only (as they stand: none differ)."""
+        return state
+
     @classmethod
     def check_config(cls, config: ModelConfig) -> None:
         """Refuse, as a ConfigError, sizes this kind cannot be built with (the config's own checks are the

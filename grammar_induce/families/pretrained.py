@@ -1,7 +1,7 @@
 """The models that ship inside the package, by name: `--model ptb`, `gi.load("ptb-pair")`. No torch.
 
 `resources/models/models.toml` lists each name: its checkpoint files (float16 weights, see
-scripts/pack_pretrained.py, which writes the folder), how to parse with it (layers, decoder,
+scripts/models/pack_pretrained.py, which writes the folder), how to parse with it (layers, decoder,
 combiner) and what it measured. A name may stand for several files: an ensemble.
 """
 

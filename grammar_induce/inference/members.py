@@ -1,6 +1,7 @@
 """The one member path: an ensemble's members checked, their precision resolved once, their layers fixed
 once, every member run over the sentences and their readings combined. parse (and through it the API),
-evaluate and distill each call `Members.parse`.
+evaluate and distill each call `Members.parse`. A parse offers evaluation its named rows of trees (`Parse.rows`: an
+ensemble's members and combinations, a model's own trees, or a row per layer and distance), as SuPar's `eval_step`.
 
 A sentence is fed as `<eos> w1 ... wn <eos>` from a zero state in evaluation mode (a backward model gets
 the words reversed); each model kind turns its rows into readings in reading order (families/kind.py).
@@ -9,14 +10,17 @@ the words reversed); each model kind turns its rows into readings in reading ord
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 
+from .. import trees
 from ..errors import InputError, SettingError
 from ..families.checkpoint import LoadedModel
 from ..families.pretrained import shown
 from ..families.reading import Reading, model_order
+from ..metrics import SpanMetric
 from ..runtime import precision
 from ..runtime.threads import LANES, map_in_threads
 from ..text.tokenizer import EOS
@@ -25,7 +29,10 @@ from .ensemble import (
     ParseOptions,
     Standing,
     combine,
+    combiners_for,
+    confidences,
     layers_by_agreement,
+    member_agreement,
     rank_members,
     resolve_layers,
     resolve_weights,
@@ -33,6 +40,7 @@ from .ensemble import (
 from .pruning import Pruning
 
 Readings = list[list[Reading | None]]  # per member, per sentence (None: an empty sentence)
+Spans = dict[tuple[int, int], float]
 CHUNK_BATCHES = 64  # sentences are read a chunk of this many batches at a time; `auto` chooses on the first chunk
 CHUNK_LINES = 1 << 14  # ... and of at most this many lines, whatever the batch size asked for
 BATCH_WORDS = 1 << 13  # a batch holds at most this many words (one longer sentence alone): memory follows the work
@@ -113,6 +121,11 @@ class Members:
                 members = members.with_layers(readings)
             yield Parse(members, readings)
 
+    def parse_all(self, sentences: list[list[str]], all_layers: bool = True,
+                  progress: Callable[[int], object] | None = None) -> Parse | None:
+        """`parse` of every sentence at once (the layers fixed on all of them, where `auto` chooses); None for none."""
+        return next(self.parse(sentences, all_layers, progress, at_once=True), None)
+
     def read(self, sentences: list[list[str]], all_layers: bool = True,
              progress: Callable[[int], object] | None = None) -> Readings:
         """Every member's reading of each sentence: every layer's distances, or (with the layers fixed and
@@ -173,6 +186,108 @@ class Parse:
     @property
     def options(self) -> ParseOptions:
         return self.members.options
+
+    def rows(self, heads: bool = False) -> Rows:
+        """The named rows of trees these readings offer for scoring (`Rows`); `heads`: with dependency
+        heads."""
+        return rows_of(self.members, self.readings, heads)
+
+
+# The rows of trees a parse offers for scoring (`Parse.rows`); workflows/scoring.py scores what it is given.
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Named rows of trees (a tree per non-empty sentence), which one is the main one, and what comes with it."""
+
+    trees: dict[str, list[Tree]]
+    main: str
+    agreement: dict[str, SpanMetric] = field(default_factory=dict)  # an ensemble's: each member against the others
+    confidences: list[Spans | None] = field(default_factory=list)  # the main row's spans' confidence, per sentence
+    labels: list[dict[tuple[int, int], str]] | None = None  # the main row's induced labels (a PCFG alone), per sentence
+    heads: dict[str, list[list[int]]] = field(default_factory=dict)  # dependency heads per row name (when asked)
+
+    @property
+    def predicted(self) -> list[Tree]:
+        return self.trees[self.main]
+
+
+def rows_of(members: Members, readings: Readings, heads: bool = False) -> Rows:
+    """The rows of `readings` (the layers of `members` fixed; no empty sentences); `heads`: the first model with
+    dependency heads gives them (an InputError where none has)."""
+    models = members.models
+    if len(models) == 1:
+        rows, main, agreement = *_single_rows(members, readings), {}
+    else:
+        rows, agreement = _ensemble_rows(members, readings)
+        main = f"{members.options.combine} of {len(models)}"
+    labels = [p.labels or {} for p in readings[0]] if len(models) == 1 and models[0].family.yields.labels else None
+    found_heads = _heads(members, readings) if heads else {}
+    layers = list(members.options.layers)
+    sure = [confidences(list(sentence), layers, members.options, tree) for sentence, tree in zip(zip(*readings), rows[main])]
+    return Rows(rows, main, agreement, sure, labels, found_heads)
+
+
+def _single_rows(members: Members, readings: Readings) -> tuple[dict[str, list[Tree]], str]:
+    """One model's rows: its own trees, or a row per layer and distance (and the means), and the main row's name."""
+    family, yields = members.models[0].family, members.models[0].family.yields
+    if yields.own_trees:
+        main = f"{family.name} ({yields.search})"
+        return {main: members.combine(readings)}, main
+    distance = members.options.distance or yields.distances[0]
+    main = f"layer {members.options.layers[0]} {distance}" if yields.layered else f"{distance} distances"
+    return _layer_rows(readings[0], members.options.decoder, yields.layered), main
+
+
+def _layer_rows(parsed: list, decoder: str, layered: bool) -> dict[str, list[Tree]]:
+    """A row per layer and distance name, and each name's mean over the layers; distances that are not a layer's
+    (not `Yields.layered`: a StructFormer's parser) are one row, `<name> distances`."""
+    n_layers = parsed[0].n_layers
+    predicted: dict[str, list[Tree]] = {}
+    for k in (name for name, rows in parsed[0].distances.items() if rows):  # the names the model has
+        if not layered:
+            predicted[f"{k} distances"] = [p.tree(1, k, decoder) for p in parsed]
+            continue
+        for layer in range(1, n_layers + 1):
+            predicted[f"layer {layer} {k}"] = [p.tree(layer, k, decoder) for p in parsed]
+        predicted[f"mean of layers {k}"] = [
+            trees.decode([sum(col) / n_layers for col in zip(*p.distances[k])], p.words, p.direction,
+                         decoder or p.decoder)
+            for p in parsed
+        ]
+    return predicted
+
+
+def _ensemble_rows(members: Members, readings: Readings) -> tuple[dict[str, list[Tree]], dict[str, SpanMetric]]:
+    """A row per member and per combination that fits the members, and each member's agreement with the others."""
+    layers = members.options.layers
+    names = [f"{k + 1}: {_short_name(m.source)}" + ("" if m.family.yields.own_trees else f" L{layer}")
+             for k, (m, layer) in enumerate(zip(members.models, layers))]  # a model of its own trees reads no layer
+    predicted = dict(zip(names, members.member_trees(readings)))
+    for how in combiners_for([list(column) for column in zip(*readings)]):
+        combined = replace(members, options=replace(members.options, combine=how))
+        predicted[f"{how} of {len(members.models)}"] = combined.combine(readings)
+    per_sentence = [list(member_trees) for member_trees in zip(*(predicted[name] for name in names))]
+    return predicted, dict(zip(names, member_agreement(per_sentence)))
+
+
+def _heads(members: Members, readings: Readings) -> dict[str, list[list[int]]]:
+    """The first model with dependency heads: its tree-decoded heads, beside its argmax ones (the paper's: each word's
+    best head alone) where it has them."""
+    models = members.models
+    k, family = next(((k, m.family) for k, m in enumerate(models) if m.family.yields.heads), (0, models[0].family))
+    if not family.yields.heads:
+        raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({family.description}) "
+                         "has none: a StructFormer (model.kind = \"structformer\") has them")
+    rows = {f"{family.name} heads (tree)": [p.heads for p in readings[k]]}
+    if readings[k] and readings[k][0].argmax_heads is not None:
+        rows = {f"{family.name} heads (argmax)": [p.argmax_heads for p in readings[k]], **rows}
+    return rows
+
+
+def _short_name(source: str) -> str:
+    path = Path(source)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
 def auto_weights_note(sources: Sequence[str], weights: Sequence[float]) -> str:

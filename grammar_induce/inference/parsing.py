@@ -251,7 +251,7 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
     """Each sentence's combined tree and every member's distances and tree (the members' layers fixed)."""
     options = members.options
     # a single model's confidence may be its layers' agreement: every layer read
-    parsed = next(members.parse(sentences, all_layers or options.confidence, at_once=True), None)
+    parsed = members.parse_all(sentences, all_layers or options.confidence)
     if parsed is None:  # no sentences
         return []
     readings, combined, layers = parsed.readings, iter(parsed.trees), list(parsed.options.layers)

@@ -371,6 +371,11 @@ def _report_sentence(k: int, s: ReportSentence) -> str:
             f'{tree_svg(s.words, s.gold, span_colors=gold_colors, caption="gold")}</div></div>')
 
 
+def write_run_curves(run_dir: Path) -> None:
+    """A run folder's learning curves as its curves.svg (the training loop's after each epoch)."""
+    write_curves([run_dir], run_dir / "curves.svg")
+
+
 def write_curves(run_dirs: list[Path], path: Path) -> None:
     """Learning curves of one or more runs (from their metrics.jsonl) as one SVG."""
     from ..runtime.rundir import read_metrics

@@ -49,6 +49,36 @@ def _json_tree(path: Path, lineno: int, text: str, fmt: str) -> object:
     return "" if tree is None else tree
 
 
+def on_gold(path: Path, lines: list[tuple[int, object]], gold: list[GoldTree], skipped, max_length: int,
+            labeled: bool, tags: TagFilter) -> tuple[list[GoldTree], list[trees.Tree], list[tuple[str, str]]]:
+    """Predicted trees ((line number, tree) pairs, one per gold tree or per gold tree within `max_length`, and
+    perhaps one per skipped gold tree too) put onto their gold trees' words: the gold trees within `max_length`,
+    their predicted trees, and (file:line, token) of every predicted token the gold trees lack, left out."""
+    short = [g for g in gold if not max_length or len(g.words) <= max_length]
+    lines = _without_skipped(lines, gold, skipped, path)
+    if len(lines) not in (len(gold), len(short)):
+        within = f" ({len(short)} of at most {max_length} words)" if max_length else ""
+        raise InputError(f"{path}: {plural(len(lines), 'predicted tree')} for {plural(len(gold), 'gold tree')}{within}")
+    aligned = gold if len(lines) == len(gold) else short
+    dropped: list[tuple[str, str]] = []
+    predicted = [onto_gold(path, n, text, g, labeled, tags, dropped) for (n, text), g in zip(lines, aligned)]
+    keep = [k for k, g in enumerate(aligned) if not max_length or len(g.words) <= max_length]
+    return [aligned[k] for k in keep], [predicted[k] for k in keep], dropped
+
+
+def _without_skipped(lines: list[tuple[int, object]], gold: list[GoldTree], skipped, path: Path) -> list:
+    """The predictions without those of skipped gold trees, where there is one per gold tree of the file (the
+    blank line `parse` writes for a sentence of traces only, say): a prediction with words there is refused."""
+    if not skipped or len(lines) != len(gold) + skipped:
+        return lines
+    positions = {position for position, _, _ in skipped.trees}
+    for k, (n, text) in enumerate(lines):
+        if k in positions and text not in ("", None) and (not isinstance(text, str) or text.strip()):
+            where = next(w for p, w, _ in skipped.trees if p == k)
+            raise InputError(f"{path}:{n}: a tree for the gold tree at {where}, which is skipped (it has no words)")
+    return [line for k, line in enumerate(lines) if k not in positions]
+
+
 def onto_gold(path: Path, lineno: int, text: object, gold: GoldTree, labeled: bool, tags: TagFilter,
                     dropped: list[tuple[str, str]]) -> trees.Tree:
     """One predicted tree over the gold tree's words. A labelled tree (`(S (NP (DT the) ...`, recognised

@@ -11,7 +11,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,6 @@ from ..families.kind import ModelKind, count_parameters
 from ..families.recipe import EpochPosition, Recipe
 from ..files import write_text
 from ..messages import Messages, progress_bar
-from ..output import draw
 from ..runtime import distributed, memory, precision, rundir
 from ..text import corpus
 from . import randomness
@@ -83,6 +82,9 @@ class _StopFlag:
             signal.signal(sig, handler)
 
 
+SideOutput = tuple[str, Callable[[Path], object]]  # what it writes (for a note), and how, given the run folder
+
+
 @dataclass
 class _Loop:
     """The parts of a run: fixed ones (config, device, world, run directory, logging) and the recipe."""
@@ -95,6 +97,7 @@ class _Loop:
     out_dir: Path
     quiet: bool
     messages: Messages
+    after_epoch: Sequence[SideOutput] = ()
     started: float = field(default_factory=time.time)
     saved_at: float = field(default_factory=time.time)
     stopped_by: int | None = None  # the signal that interrupted the run
@@ -104,17 +107,19 @@ class _Loop:
 MakeRecipe = Callable[[Config, ModelKind, "str | None"], Recipe]  # (config, model, saved phase) -> the recipe
 
 
-def fit(run: Run, make_recipe: MakeRecipe, vocab_size: int, *, quiet: bool, messages: Messages) -> Result:
+def fit(run: Run, make_recipe: MakeRecipe, vocab_size: int, *, quiet: bool, messages: Messages,
+        after_epoch: Sequence[SideOutput] = ()) -> Result:
     """The loop itself, for a started run (training/run.py) in a folder the caller holds (`train`'s run directory, a
     distillation's round): a model of the family built under the config's seed, with the weights the run starts
-    from (its last.pt's, or a trained model's), its recipe, epochs until done or stopped."""
+    from (its last.pt's, or a trained model's), its recipe, epochs until done or stopped. `after_epoch`: what the
+    caller writes into the run folder after each epoch (its learning curves, say), where a failure never stops it."""
     config, device, world = run.config, run.device, run.world
     if device.type == "cpu":
         memory.keep_freed_memory()
     torch.manual_seed(config.run.seed)
     model = run.family.build(vocab_size, config.model).to(device)
     if (weights := run.initial_weights) is not None:  # a property that converts: read once
-        model.load_state_dict(weights)
+        model.load_state_dict(weights if run.init is None else model.adopt(weights, run.init["config"]["model"]))
     recipe = make_recipe(config, model, run.state.phase if run.state else None)
     recipe.rng = random.Random(config.run.seed)
     if run.last is not None:
@@ -122,7 +127,7 @@ def fit(run: Run, make_recipe: MakeRecipe, vocab_size: int, *, quiet: bool, mess
         randomness.restore(randomness.of_training_state(run.last["training_state"]), recipe.rng, device)
     state = run.state or TrainState(phase=recipe.PHASE)
     state.read_best_as(recipe.score.higher_is_better)
-    loop = _Loop(config, recipe, model, device, world, run.out_dir, quiet, messages)
+    loop = _Loop(config, recipe, model, device, world, run.out_dir, quiet, messages, after_epoch)
     if world.is_main:
         _announce(loop, state)
         messages.say(run.precision_line)
@@ -294,7 +299,8 @@ def _end_epoch(loop: _Loop, state: TrainState, stats: dict[str, float]) -> dict[
     _save_last(loop, state)
     if world.is_main:  # side outputs, after the state is safe: a failure here never stops the run
         _side_output(loop, "the log line", lambda: loop.messages.say(recipe.score.line(record)))
-        _side_output(loop, "curves.svg", lambda: draw.write_curves([loop.out_dir], loop.out_dir / "curves.svg"))
+        for what, write in loop.after_epoch:
+            _side_output(loop, what, lambda write=write: write(loop.out_dir))
     return record
 
 

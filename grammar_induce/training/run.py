@@ -100,7 +100,7 @@ def start(config: Config, out_dir: Path, *, resume: bool, force: bool, messages:
                        [config.data.train, config.data.valid, config.data.test])
     run = Run(config, out_dir, family, device, world, requested)
     if not resume:
-        return dataclasses.replace(run, init=_starting_model(config))
+        return dataclasses.replace(run, init=_starting_model(config, family))
     last = last if last is not None else checkpoint.read(out_dir / "last.pt")
     state = resume_state(last, out_dir / "last.pt")
     return dataclasses.replace(run, last=last, state=state, was=_resumed_config(last, out_dir, config, state, messages))
@@ -151,14 +151,15 @@ def _with_precision(config: Config, chosen: str) -> Config:
     return dataclasses.replace(config, run=dataclasses.replace(config.run, precision=chosen))
 
 
-def _starting_model(config: Config) -> dict[str, Any] | None:
-    """The checkpoint a new run starts from (`train.init`: a trained model of the run's kind and sizes, whose
-    vocabulary the text is read with), checked; None without one."""
+def _starting_model(config: Config, family: Family) -> dict[str, Any] | None:
+    """The checkpoint a new run starts from (`train.init`: a trained model of the run's kind and sizes, or sizes its
+    kind adapts (`ModelKind.ADAPTS`: a PCFG's rank), whose vocabulary the text is read with), checked; None without
+    one."""
     if not getattr(config.train, "init", ""):
         return None
     payload = checkpoint.read(pretrained.one_file(config.train.init, "train.init"))
     theirs, ours = payload["config"].get("model", {}), config.to_dict()["model"]
-    differ = [key for key in ours if theirs.get(key, ours[key]) != ours[key]]
+    differ = [key for key in ours if theirs.get(key, ours[key]) != ours[key] and key not in family.model.ADAPTS]
     if differ:
         key = differ[0]
         raise InputError(f"train.init {config.train.init}: must be a model of the run's kind and sizes: it has "

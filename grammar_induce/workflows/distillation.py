@@ -34,6 +34,7 @@ from ..inference.members import Members, check_members, read_sentences, token_id
 from ..inference.voting import span_votes
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
+from ..output import draw
 from ..runtime import rundir
 from ..runtime.rundir import append_metrics
 from ..text.tokenizer import EOS
@@ -344,7 +345,7 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     text = recipe.text_of(teacher.tokenizer, teacher.vocab, targets, len(valid.words), agreement)
     run = student_run(config, folder, STUDENT, device, resume=resume)
     result = fit(run, lambda cfg, model, phase: recipe(cfg, model, text, device, run.world, phase), len(teacher.vocab),
-                 quiet=True, messages=messages)
+                 quiet=True, messages=messages, after_epoch=[("curves.svg", draw.write_run_curves)])
     if result.stopped_by is not None:
         raise KeyboardInterrupt  # distill notes where the run is and how to resume it
     for record in rundir.read_metrics(folder):  # every epoch of the round, the resumed run's and those before

@@ -1,5 +1,5 @@
 """`grammar-induce grammar`: what an induced PCFG learned, as a reader can take it in. Its symbols off the rule
-distributions (families/pcfg/inspection.py); on a text, how often each nonterminal labels a constituent of the MBR
+distributions (its family's `GrammarTools`: families/pcfg/inspection.py); on a text, how often each nonterminal labels a constituent of the MBR
 trees and its most frequent spans; on gold trees, each nonterminal's best-matching treebank category (many-to-one:
 the category of most of its constituents that are gold constituents) with its precision and recall. The best
 matches are a label map (`--save-map`) that `parse --label-map` applies: a mapping learned from a treebank, never
@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from ..errors import InputError, SettingError
-from ..families.pcfg.inspection import Symbol, read_symbols
 from ..families.pretrained import shown
 from ..inference.maps import Fitted, LabelMap
 from ..inference.members import Members
 from ..inference.parsing import parse
-from ..messages import plural
+from ..output import grammar
+from ..output.grammar import Symbol
 from ..text.treebank import GoldTree, TagFilter, read_gold
 
 
@@ -65,36 +65,12 @@ class GrammarReport:
         return {label: match.category for label, match in self.matches.items()}
 
     def table(self, top: int = 20) -> str:
-        """The `top` nonterminals and preterminals as text."""
-        lines = [(f"the induced grammar of {self.model}: {plural(len(self.nonterminals), 'nonterminal')}, "
-                 f"{plural(len(self.preterminals), 'preterminal')}")]
-        if self.text:
-            lines.append(f"usage: constituents of the MBR trees of {self.text} each labels")
-        if self.gold:
-            lines.append(f"best match: the gold category (of {self.gold}) of most of its constituents that are gold "
-                         "constituents, many-to-one; prec: their share of its constituents, rec: of the category's")
-        lines.append(f"\nnonterminals (the {min(top, len(self.nonterminals))} most used; root: p(S -> it); child: its "
-                     "share of the rules' children)")
-        for s in self.nonterminals[:top]:
-            lines.append(self._nonterminal_line(s))
-        lines.append(f"\npreterminals (the {min(top, len(self.preterminals))} most used as children)")
-        for s in self.preterminals[:top]:
-            words = ", ".join(f"{w} {p:.2f}" for w, p in s.words)
-            lines.append(f"  {s.name:7s} child {s.child:.4f}  {words}")
-        return "\n".join(lines)
+        """The `top` nonterminals and preterminals as text (output/grammar.py)."""
+        return grammar.table(self, top)
 
-    def _nonterminal_line(self, s: Symbol) -> str:
-        parts = [f"  {s.name:7s} root {s.root:.3f} child {s.child:.4f}"]
-        if self.text:
-            parts.append(f"usage {self.usage[s.name]:,}")
-        if s.name in self.matches:
-            m = self.matches[s.name]
-            parts.append(f"best match {m.category} (prec {100 * m.precision:.1f}, rec {100 * m.recall:.1f})")
-        rules = ", ".join(f"{b} {c} {p:.2f}" for b, c, p in s.rules[:3])
-        parts.append(f"rules {rules}")
-        if self.spans.get(s.name):
-            parts.append("spans " + "; ".join(f"{words} ({n})" for words, n in self.spans[s.name].most_common(3)))
-        return "  ".join(parts)
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page (output/grammar.py)."""
+        return grammar.page(self)
 
     def to_dict(self) -> dict:
         return {"model": self.model, "text": self.text or None, "gold": self.gold or None, "symbols": [
@@ -118,12 +94,13 @@ def read_grammar(members: Members, text: Iterable[str] | None = None, text_name:
     """The report of the one PCFG among `members`: its symbols with `top` rules or words each; usage and spans on
     `text` (lines); best matches on the trees of `gold`."""
     loaded = members.models[0]
-    if len(members.models) != 1 or not loaded.family.yields.grammar:
+    tools = loaded.family.grammar
+    if len(members.models) != 1 or tools is None:
         raise SettingError("model", "grammar reads one induced PCFG (model.kind = \"pcfg\"), not "
                            + (f"an ensemble of {len(members.models)}" if len(members.models) > 1
                               else loaded.family.description))
     members = replace(members, options=replace(members.options, labels=True))
-    report = GrammarReport(shown(loaded.source), read_symbols(loaded.model.grammar(), loaded.vocab.words, top),
+    report = GrammarReport(shown(loaded.source), tools.symbols(loaded.model.grammar(), loaded.vocab.words, top),
                            source=loaded.source)
     if text is not None:
         report.text = text_name
@@ -140,7 +117,7 @@ def read_grammar(members: Members, text: Iterable[str] | None = None, text_name:
 
 def best_matches(members: Members, gold: list[GoldTree]) -> dict[str, LabelMatch]:
     """Each induced label's gold category of most of its constituents (two or more words) that are gold ones."""
-    parsed = next(members.parse([g.words for g in gold], at_once=True), None)
+    parsed = members.parse_all([g.words for g in gold])
     if parsed is None:
         raise InputError("no gold trees to match labels on")
     hits: dict[str, Counter] = {}
@@ -155,33 +132,3 @@ def best_matches(members: Members, gold: list[GoldTree]) -> dict[str, LabelMatch
                 hits.setdefault(label, Counter())[categories[span]] += 1
     return {label: LabelMatch(category, n, spans[label], totals[category])
             for label, counts in hits.items() for category, n in [counts.most_common(1)[0]]}
-
-
-def grammar_html(report: GrammarReport) -> str:
-    """The report as one self-contained HTML page: a table of every nonterminal, then of every preterminal."""
-    from ..output.draw import html_escape, page
-
-    def row(cells: list[str]) -> str:
-        return "<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in cells) + "</tr>"
-
-    def head(cells: list[str]) -> str:
-        return "<tr>" + "".join(f"<th>{html_escape(c)}</th>" for c in cells) + "</tr>"
-
-    nonterminals = [head(["symbol", "root", "child", *(["usage", "spans"] if report.text else []),
-                          *(["best match", "prec", "rec"] if report.gold else []), "rules"])]
-    for s in report.nonterminals:
-        m = report.matches.get(s.name)
-        nonterminals.append(row([
-            s.name, f"{s.root:.3f}", f"{s.child:.4f}",
-            *([f"{report.usage[s.name]:,}", "; ".join(f"{w} ({n})" for w, n in
-                                                     report.spans.get(s.name, Counter()).most_common(3))]
-              if report.text else []),
-            *(([m.category, f"{100 * m.precision:.1f}", f"{100 * m.recall:.1f}"] if m else ["", "", ""])
-              if report.gold else []),
-            ", ".join(f"{b} {c} {p:.3f}" for b, c, p in s.rules)]))
-    preterminals = [head(["symbol", "child", "words"])] + [
-        row([s.name, f"{s.child:.4f}", ", ".join(f"{w} {p:.3f}" for w, p in s.words)]) for s in report.preterminals]
-    intro = report.table(0).split("\n\n")[0].replace("\n", " ")
-    body = [f"<p>{html_escape(intro)}</p>", "<h2>nonterminals</h2>", f"<table>{''.join(nonterminals)}</table>",
-            "<h2>preterminals</h2>", f"<table>{''.join(preterminals)}</table>"]
-    return page(f"grammar-induce: the induced grammar of {report.model}", body)

@@ -15,16 +15,15 @@ from typing import TYPE_CHECKING
 from .. import trees
 from ..errors import InputError
 from ..families.pretrained import shown
-from ..inference.ensemble import confidences
 from ..inference.maps import Calibration, Fitted
 from ..messages import Messages, plural, progress_bar
 from ..metrics import SpanMetric
 from ..output.evaluation import Report
-from ..text.predicted import onto_gold, predicted_trees
+from ..text.predicted import on_gold
 from ..text.treebank import GoldTree, TagFilter, read_gold
 
 if TYPE_CHECKING:
-    from ..inference.members import Members
+    from ..inference.members import Members, Rows
 
 LENGTH_BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 40), (41, 10**9))
 RECALL_LABELS = ("NP", "VP", "PP", "SBAR", "ADJP", "ADVP")  # the categories the PCFG papers report recall of
@@ -77,8 +76,8 @@ def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
 
 
 def evaluate_models(members: Members, options: EvalOptions, messages: Messages | None = None) -> Report:
-    """Parse the gold sentences with one or more loaded models, checked (`Members.of`), and score them: the
-    trees the member path makes (inference/members.py), as `parse` makes them.
+    """Parse the gold sentences with one or more loaded models, checked (`Members.of`), and score the rows of trees
+    they offer (`Parse.rows`, inference/members.py), made by the member path as `parse` makes them.
 
     One model: every layer with both distance kinds and the mean of the layers (a model that yields its
     own trees: those). Several: each member (its chosen layer), every combination that fits them, and how
@@ -91,70 +90,39 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
     members = replace(members, options=replace(members.options, confidence=True))  # for the calibration
     noted = _report_messages(messages)
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
-    gold = within_length(gold, options.max_length)
+    gold = _some(within_length(gold, options.max_length), options)
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:  # every gold sentence at once: the rows need all
-        parsed = next(members.parse(sentences, progress=bar.update, at_once=True), None)
+        parsed = members.parse_all(sentences, progress=bar.update)
     unknown = {shown(m.source): unknown_words(m, sentences) for m in models}
-    for source, (count, total) in unknown.items():
-        if total and count > UNKNOWN_WARNING * total:
-            noted.note(f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {shown(source)}: "
-                       "its tokenizer or vocabulary does not fit these trees (another language, word segmentation or "
-                       "casing?)")
-    members, readings = (parsed.members, parsed.readings) if parsed else (members.with_layers(), [[]] * len(models))
-    if members.standings:
-        noted.note(auto_weights_note([m.source for m in models], members.options.weights))
-    predicted, main_row, agreement = _predicted_rows(members, readings)
-    report = replace(_report(gold, skipped, predicted, main_row, options, agreement, noted.notes), unknown=unknown,
-                     brackets=_confident_brackets(members, readings, predicted[main_row], gold))
-    if members.options.label_map is not None:
-        report.labelled = labelled_score(readings[0], predicted[main_row], gold, members.options.label_map.labels)
-    if options.dependencies:
-        report.dependencies = _dependency_rows(models, readings, gold)
+    _note_unknown_words(unknown, noted)
+    if parsed.members.standings:
+        noted.note(auto_weights_note([m.source for m in models], parsed.options.weights))
+    rows = parsed.rows(heads=options.dependencies)
+    dependencies = dependency_scores(rows.heads, gold) if rows.heads else {}
+    report = replace(_report(gold, skipped, rows.trees, rows.main, options, rows.agreement, noted.notes),
+                     unknown=unknown, dependencies=dependencies, brackets=_confident_brackets(rows, gold))
+    if parsed.options.label_map is not None and rows.labels is not None:
+        report.labelled = labelled_score(rows.labels, rows.predicted, gold, parsed.options.label_map.labels)
     return report
 
 
-def _predicted_rows(members: Members, readings: list[list]) -> tuple[dict[str, list[trees.Tree]], str, list | None]:
-    """The rows of induced trees (an ensemble's combinations, a model's own trees, or a row per layer and distance),
-    which of them is the main one, and, for an ensemble, how much each member agrees with the others."""
-    models = members.models
-    if len(models) > 1:
-        predicted, agreement = _ensemble_rows(members, readings)
-        return predicted, f"{members.options.combine} of {len(models)}", agreement
-    family, yields = models[0].family, models[0].family.yields
-    if yields.own_trees:
-        main_row = f"{family.name} ({yields.search})"
-        return {main_row: members.combine(readings)}, main_row, None
-    distance = members.options.distance or yields.distances[0]
-    main_row = f"layer {members.options.layers[0]} {distance}" if yields.layered else f"{distance} distances"
-    return _layer_rows(readings[0], members.options.decoder, yields.layered), main_row, None
+def _some(gold: list[GoldTree], options: EvalOptions) -> list[GoldTree]:
+    """The gold trees to score (those within --max-length), refused when there are none."""
+    if not gold:
+        raise InputError(f"{options.gold}: no gold trees of at most {options.max_length} words")
+    return gold
 
 
-def _dependency_rows(models: list, readings: list[list], gold: list[GoldTree]) -> dict[str, tuple[float, float]]:
-    """The first model with dependency heads: its tree-decoded heads' attachment scores, beside its argmax ones."""
-    k, family = next(((k, m.family) for k, m in enumerate(models) if m.family.yields.heads), (0, models[0].family))
-    if not family.yields.heads:
-        raise InputError(f"--deps scores dependency heads, and {shown(models[0].source)} ({family.description}) "
-                         "has none: a StructFormer (model.kind = \"structformer\") has them")
-    rows = {f"{family.name} heads (tree)": [p.heads for p in readings[k]]}
-    if readings[k] and readings[k][0].argmax_heads is not None:  # the paper's: each word's best head alone
-        rows = {f"{family.name} heads (argmax)": [p.argmax_heads for p in readings[k]], **rows}
-    return dependency_scores(rows, gold)
-
-
-def _confident_brackets(members: Members, readings: list[list], predicted: list[trees.Tree], gold: list[GoldTree]
-                        ) -> list[tuple[float, bool]]:
-    """The main row's brackets the F1 counts, each with its confidence (inference/ensemble.confidences) and whether
-    it is a gold constituent; none where the models give no confidence (a StructFormer alone, a student's greedy
-    tree of a sentence too long for its CKY)."""
-    layers, options = list(members.options.layers), members.options
+def _confident_brackets(rows: Rows, gold: list[GoldTree]) -> list[tuple[float, bool]]:
+    """The main row's brackets the F1 counts, each with its confidence and whether it is a gold constituent; none
+    where the models give no confidence (a StructFormer alone, a student's greedy tree of a sentence too long for its
+    CKY)."""
     scored = []
-    for sentence, tree, g in zip(zip(*readings), predicted, gold):
-        sure = confidences(list(sentence), layers, options, tree)
-        if sure is None:
-            continue
-        truth = trees.spans(g.tree)
-        scored += [(sure[span], span in truth) for span in trees.spans(tree)]
+    for sure, tree, g in zip(rows.confidences, rows.predicted, gold):
+        if sure is not None:
+            truth = trees.spans(g.tree)
+            scored += [(sure[span], span in truth) for span in trees.spans(tree)]
     return scored
 
 
@@ -167,13 +135,15 @@ def fitted_calibration(report: Report, gold: str, models: list[str]) -> Calibrat
                            Fitted.of(models))
 
 
-def labelled_score(readings: list, predicted: list, gold: list[GoldTree], label_map: dict[str, str]) -> SpanMetric:
-    """Labelled span F1 of the induced labels renamed by `label_map` against the gold categories (the spans the
-    unlabelled F1 counts: two or more words, not the whole sentence; a unary chain's outermost category)."""
+def labelled_score(labels: list[dict[tuple[int, int], str]], predicted: list, gold: list[GoldTree],
+                   label_map: dict[str, str]) -> SpanMetric:
+    """Labelled span F1 of the induced labels (per sentence, span -> label) renamed by `label_map` against the gold
+    categories (the spans the unlabelled F1 counts: two or more words, not the whole sentence; a unary chain's
+    outermost category)."""
     total = SpanMetric()
-    for reading, tree, g in zip(readings, predicted, gold):
-        labels = reading.labels or {}
-        found = {(i, j, label_map.get(labels.get((i, j), ""), labels.get((i, j), ""))) for i, j in trees.spans(tree)}
+    for found_labels, tree, g in zip(labels, predicted, gold):
+        found = {(i, j, label_map.get(found_labels.get((i, j), ""), found_labels.get((i, j), "")))
+                 for i, j in trees.spans(tree)}
         truth = {(i, j, c) for (i, j), c in g.categories().items() if (i, j) != (0, len(g.words))}
         total += SpanMetric.of(found, truth)
     return total
@@ -194,101 +164,38 @@ def unknown_words(loaded, sentences: list[list[str]]) -> tuple[int, int]:
     return sum(normalize(w) not in index for w in words), len(words)
 
 
-def _layer_rows(parsed: list, decoder: str, layered: bool) -> dict[str, list[trees.Tree]]:
-    """A row per layer and distance name, and each name's mean over the layers; distances that are not a layer's
-    (not `Yields.layered`: a StructFormer's parser) are one row, `<name> distances`."""
-    n_layers = parsed[0].n_layers
-    predicted: dict[str, list[trees.Tree]] = {}
-    for k in (name for name, rows in parsed[0].distances.items() if rows):  # the names the model has
-        if not layered:
-            predicted[f"{k} distances"] = [p.tree(1, k, decoder) for p in parsed]
-            continue
-        for l in range(1, n_layers + 1):
-            predicted[f"layer {l} {k}"] = [p.tree(l, k, decoder) for p in parsed]
-        predicted[f"mean of layers {k}"] = [
-            trees.decode([sum(col) / n_layers for col in zip(*p.distances[k])], p.words, p.direction,
-                         decoder or p.decoder)
-            for p in parsed
-        ]
-    return predicted
-
-
-def _ensemble_rows(members, readings: list[list]) -> tuple[dict[str, list[trees.Tree]], dict[str, SpanMetric]]:
-    """A row per member and per combination that fits the members, and each member's agreement with the others."""
-    from ..inference.ensemble import combiners_for, member_agreement
-    from ..inference.members import Members
-
-    layers = members.options.layers
-    names = [f"{k + 1}: {_short_name(m.source)}" + ("" if m.family.yields.own_trees else f" L{layer}")
-             for k, (m, layer) in enumerate(zip(members.models, layers))]  # a model of its own trees reads no layer
-    predicted = dict(zip(names, members.member_trees(readings)))
-    for how in combiners_for([list(column) for column in zip(*readings)]):
-        combined = Members(members.models, replace(members.options, combine=how))
-        predicted[f"{how} of {len(members.models)}"] = combined.combine(readings)
-    per_sentence = [list(member_trees) for member_trees in zip(*(predicted[name] for name in names))]
-    return predicted, dict(zip(names, member_agreement(per_sentence)))
-
-
-def _short_name(source: str) -> str:
-    path = Path(source)
-    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
-
-
-
-def evaluate_file(pred_path: Path, options: EvalOptions, labeled: bool, messages: Messages | None = None,
-                  fmt: str | None = None) -> Report:
-    """Score a file of predicted trees, aligned with the gold trees (all of them, or those within --max-length,
-    as `evaluate --max-length N --save-trees` writes them): `fmt` brackets or ptb (a tree a line, or trees spread
-    over lines as .mrg files write them), json (nested lists, a line each) or jsonl (`parse --format jsonl`'s
-    records); None: told by the first tree's first character. A blank line is a sentence with no tree."""
-    return evaluate_trees(pred_path, predicted_trees(Path(pred_path), fmt), options, labeled, messages)
+def _note_unknown_words(unknown: dict[str, tuple[int, int]], noted: Messages) -> None:
+    """A note for each model (as messages name it) that knows too few of the gold words."""
+    for source, (count, total) in unknown.items():
+        if total and count > UNKNOWN_WARNING * total:
+            noted.note(f"{count:,} of the {total:,} gold words ({100 * count / total:.0f}%) are unknown to {source}: "
+                       "its tokenizer or vocabulary does not fit these trees (another language, word segmentation or "
+                       "casing?)")
 
 
 def evaluate_trees(source: str | Path, lines: list[tuple[int, object]], options: EvalOptions, labeled: bool,
                    messages: Messages | None = None) -> Report:
-    """`evaluate_file` of (number, tree) pairs, each tree bracket text or a tree object (nested lists of
-    words, as an nltk.Tree is: its labels read as tags when `labeled`); `source` names them in messages."""
+    """Score predicted trees, (number, tree) pairs aligned with the gold trees (all of them, or those within
+    --max-length, as `evaluate --max-length N --save-trees` writes them): each tree bracket text or a tree object
+    (nested lists of words, as an nltk.Tree is: its labels read as tags when `labeled`), "" for none; a file's are
+    text/predicted.predicted_trees. `source` names them in messages."""
     noted = _report_messages(messages)
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
-    short = within_length(gold, options.max_length)
-    lines = _without_skipped(lines, gold, skipped, source)
-    if len(lines) not in (len(gold), len(short)):
-        within = f" ({len(short)} of at most {options.max_length} words)" if options.max_length else ""
-        counts = f"{source}: {plural(len(lines), 'predicted tree')} for {plural(len(gold), 'gold tree')}{within}"
-        raise InputError("; ".join([counts, *noted.notes]))
-    aligned = gold if len(lines) == len(gold) else short
-    dropped: list[tuple[str, str]] = []  # (file:line, token) of every predicted token the gold trees lack
     try:
-        predicted = [onto_gold(Path(source), n, text, g, labeled, options.tags, dropped)
-                     for (n, text), g in zip(lines, aligned)]
+        aligned, predicted, dropped = on_gold(Path(source), lines, gold, skipped, options.max_length, labeled,
+                                              options.tags)
     except InputError as e:
         raise InputError("; ".join([str(e), *noted.notes])) from None  # a tag-filter hint explains most word mismatches
     if dropped:
         noted.note(f"{plural(len(dropped), 'predicted token')} the gold trees do not have (punctuation, traces) "
-                     f"left out, the first {dropped[0][1]!r} at {dropped[0][0]}")
-    keep = [k for k, g in enumerate(aligned) if not options.max_length or len(g.words) <= options.max_length]
-    return _report([aligned[k] for k in keep], skipped, {"predicted": [predicted[k] for k in keep]},
-                   "predicted", options, notes=noted.notes)
-
-
-def _without_skipped(lines: list[tuple[int, object]], gold: list[GoldTree], skipped, source) -> list:
-    """The predictions without those of skipped gold trees, where there is one per gold tree of the file (the
-    blank line `parse` writes for a sentence of traces only, say): a prediction with words there is refused."""
-    if not skipped or len(lines) != len(gold) + skipped:
-        return lines
-    positions = {position for position, _, _ in skipped.trees}
-    for k, (n, text) in enumerate(lines):
-        if k in positions and text not in ("", None) and (not isinstance(text, str) or text.strip()):
-            where = next(w for p, w, _ in skipped.trees if p == k)
-            raise InputError(f"{source}:{n}: a tree for the gold tree at {where}, which is skipped (it has no words)")
-    return [line for k, line in enumerate(lines) if k not in positions]
+                   f"left out, the first {dropped[0][1]!r} at {dropped[0][0]}")
+    return _report(aligned, skipped, {"predicted": predicted}, "predicted", options, notes=noted.notes)
 
 
 def _report(gold: list[GoldTree], skipped: int, predicted: dict[str, list], main_row: str,
             options: EvalOptions, agreement: dict[str, SpanMetric] | None = None,
             notes: list[str] | None = None) -> Report:
-    if not gold:
-        raise InputError(f"{options.gold}: no gold trees of at most {options.max_length} words")
+    gold = _some(gold, options)
     gold_spans = [trees.spans(g.tree) for g in gold]
     rows = {name: _score(ts, gold_spans) for name, ts in predicted.items()}
     baselines = {name: [build(g.words) for g in gold] for name, build in BASELINES.items()}

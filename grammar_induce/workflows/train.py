@@ -17,14 +17,15 @@ from ..config import Config
 from ..families import checkpoint, focus
 from ..families.recipe import exp_loss
 from ..files import read_lines, write_text
+from ..inference.teachers import TreeMaker, trees_file
 from ..messages import Messages
+from ..output import draw
 from ..runtime import memory, rundir
 from ..text import aligned, corpus
 from ..text.tokenizer import Vocab
 from ..training import run as training_run
 from ..training.loop import Result, fit
 from ..training.run import recipe_of
-from ..training.teachers import TreeMaker, trees_file
 
 
 def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -> float:
@@ -75,7 +76,8 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
             write_text(out_dir / TEACHERS, json.dumps(pinned, indent=1) + "\n")
         world.barrier()
         result = fit(run, lambda cfg, model, phase: recipe(cfg, model, text, run.device, world, phase), len(text.vocab),
-                     quiet=quiet, messages=messages)
+                     quiet=quiet, messages=messages,
+                     after_epoch=[("curves.svg", draw.write_run_curves)])
         gc.collect()  # now: a DDP wrapper can sit in reference cycles, and freed at exit it can abort the process
         world.close()
     return result

@@ -1,7 +1,7 @@
 """Work replayed from CUDA graphs: a function of tensors run once into a graph, then relaunched as one call.
 
 On a GPU a recurrence's time steps are many small kernels each (the ON-LSTM's: 13 a step forward and 12 backward,
-scripts/step_kernels.py), and the host's launches, not the card, set the pace. A CUDA graph records a function's kernels
+scripts/bench/step_kernels.py), and the host's launches, not the card, set the pace. A CUDA graph records a function's kernels
 once for given input shapes and relaunches all of them at once. `Replayed` keeps a graph per shape (the inputs'
 shapes, dtypes and strides, and the caller's own key), made on a shape's second use (a shape seen once, such as a
 parsing batch's, runs as it is: recording costs about two runs), within a budget of memory.

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import Grammar
+from .grammar import Grammar
 
 PARENTS_AT_ONCE = 16  # nonterminals whose rule slices are made together: 16 x (NT + T)^2 floats
 

@@ -27,12 +27,16 @@ import torch
 from torch import Tensor, nn
 
 from ... import trees
+from ...config import ConfigError
 from ...structures.rank_cfg import RankSpaceCFG
 from ...structures.tree_crf import span_values, stacked
-from ..family import Family, Yields
+from ..family import Family, GrammarTools, Yields
 from ..kind import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceRecipe
+from .grammar import Grammar
+from .inspection import read_symbols
+from .sampling import samples
 from .settings import PCFGConfig, PCFGTrainConfig
 
 PARSE_LIMIT = 150  # words: a longer line is parsed in pieces (its chart would grow with the length squared)
@@ -51,17 +55,6 @@ class ResLayer(nn.Module):
 
 def residual_mlp(dim: int, out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(dim, dim), ResLayer(dim), ResLayer(dim), nn.Linear(dim, out))
-
-
-@dataclass
-class Grammar:
-    """The rule distributions, as probabilities (emission as log-probabilities, read per word)."""
-
-    root: Tensor  # (NT,) p(S -> A)
-    emission: Tensor  # (T, V) log p(T -> w)
-    head: Tensor  # (NT, r) U
-    left: Tensor  # (NT + T, r) V
-    right: Tensor  # (NT + T, r) W
 
 
 class TNPCFG(ModelKind):
@@ -85,6 +78,30 @@ class TNPCFG(ModelKind):
             if p.dim() > 1:
                 nn.init.xavier_normal_(p)
         self._built: tuple[tuple, Grammar] | None = None  # see built_grammar
+
+    ADAPTS = frozenset({"rank"})
+
+    def adopt(self, state: dict[str, Tensor], theirs: dict) -> dict[str, Tensor]:
+        """A trained grammar of a higher rank as this one's start: the rank components it uses most (the largest sums
+        of U over the nonterminals; each component's V and W columns are distributions over the symbols, so U[A, k] is
+        the share of A's rules that come through component k) kept, U renormalised over them by its softmax, V and W
+        as they were. Everything else is the grammar's own."""
+        rank = self.head_mlp[2].out_features
+        if theirs.get("rank", rank) == rank:
+            return state
+        if theirs["rank"] < rank:
+            raise ConfigError(f"train.init has rank {theirs['rank']}: a grammar starts from one of its rank or higher, "
+                              f"not lower (the run's model.rank is {rank})")
+        with torch.no_grad():
+            hidden = nn.functional.relu(nn.functional.linear(state["symbol_emb"][: self.nt], state["head_mlp.0.weight"],
+                                                             state["head_mlp.0.bias"]))  # (NT, s)
+            u = nn.functional.linear(hidden, state["head_mlp.2.weight"], state["head_mlp.2.bias"]).softmax(-1)  # (NT, R)
+        kept = u.sum(0).topk(rank).indices.sort().values  # (r,) the components kept, in their order
+        adopted = dict(state)
+        for name in ("head_mlp", "left_mlp", "right_mlp"):
+            adopted[f"{name}.2.weight"] = state[f"{name}.2.weight"][kept]
+            adopted[f"{name}.2.bias"] = state[f"{name}.2.bias"][kept]
+        return adopted
 
     def built_grammar(self) -> Grammar:
         """The grammar for parsing, built once for as long as the weights are unchanged (its MLPs and the emission's
@@ -211,8 +228,9 @@ LONGER_LINES = "parsed them in pieces of at most that many words, joined by a ba
                "the square of the length)"
 FAMILY = Family(
     "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, PCFGTrainConfig,
-    Yields(own_trees=True, labels=True, confidence=True, marginals=True, prunable=True, grammar=True, search="MBR CKY over span marginals",
+    Yields(own_trees=True, labels=True, confidence=True, marginals=True, prunable=True, search="MBR CKY over span marginals",
            longest=(PARSE_LIMIT, LONGER_LINES)),
     recipe=SentenceRecipe,
+    grammar=GrammarTools(samples, read_symbols),
     bf16_parts="the rank-space products (leaves and every span's children) in bfloat16",
     fp32_parts="the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32")

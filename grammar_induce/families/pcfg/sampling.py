@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ... import trees
-from .model import Grammar
+from .grammar import Grammar
 
 CHUNK = 256  # roots drawn and grown at a time
 
