@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Rebuild the shipped English models from ../shared/models and teachers/ (issues 28, 59 and 69), without retraining:
 # - `ptb`, `ptb-backward`, `ptb-pair`: the bf16 ON-LSTM pair of ptb-bf16-seed141 repacked with the treebank tokenizer;
-# - `ptb-pcfg`: the focused TN-PCFG teachers/ptb-pcfg-focus3r2.pt (issue 79: the H200 seed2 fine-tuned for one epoch by
+# - `ptb-pcfg`: the focused TN-PCFG teachers/ptb-pcfg-focus3r3.pt (issue 79: the H200 seed2 fine-tuned for one epoch by
 #   parse-focusing toward three teachers of different kinds at the paper's code's effective strength,
-#   configs/pcfg-ptb-focus3.toml, then one more epoch with that grammar as its own first teacher,
-#   configs/pcfg-ptb-focus3r2.toml; teachers/README.md says how) repacked, its chart pruned by `en`;
+#   configs/pcfg-ptb-focus3.toml, then two more epochs, each with the grammar before as its own first teacher,
+#   configs/pcfg-ptb-focus3r2.toml and configs/pcfg-ptb-focus3r3.toml; teachers/README.md says how) repacked, its
+#   chart pruned by `en`;
 # - `en` (issue 79): a student of one focused grammar alone ($EN_TEACHER: by default `ptb-pcfg` as just packed, its
 #   chart pruned by the `en` before), on all 42,068 PTB training sentences, $EPOCHS epochs (12), the epoch kept by
 #   agreement with the teacher on 1,000 validation sentences, a student of embedding size $EMB; then `ptb-pcfg` is
 #   measured again (its chart is pruned by the new `en`). The grammars' recipes: docs/pcfg.md (the earlier one chosen
 #   by its NLTK-sample F1, issue 79's fixed before); the student's settings were fixed before it was scored.
 # The teacher parses the training text once (about 2 minutes of a CPU core with its chart pruned; an epoch about 2);
-# `RESUME=1` goes on with a stopped run (distill --resume). `FOCUSED=1` also retrains the focused grammar's two rounds from
+# `RESUME=1` goes on with a stopped run (distill --resume). `FOCUSED=1` also retrains the focused grammar's three rounds from
 # ../shared/models (about half an hour of one core) before packing it.
 #   scripts/models/make_en.sh [MODELS=../shared/models] [OUT=runs]
 set -euo pipefail
@@ -22,8 +23,8 @@ data=${PTB_LM:-../shared/data/ptb_lm}
 gold=${NLTK_TREEBANK:-../shared/data/nltk/corpora/treebank/combined}
 mkdir -p "$out/en"
 head -n 1000 "$data/valid.txt" > "$out/en/valid.txt"
-focused=teachers/ptb-pcfg-focus3r2.pt
-if [ -n "${FOCUSED:-}" ]; then  # the two rounds of focusing, each one epoch (about 13 CPU minutes each, one thread)
+focused=teachers/ptb-pcfg-focus3r3.pt
+if [ -n "${FOCUSED:-}" ]; then  # the three rounds of focusing, each one epoch (about 13 CPU minutes each, one thread)
     grammar-induce train --config configs/pcfg-ptb-focus3.toml --seed 141 --out "$out/ptb-pcfg-focus3" --quiet
     python scripts/models/keep_teacher.py "$out/ptb-pcfg-focus3/epoch-1.pt" "$out/ptb-pcfg-focus3.pt" \
         --metrics "$out/ptb-pcfg-focus3/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-focus3.toml"
@@ -32,7 +33,12 @@ if [ -n "${FOCUSED:-}" ]; then  # the two rounds of focusing, each one epoch (ab
         --out "$out/ptb-pcfg-focus3r2" --quiet
     python scripts/models/keep_teacher.py "$out/ptb-pcfg-focus3r2/epoch-1.pt" "$out/ptb-pcfg-focus3r2.pt" \
         --metrics "$out/ptb-pcfg-focus3r2/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-focus3r2.toml"
-    focused="$out/ptb-pcfg-focus3r2.pt"
+    grammar-induce train --config configs/pcfg-ptb-focus3r3.toml --seed 141 --init "$out/ptb-pcfg-focus3r2.pt" \
+        --focus "$out/ptb-pcfg-focus3r2.pt" --focus teachers/en-2026-12-04.pt --focus ptb-pair \
+        --out "$out/ptb-pcfg-focus3r3" --quiet
+    python scripts/models/keep_teacher.py "$out/ptb-pcfg-focus3r3/epoch-1.pt" "$out/ptb-pcfg-focus3r3.pt" \
+        --metrics "$out/ptb-pcfg-focus3r3/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-focus3r3.toml"
+    focused="$out/ptb-pcfg-focus3r3.pt"
 fi
 python scripts/models/pack_pretrained.py --language en --pair "$models/ptb-bf16-seed141" --pcfg "$focused" --gold "$gold" \
     --log "$out/pack-ptb.json"
