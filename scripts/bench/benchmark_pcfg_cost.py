@@ -4,11 +4,13 @@ one 100-word sentence, and the parse's FLOP-to-floor ratio (the time of its rank
 shapes it runs, over the whole parse's time).
 
     python scripts/bench/benchmark_pcfg_cost.py [--base 7403af8] [--lines 300] [--rounds 3] [--json FILE]
+        [--model GRAMMAR.pt]
 
 The base commit is checked out as a git worktree in a temporary folder; each measurement runs in a process of its
 own with that tree or this one first on the path, the two sides alternating (A B A B ...) so that a busy machine
 weighs on both alike; each figure is the median of its rounds. Each side uses its own defaults: this tree's
-`ptb-pcfg` prunes its chart with `en` (inference/pruning.py), and runs again with `--prune off`.
+`ptb-pcfg` prunes its chart with `en` (inference/pruning.py), and runs again with `--prune off`. `--model FILE` also
+measures a candidate grammar (a smaller rank, say) in this tree, its chart pruned by `en` as `ptb-pcfg`'s is.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import json, sys, time
 import grammar_induce as gi
 lines = open(sys.argv[1]).read().splitlines()[: int(sys.argv[2])]
 options = json.loads(sys.argv[3])
-parser = gi.load("ptb-pcfg", **options)
+parser = gi.load(options.pop("model", "ptb-pcfg"), **options)
 list(parser.parse_many(lines[:16]))
 start = time.perf_counter()
 found = [str(t) for t in parser.parse_many(lines)]
@@ -42,7 +44,8 @@ from grammar_induce.families import checkpoint
 from grammar_induce.families.pretrained import catalogue
 from grammar_induce.families.sentences import ADAM_BETAS, sentence_step
 from grammar_induce.runtime.precision import product_dtype
-loaded = checkpoint.load(catalogue()["ptb-pcfg"].paths[0])
+name = sys.argv[3]
+loaded = checkpoint.load(catalogue()[name].paths[0] if name in catalogue() else name)
 model = loaded.model.train()
 optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, betas=ADAM_BETAS)
 torch.manual_seed(0)
@@ -62,7 +65,7 @@ LONG = """
 import json, resource, sys
 import grammar_induce as gi
 options = json.loads(sys.argv[3])
-parser = gi.load("ptb-pcfg", **options)
+parser = gi.load(options.pop("model", "ptb-pcfg"), **options)
 words = open(sys.argv[1]).read().split()[:100]
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 parser.parse(" ".join(words))
@@ -75,7 +78,7 @@ import grammar_induce as gi
 from grammar_induce.inference.members import token_rows
 lines = [l.split() for l in open(sys.argv[1]).read().splitlines()[: int(sys.argv[2])] if l.split()]
 options = json.loads(sys.argv[3])
-parser = gi.load("ptb-pcfg", **options)
+parser = gi.load(options.pop("model", "ptb-pcfg"), **options)
 pruning = parser.options.pruning
 rank = parser.models[0].model.grammar().head.shape[1]
 kept = [int(pruning.keep([s], token_rows(pruning.pruner, [s]))[0].triu(2).sum()) if pruning
@@ -114,9 +117,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=6, help="training steps timed (batches of 16)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--model", type=Path, default=None, help="a candidate grammar measured beside ptb-pcfg")
     args = parser.parse_args()
     base = worktree(args.base)
     sides = {f"{args.base}": (base, {}), "HEAD": (ROOT, {}), "HEAD --prune off": (ROOT, {"prune": "off"})}
+    if args.model:
+        sides[args.model.name] = (ROOT, {"model": str(args.model.resolve()), "prune": "en"})
     lines = [str(VALID), str(args.lines)]
     found: dict[str, dict[str, list[float]]] = {name: {} for name in sides}
     try:
@@ -125,8 +131,8 @@ def main() -> None:
                 record = found[name]
                 record.setdefault("parse", []).append(run_case(tree, PARSE, *lines, json.dumps(options))["sentences_per_s"])
                 if name != "HEAD --prune off":
-                    record.setdefault("train", []).append(
-                        run_case(tree, TRAIN, str(VALID), str(args.batches))["sentences_per_s"])
+                    record.setdefault("train", []).append(run_case(
+                        tree, TRAIN, str(VALID), str(args.batches), options.get("model", "ptb-pcfg"))["sentences_per_s"])
         for name, (tree, options) in sides.items():
             found[name]["peak_mb"] = [run_case(tree, LONG, str(VALID), "1", json.dumps(options))["peak_mb"]]
         floors = {name: run_case(ROOT, FLOOR, *lines, json.dumps(options))

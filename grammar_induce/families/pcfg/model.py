@@ -20,7 +20,7 @@ probable nonterminal, the induced label `NT-17`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -35,8 +35,6 @@ from ..kind import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceRecipe
 from .grammar import Grammar
-from .inspection import read_symbols
-from .sampling import samples
 from .settings import PCFGConfig, PCFGTrainConfig
 
 PARSE_LIMIT = 150  # words: a longer line is parsed in pieces (its chart would grow with the length squared)
@@ -226,11 +224,25 @@ def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence:
 
 LONGER_LINES = "parsed them in pieces of at most that many words, joined by a balanced tree (its chart grows with " \
                "the square of the length)"
+def _samples(grammar: Grammar, vocab: list[str], generator: torch.Generator, max_length: int = 40) -> Iterator:
+    """sampling.samples, loaded when first drawn from (a parse never loads it)."""
+    from .sampling import samples
+
+    return samples(grammar, vocab, generator, max_length)
+
+
+def _symbols(grammar: Grammar, vocab: list[str], top: int = 5) -> list:
+    """inspection.read_symbols, loaded when first read."""
+    from .inspection import read_symbols
+
+    return read_symbols(grammar, vocab, top)
+
+
 FAMILY = Family(
     "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, PCFGTrainConfig,
     Yields(own_trees=True, labels=True, confidence=True, marginals=True, prunable=True, search="MBR CKY over span marginals",
            longest=(PARSE_LIMIT, LONGER_LINES)),
     recipe=SentenceRecipe,
-    grammar=GrammarTools(samples, read_symbols),
+    grammar=GrammarTools(_samples, _symbols),
     bf16_parts="the rank-space products (leaves and every span's children) in bfloat16",
     fp32_parts="the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32")
