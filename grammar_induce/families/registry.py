@@ -9,6 +9,7 @@ from ..config import ConfigError
 from .family import Family
 from .onlstm import model as onlstm
 from .pcfg import model as pcfg
+from .recipe import Recipe
 from .structformer import model as structformer
 from .student import model as student
 
@@ -23,6 +24,14 @@ def family_of(name: str) -> Family:
     if name not in FAMILIES:
         raise ConfigError(f"model.kind must be one of {', '.join(FAMILIES)}, got {name!r}")
     return FAMILIES[name]
+
+
+def recipe_of(family: Family) -> type[Recipe]:
+    """The recipe `train` fits a family with; a family made otherwise (a student: by distill) is a ConfigError."""
+    if family.recipe is None:
+        raise ConfigError(f"model.kind {family.name!r}: train makes {', '.join(trained())}; "
+                          f"{family.description} is made otherwise (a student: by distill)")
+    return family.recipe
 
 
 def distilled() -> Family:

@@ -47,7 +47,7 @@ class Run:
 
     @property
     def recipe(self) -> type[Recipe]:
-        return recipe_of(self.family)
+        return registry.recipe_of(self.family)
 
     @property
     def vocab(self) -> Vocab | None:
@@ -66,14 +66,6 @@ class Run:
         return None
 
 
-def recipe_of(family: Family) -> type[Recipe]:
-    """The recipe `train` fits a family with; a family made otherwise (a student: by distill) is a ConfigError."""
-    if family.recipe is None:
-        raise ConfigError(f"model.kind {family.name!r}: train makes {', '.join(registry.trained())}; "
-                          f"{family.description} is made otherwise (a student: by distill)")
-    return family.recipe
-
-
 def read_last(out_dir: Path) -> dict[str, Any]:
     """A run folder's last.pt, for --resume (its config is what the resumed run trains with)."""
     rundir.check(out_dir, resume=True, force=False)
@@ -87,7 +79,7 @@ def start(config: Config, out_dir: Path, *, resume: bool, force: bool, messages:
     resume's last.pt (`last` where the caller read it already) against what a resume may change, a new run's
     starting model."""
     family = registry.family_of(config.model.kind)
-    recipe = recipe_of(family)
+    recipe = registry.recipe_of(family)
     family.model.check_config(config.model)
     world = distributed.World.from_env()
     if world.size > 1 and not recipe.PARALLEL:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..families import checkpoint, focus
+from ..families import checkpoint, focus, registry
 from ..families.recipe import exp_loss
 from ..files import read_lines, write_text
 from ..inference.teachers import TreeMaker, trees_file
@@ -25,7 +25,6 @@ from ..text import aligned, corpus
 from ..text.tokenizer import Vocab
 from ..training import run as training_run
 from ..training.loop import Result, fit
-from ..training.run import recipe_of
 
 
 def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -> float:
@@ -35,7 +34,7 @@ def perplexity(loaded: checkpoint.LoadedModel, path: str, part: str = "valid") -
     data = loaded.config.data
     entry = corpus.encoded_entry(path, corpus.training_reader(data), loaded.vocab, corpus.cache_root(data.cache_dir), 1,
                                  loaded.config.model.reading_order == "backward")
-    return exp_loss(recipe_of(loaded.family).held_out_loss(loaded.model, entry.ids, loaded.config, part))
+    return exp_loss(registry.recipe_of(loaded.family).held_out_loss(loaded.model, entry.ids, loaded.config, part))
 
 
 TEACHERS = "teachers.json"  # in a focused run's folder: what each teacher was when it started (focus.identities)
