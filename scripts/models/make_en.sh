@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Rebuild the shipped English models from ../shared/models and teachers/ (issues 28, 59 and 69), without retraining:
 # - `ptb`, `ptb-backward`, `ptb-pair`: the bf16 ON-LSTM pair of ptb-bf16-seed141 repacked with the treebank tokenizer;
-# - `ptb-pcfg`: the rank-128 TN-PCFG teachers/ptb-pcfg-rank128.pt (issue 80: the rank-500 grammar below at rank 128,
-#   focused two epochs toward itself and two other teachers, configs/pcfg-ptb-rank128.toml) repacked, its chart pruned
-#   by `en`; the rank-500 grammar it starts from, teachers/ptb-pcfg-focus3r3.pt (issue 79: the H200 seed2 fine-tuned
-#   for one epoch by parse-focusing toward three teachers of different kinds at the paper's code's effective strength,
-#   configs/pcfg-ptb-focus3.toml, then two more epochs, each with the grammar before as its own first teacher,
-#   configs/pcfg-ptb-focus3r2.toml and configs/pcfg-ptb-focus3r3.toml; teachers/README.md says how), is packed first
-#   as `ptb-pcfg`: `en` learns from it;
+# - `ptb-pcfg`: the rank-128 TN-PCFG teachers/ptb-pcfg-rank128r2.pt (issue 80: the rank-500 grammar below at rank 128,
+#   focused two epochs toward itself and two other teachers, configs/pcfg-ptb-rank128.toml, then one more round toward
+#   itself, configs/pcfg-ptb-rank128r2.toml) repacked, its chart pruned by `en`; the rank-500 grammar it starts from,
+#   teachers/ptb-pcfg-focus3r3.pt (issue 79: the H200 seed2 fine-tuned for one epoch by parse-focusing toward three
+#   teachers of different kinds at the paper's code's effective strength, configs/pcfg-ptb-focus3.toml, then two more
+#   epochs, each with the grammar before as its own first teacher, configs/pcfg-ptb-focus3r2.toml and
+#   configs/pcfg-ptb-focus3r3.toml; teachers/README.md says how), is packed first as `ptb-pcfg`: `en` learns from it;
 # - `en` (issue 79): a student of one focused grammar alone ($EN_TEACHER: by default `ptb-pcfg` as just packed, its
 #   chart pruned by the `en` before), on all 42,068 PTB training sentences, $EPOCHS epochs (12), the epoch kept by
 #   agreement with the teacher on 1,000 validation sentences, a student of embedding size $EMB; then `ptb-pcfg` is
@@ -26,7 +26,7 @@ gold=${NLTK_TREEBANK:-../shared/data/nltk/corpora/treebank/combined}
 mkdir -p "$out/en"
 head -n 1000 "$data/valid.txt" > "$out/en/valid.txt"
 focused=teachers/ptb-pcfg-focus3r3.pt
-small=teachers/ptb-pcfg-rank128.pt
+small=teachers/ptb-pcfg-rank128r2.pt
 if [ -n "${FOCUSED:-}" ]; then  # the three rounds of focusing, each one epoch (about 13 CPU minutes each, one thread)
     grammar-induce train --config configs/pcfg-ptb-focus3.toml --seed 141 --out "$out/ptb-pcfg-focus3" --quiet
     python scripts/models/keep_teacher.py "$out/ptb-pcfg-focus3/epoch-1.pt" "$out/ptb-pcfg-focus3.pt" \
@@ -46,7 +46,12 @@ if [ -n "${FOCUSED:-}" ]; then  # the three rounds of focusing, each one epoch (
         --focus teachers/en-2026-12-04.pt --focus ptb-pair --out "$out/ptb-pcfg-rank128" --quiet
     python scripts/models/keep_teacher.py "$out/ptb-pcfg-rank128/best.pt" "$out/ptb-pcfg-rank128.pt" \
         --metrics "$out/ptb-pcfg-rank128/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-rank128.toml"
-    small="$out/ptb-pcfg-rank128.pt"
+    grammar-induce train --config configs/pcfg-ptb-rank128r2.toml --seed 141 --init "$out/ptb-pcfg-rank128.pt" \
+        --focus "$out/ptb-pcfg-rank128.pt" --focus teachers/en-2026-12-04.pt --focus ptb-pair \
+        --out "$out/ptb-pcfg-rank128r2" --quiet
+    python scripts/models/keep_teacher.py "$out/ptb-pcfg-rank128r2/epoch-1.pt" "$out/ptb-pcfg-rank128r2.pt" \
+        --metrics "$out/ptb-pcfg-rank128r2/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-rank128r2.toml"
+    small="$out/ptb-pcfg-rank128r2.pt"
 fi
 python scripts/models/pack_pretrained.py --language en --pair "$models/ptb-bf16-seed141" --pcfg "$focused" --gold "$gold" \
     --log "$out/pack-ptb.json"
