@@ -27,30 +27,23 @@ mkdir -p "$out/en"
 head -n 1000 "$data/valid.txt" > "$out/en/valid.txt"
 focused=teachers/ptb-pcfg-focus3r3.pt
 small=teachers/ptb-pcfg-rank128r2.pt
-if [ -n "${FOCUSED:-}" ]; then  # the three rounds of focusing, each one epoch (about 13 CPU minutes each, one thread)
+keep() {  # keep NAME CONFIG FILE: the run's FILE (epoch-1.pt or best.pt) kept as $out/NAME.pt, float16 with provenance
+    python scripts/models/keep_teacher.py "$out/$1/$3" "$out/$1.pt" --metrics "$out/$1/metrics.jsonl" \
+        --note "grammar-induce train --config $2"
+}
+round() {  # round NAME CONFIG START FILE: START focused toward itself, the `en` of 2026-12-04 and `ptb-pair`, kept
+    grammar-induce train --config "$2" --seed 141 --init "$3" --focus "$3" --focus teachers/en-2026-12-04.pt \
+        --focus ptb-pair --out "$out/$1" --quiet
+    keep "$1" "$2" "$4"
+}
+if [ -n "${FOCUSED:-}" ]; then  # the five rounds of focusing (about 13 CPU minutes each at rank 500, one thread)
     grammar-induce train --config configs/pcfg-ptb-focus3.toml --seed 141 --out "$out/ptb-pcfg-focus3" --quiet
-    python scripts/models/keep_teacher.py "$out/ptb-pcfg-focus3/epoch-1.pt" "$out/ptb-pcfg-focus3.pt" \
-        --metrics "$out/ptb-pcfg-focus3/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-focus3.toml"
-    grammar-induce train --config configs/pcfg-ptb-focus3r2.toml --seed 141 --init "$out/ptb-pcfg-focus3.pt" \
-        --focus "$out/ptb-pcfg-focus3.pt" --focus teachers/en-2026-12-04.pt --focus ptb-pair \
-        --out "$out/ptb-pcfg-focus3r2" --quiet
-    python scripts/models/keep_teacher.py "$out/ptb-pcfg-focus3r2/epoch-1.pt" "$out/ptb-pcfg-focus3r2.pt" \
-        --metrics "$out/ptb-pcfg-focus3r2/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-focus3r2.toml"
-    grammar-induce train --config configs/pcfg-ptb-focus3r3.toml --seed 141 --init "$out/ptb-pcfg-focus3r2.pt" \
-        --focus "$out/ptb-pcfg-focus3r2.pt" --focus teachers/en-2026-12-04.pt --focus ptb-pair \
-        --out "$out/ptb-pcfg-focus3r3" --quiet
-    python scripts/models/keep_teacher.py "$out/ptb-pcfg-focus3r3/epoch-1.pt" "$out/ptb-pcfg-focus3r3.pt" \
-        --metrics "$out/ptb-pcfg-focus3r3/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-focus3r3.toml"
+    keep ptb-pcfg-focus3 configs/pcfg-ptb-focus3.toml epoch-1.pt
+    round ptb-pcfg-focus3r2 configs/pcfg-ptb-focus3r2.toml "$out/ptb-pcfg-focus3.pt" epoch-1.pt
+    round ptb-pcfg-focus3r3 configs/pcfg-ptb-focus3r3.toml "$out/ptb-pcfg-focus3r2.pt" epoch-1.pt
+    round ptb-pcfg-rank128 configs/pcfg-ptb-rank128.toml "$out/ptb-pcfg-focus3r3.pt" best.pt
+    round ptb-pcfg-rank128r2 configs/pcfg-ptb-rank128r2.toml "$out/ptb-pcfg-rank128.pt" epoch-1.pt
     focused="$out/ptb-pcfg-focus3r3.pt"
-    grammar-induce train --config configs/pcfg-ptb-rank128.toml --seed 141 --init "$focused" --focus "$focused" \
-        --focus teachers/en-2026-12-04.pt --focus ptb-pair --out "$out/ptb-pcfg-rank128" --quiet
-    python scripts/models/keep_teacher.py "$out/ptb-pcfg-rank128/best.pt" "$out/ptb-pcfg-rank128.pt" \
-        --metrics "$out/ptb-pcfg-rank128/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-rank128.toml"
-    grammar-induce train --config configs/pcfg-ptb-rank128r2.toml --seed 141 --init "$out/ptb-pcfg-rank128.pt" \
-        --focus "$out/ptb-pcfg-rank128.pt" --focus teachers/en-2026-12-04.pt --focus ptb-pair \
-        --out "$out/ptb-pcfg-rank128r2" --quiet
-    python scripts/models/keep_teacher.py "$out/ptb-pcfg-rank128r2/epoch-1.pt" "$out/ptb-pcfg-rank128r2.pt" \
-        --metrics "$out/ptb-pcfg-rank128r2/metrics.jsonl" --note "grammar-induce train --config configs/pcfg-ptb-rank128r2.toml"
     small="$out/ptb-pcfg-rank128r2.pt"
 fi
 python scripts/models/pack_pretrained.py --language en --pair "$models/ptb-bf16-seed141" --pcfg "$focused" --gold "$gold" \
