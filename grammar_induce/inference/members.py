@@ -224,7 +224,8 @@ def rows_of(members: Members, readings: Readings, heads: bool = False) -> Rows:
     labels = [p.labels or {} for p in readings[0]] if len(models) == 1 and models[0].family.yields.labels else None
     found_heads = _heads(members, readings) if heads else {}
     layers = list(members.options.layers)
-    sure = [confidences(list(sentence), layers, members.options, tree) for sentence, tree in zip(zip(*readings), rows[main])]
+    sure = [confidences(list(sentence), layers, members.options, tree)
+            for sentence, tree in zip(zip(*readings), rows[main])]
     return Rows(rows, main, agreement, sure, labels, found_heads)
 
 

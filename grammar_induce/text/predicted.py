@@ -54,7 +54,7 @@ def on_gold(path: Path, lines: list[tuple[int, object]], gold: list[GoldTree], s
     """Predicted trees ((line number, tree) pairs, one per gold tree or per gold tree within `max_length`, and
     perhaps one per skipped gold tree too) put onto their gold trees' words: the gold trees within `max_length`,
     their predicted trees, and (file:line, token) of every predicted token the gold trees lack, left out."""
-    short = [g for g in gold if not max_length or len(g.words) <= max_length]
+    short = [g for g in gold if g.within(max_length)]
     lines = _without_skipped(lines, gold, skipped, path)
     if len(lines) not in (len(gold), len(short)):
         within = f" ({len(short)} of at most {max_length} words)" if max_length else ""
@@ -62,7 +62,7 @@ def on_gold(path: Path, lines: list[tuple[int, object]], gold: list[GoldTree], s
     aligned = gold if len(lines) == len(gold) else short
     dropped: list[tuple[str, str]] = []
     predicted = [onto_gold(path, n, text, g, labeled, tags, dropped) for (n, text), g in zip(lines, aligned)]
-    keep = [k for k, g in enumerate(aligned) if not max_length or len(g.words) <= max_length]
+    keep = [k for k, g in enumerate(aligned) if g.within(max_length)]
     return [aligned[k] for k in keep], [predicted[k] for k in keep], dropped
 
 

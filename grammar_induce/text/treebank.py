@@ -76,6 +76,10 @@ class GoldTree:
 
         return tuple(dependency_heads(self.labelled, self.tags.keeps, category))
 
+    def within(self, max_length: int) -> bool:
+        """Whether it is scored under --max-length `max_length` (0: every tree), counted after the tag filter."""
+        return not max_length or len(self.words) <= max_length
+
     def categories(self) -> dict[tuple[int, int], str]:
         """Each constituent of two or more words with its category (a unary chain's outermost: S over VP is S)."""
         found: dict[tuple[int, int], str] = {}

@@ -1,6 +1,6 @@
 """`grammar-induce grammar`: what an induced PCFG learned, as a reader can take it in. Its symbols off the rule
-distributions (its family's `GrammarTools`: families/pcfg/inspection.py); on a text, how often each nonterminal labels a constituent of the MBR
-trees and its most frequent spans; on gold trees, each nonterminal's best-matching treebank category (many-to-one:
+distributions (its family's `GrammarTools`: families/pcfg/inspection.py); on a text, how often each nonterminal labels
+a constituent of the MBR trees and its most frequent spans; on gold trees, each nonterminal's best-matching treebank category (many-to-one:
 the category of most of its constituents that are gold constituents) with its precision and recall. The best
 matches are a label map (`--save-map`) that `parse --label-map` applies: a mapping learned from a treebank, never
 supervised labels."""

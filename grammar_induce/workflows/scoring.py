@@ -71,10 +71,6 @@ def dependency_scores(rows: dict[str, list[list[int]]], gold: list[GoldTree]) ->
             "right chain": attachment([chain(len(g.words), leftward=False) for g in gold], truth)}
 
 
-def within_length(gold: list[GoldTree], max_length: int) -> list[GoldTree]:
-    return [g for g in gold if not max_length or len(g.words) <= max_length]
-
-
 def evaluate_models(members: Members, options: EvalOptions, messages: Messages | None = None) -> Report:
     """Parse the gold sentences with one or more loaded models, checked (`Members.of`), and score the rows of trees
     they offer (`Parse.rows`, inference/members.py), made by the member path as `parse` makes them.
@@ -90,7 +86,7 @@ def evaluate_models(members: Members, options: EvalOptions, messages: Messages |
     members = replace(members, options=replace(members.options, confidence=True))  # for the calibration
     noted = _report_messages(messages)
     gold, skipped = read_gold(options.gold, options.tags, options.skip_bad, noted)
-    gold = _some(within_length(gold, options.max_length), options)
+    gold = _some([g for g in gold if g.within(options.max_length)], options)
     sentences = [g.words for g in gold]
     with _progress(len(gold) * len(models), options.quiet) as bar:  # every gold sentence at once: the rows need all
         parsed = members.parse_all(sentences, progress=bar.update)

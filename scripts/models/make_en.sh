@@ -53,5 +53,6 @@ resume=()
 grammar-induce distill --model "${EN_TEACHER:-ptb-pcfg}" --train "$data/train.txt" \
     --valid "$out/en/valid.txt" --out "$out/en/student" --epochs "${EPOCHS:-12}" --emb-size "${EMB:-100}" \
     --precision auto --force "${resume[@]}"
-python scripts/models/pack_pretrained.py --language en --student "$out/en/student/best.pt" --gold "$gold" --log "$out/pack-en.json"
+python scripts/models/pack_pretrained.py --language en --student "$out/en/student/best.pt" --gold "$gold" \
+    --log "$out/pack-en.json"
 python scripts/models/pack_pretrained.py --language en --pcfg "$small" --gold "$gold" --log "$out/pack-ptb-pcfg.json"

@@ -59,6 +59,7 @@ class TNPCFG(ModelKind):
     """`nonterminals`, `preterminals`, `rank` and `symbol_dim` of the model config (the paper: 250, 500, 500,
     256)."""
 
+    ADAPTS = frozenset({"rank"})  # a trained grammar of a higher rank starts one of a lower (`adopt`)
 
     def __init__(self, vocab_size: int, config: PCFGConfig):
         super().__init__()
@@ -77,8 +78,6 @@ class TNPCFG(ModelKind):
                 nn.init.xavier_normal_(p)
         self._built: tuple[tuple, Grammar] | None = None  # see built_grammar
 
-    ADAPTS = frozenset({"rank"})
-
     def adopt(self, state: dict[str, Tensor], theirs: dict) -> dict[str, Tensor]:
         """A trained grammar of a higher rank as this one's start: the rank components it uses most (the largest sums
         of U over the nonterminals; each component's V and W columns are distributions over the symbols, so U[A, k] is
@@ -91,8 +90,8 @@ class TNPCFG(ModelKind):
             raise ConfigError(f"train.init has rank {theirs['rank']}: a grammar starts from one of its rank or higher, "
                               f"not lower (the run's model.rank is {rank})")
         with torch.no_grad():
-            hidden = nn.functional.relu(nn.functional.linear(state["symbol_emb"][: self.nt], state["head_mlp.0.weight"],
-                                                             state["head_mlp.0.bias"]))  # (NT, s)
+            symbols = state["symbol_emb"][: self.nt]  # (NT, s)
+            hidden = nn.functional.relu(nn.functional.linear(symbols, state["head_mlp.0.weight"], state["head_mlp.0.bias"]))
             u = nn.functional.linear(hidden, state["head_mlp.2.weight"], state["head_mlp.2.bias"]).softmax(-1)  # (NT, R)
         kept = u.sum(0).topk(rank).indices.sort().values  # (r,) the components kept, in their order
         adopted = dict(state)
@@ -224,6 +223,8 @@ def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence:
 
 LONGER_LINES = "parsed them in pieces of at most that many words, joined by a balanced tree (its chart grows with " \
                "the square of the length)"
+
+
 def _samples(grammar: Grammar, vocab: list[str], generator: torch.Generator, max_length: int = 40) -> Iterator:
     """sampling.samples, loaded when first drawn from (a parse never loads it)."""
     from .sampling import samples
