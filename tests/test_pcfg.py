@@ -14,6 +14,7 @@ from grammar_induce import trees
 from grammar_induce.config import ConfigError
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences
+from grammar_induce.families.pcfg.emission import word_log_probs
 from grammar_induce.families.pcfg.model import TNPCFG
 from grammar_induce.families.pcfg.settings import PCFGConfig
 from grammar_induce.inference.ensemble import parse_layer
@@ -116,6 +117,30 @@ def test_bfloat16_products_give_the_float32_gradients_to_their_rounding():
     largest = max(float(full.abs().max()) for full in grads[0])
     for full, reduced in zip(*grads, strict=True):
         torch.testing.assert_close(reduced, full, rtol=0, atol=5e-3 * largest)
+
+
+def test_the_emission_read_at_the_words_gives_the_full_softmaxs_values_and_gradients():
+    """emission.py: log p(T -> w) at the words (a word twice in the batch, padding) equals log_softmax's full (T, V)
+    table read there, its value and every gradient; in bfloat16 products, the same to their rounding."""
+    torch.manual_seed(0)
+    hidden = torch.randn(T, 8, dtype=torch.double, requires_grad=True)
+    last = torch.nn.Linear(8, V).double()
+    words = torch.tensor([[3, 1, 3, 0], [6, 3, 0, 0]])
+    weights = torch.randn(2, 4, T, dtype=torch.double)
+
+    def value_and_grads(read):
+        hidden.grad = last.weight.grad = last.bias.grad = None
+        value = read()
+        (value * weights).sum().backward()
+        return value.detach(), hidden.grad, last.weight.grad, last.bias.grad
+
+    full = value_and_grads(lambda: last(hidden).log_softmax(-1)[:, words].permute(1, 2, 0))
+    fused = value_and_grads(lambda: word_log_probs(hidden, last.weight, last.bias, words))
+    for a, b in zip(full, fused):
+        assert torch.allclose(a, b, atol=1e-12)
+    in_bf16 = value_and_grads(lambda: word_log_probs(hidden, last.weight, last.bias, words, torch.bfloat16))
+    for a, b in zip(full, in_bf16):
+        assert torch.allclose(a, b, rtol=0.05, atol=0.05) and not torch.equal(a, b)
 
 
 def test_long_sentences_neither_underflow_nor_differ_from_log_space(small):

@@ -34,6 +34,7 @@ from ..family import Family, GrammarTools, Yields
 from ..kind import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceRecipe
+from .emission import word_log_probs
 from .grammar import Grammar
 from .settings import PCFGConfig, PCFGTrainConfig
 
@@ -109,25 +110,32 @@ class TNPCFG(ModelKind):
                 self._built = (stamp, self.grammar())
         return self._built[1]
 
-    def grammar(self) -> Grammar:
+    def rules(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """p(S -> A) (NT,), U (NT, r), V and W (NT + T, r): the grammar but its emission."""
         symbols = self.symbol_emb
-        return Grammar(self.root_mlp(self.root_emb).softmax(-1).squeeze(0),
-                       self.term_mlp(self.term_emb).log_softmax(-1),
-                       self.head_mlp(symbols[: self.nt]).softmax(-1),
-                       self.left_mlp(symbols).softmax(0),
-                       self.right_mlp(symbols).softmax(0))
+        return (self.root_mlp(self.root_emb).softmax(-1).squeeze(0), self.head_mlp(symbols[: self.nt]).softmax(-1),
+                self.left_mlp(symbols).softmax(0), self.right_mlp(symbols).softmax(0))
+
+    def grammar(self) -> Grammar:
+        root, head, left, right = self.rules()
+        return Grammar(root, self.term_mlp(self.term_emb).log_softmax(-1), head, left, right)
 
     def structure(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
                   grammar: Grammar | None = None, span_bias: Tensor | None = None, keep: Tensor | None = None
                   ) -> RankSpaceCFG:
         """The sentences `words` (B, n) ids padded at the end under the grammar, as a structure (its partition, span
-        marginals, MBR trees and labels). `products`: the dtype of the rank-space products (None: float32);
-        `span_bias` (B, n+1, n+1): each span's log weight, as parse-focusing trains (None: the plain grammar); `keep`
-        (B, n+1, n+1): chart constraints (None: every span)."""
-        g = grammar or self.grammar()
-        emission = g.emission[:, words].permute(1, 2, 0)  # (B, n, T) log p(T -> w_i); its gradient as (T, V) is
-        # laid out as the softmax's (indexing the transpose, log_softmax's backward copied it back: 7% of a step)
-        return RankSpaceCFG(g.root, g.head, g.left, g.right, emission, lengths, products, span_bias, keep)
+        marginals, MBR trees and labels). `products`: the dtype of the rank-space products and the emission's (None:
+        float32); `grammar`: the rules built before (None: built here, with their gradients, the emission read at the
+        words alone: emission.py); `span_bias` (B, n+1, n+1): each span's log weight, as parse-focusing trains (None:
+        the plain grammar); `keep` (B, n+1, n+1): chart constraints (None: every span)."""
+        if grammar is None:
+            root, head, left, right = self.rules()
+            last = self.term_mlp[-1]
+            emission = word_log_probs(self.term_mlp[:-1](self.term_emb), last.weight, last.bias, words, products)
+        else:
+            root, head, left, right = grammar.root, grammar.head, grammar.left, grammar.right
+            emission = grammar.emission[:, words].permute(1, 2, 0)  # (B, n, T) log p(T -> w_i)
+        return RankSpaceCFG(root, head, left, right, emission, lengths, products, span_bias, keep)
 
     def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
                        span_bias: Tensor | None = None) -> Tensor:
@@ -245,5 +253,6 @@ FAMILY = Family(
            longest=(PARSE_LIMIT, LONGER_LINES)),
     recipe=SentenceRecipe,
     grammar=GrammarTools(_samples, _symbols),
-    bf16_parts="the rank-space products (leaves and every span's children) in bfloat16",
+    bf16_parts="the rank-space products (leaves and every span's children) and, training, the emission's products over "
+               "the vocabulary in bfloat16",
     fp32_parts="the grammar's MLPs and softmaxes, the sums over split points, scales, loss and weights in float32")
