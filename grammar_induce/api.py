@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import nltk
 
     from .families.checkpoint import LoadedModel
+    from .families.pretrained import ModelSpec
     from .inference.ensemble import ParseOptions
     from .inference.parsing import ParseSummary
     from .output.evaluation import Report
@@ -32,46 +33,6 @@ if TYPE_CHECKING:
     from .workflows.grammar import GrammarReport
 
 LABEL = "X"  # the one label of every constituent: the trees are unlabeled
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What `load` was given, resolved: the checkpoint files and a shipped name's parse settings."""
-
-    paths: tuple[Path, ...]
-    layers: tuple[int, ...] = ()
-    decoder: str | None = None
-    combine: str | None = None
-    right_voter: float = 0.0
-    notes: tuple[str, ...] = ()  # what the user should know of how the names were read
-    prune: str = ""  # a shipped PCFG's pruner (a name alone)
-
-    @classmethod
-    def resolve(cls, specs: Sequence[str | Path]) -> ModelSpec:
-        """Paths stay paths; a shipped model's name becomes its files. A single name brings its own
-        layers, decoder and combiner (an ensemble of names and paths parses with the defaults)."""
-        specs = [spec for item in specs for spec in (item if isinstance(item, (list, tuple)) else [item])]
-        for spec in specs:
-            if not isinstance(spec, (str, Path)) or not str(spec).strip():
-                raise SettingError("model", f"takes a checkpoint's path or a shipped model's name, not {spec!r} "
-                                   "(grammar-induce models lists the names)")
-        specs = specs or [pretrained.DEFAULT_MODEL]
-        found = [(spec, pretrained.find(spec)) for spec in specs]
-        for spec, entry in found:
-            if entry is None and not Path(spec).exists():
-                raise pretrained.unknown(spec)
-        paths = tuple(path for spec, entry in found for path in (entry.paths if entry else [Path(spec)]))
-        shadowed = tuple(f"{spec}: the file of that name here is read, not the shipped model {spec} (a path wins over "
-                         f"a name; write ./{spec} to mean the file without this note)" for spec, entry in found
-                         if entry is None and str(spec) in pretrained.catalogue() and "/" not in str(spec))
-        if len(found) == 1 and found[0][1] is not None:
-            entry = found[0][1]
-            return cls(paths, entry.layers, entry.decoder, entry.combine, entry.right_voter, prune=entry.prune)
-        named = [spec for spec, entry in found if entry is not None and (entry.layers or entry.decoder != "paper")]
-        note = (f"{', '.join(named)}: {'its' if len(named) == 1 else 'their'} own parse settings (layers, decoder, "
-                "combiner) apply to a name alone; in this ensemble every member parses with the defaults or the "
-                "options given")
-        return cls(paths, notes=((note,) if named else ()) + shadowed)
 
 
 class Parser:
@@ -227,7 +188,7 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     from .families import checkpoint
     from .runtime.distributed import resolve_device
 
-    spec = ModelSpec.resolve(models)
+    spec = pretrained.resolve(models, prune)
     options = parse_options(spec, layer, distance, decoder, combine, batch_size, precision, right_voter, pretokenized,
                             labels, weights, whole_lines, confidence)
     notes = list(spec.notes)
@@ -243,24 +204,20 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
         options = replace(options, calibration=maps["calibration"] or None, label_map=maps["label_map"] or None,
                           labels=options.labels or label_map is not None)
     where = resolve_device(device or "auto")
-    options = replace(options, pruning=_pruning(spec, prune, prune_threshold, where))
+    options = replace(options, pruning=_pruning(spec, prune_threshold, where))
     return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=notes))
 
 
-def _pruning(spec: ModelSpec, prune: str | Path | None, threshold: float | None, device):
-    """The chart constraints `load` was asked for (`prune`), else a shipped PCFG's own; None for "off" or none."""
+def _pruning(spec: ModelSpec, threshold: float | None, device):
+    """The chart constraints of `spec`'s pruner (`load`'s `prune`, else a shipped PCFG's own); None for none."""
     from .families import checkpoint
     from .inference.pruning import THRESHOLD, Pruning
 
-    name = spec.prune if prune is None else prune
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
         raise SettingError("prune_threshold", f"must be a number from 0 to 1, not {threshold!r}")
-    if not name or str(name) == "off":
+    if spec.pruner is None:
         return None
-    pruner = ModelSpec.resolve([name])
-    if len(pruner.paths) != 1:
-        raise SettingError("prune", f"{name}: names {len(pruner.paths)} models; a chart is pruned by one student")
-    return Pruning(checkpoint.load(pruner.paths[0], device), THRESHOLD if threshold is None else float(threshold))
+    return Pruning(checkpoint.load(spec.pruner, device), THRESHOLD if threshold is None else float(threshold))
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str | None, decoder: str | None,
@@ -481,7 +438,7 @@ def samples(model: str | Path = "ptb-pcfg", n: int = 10, *, seed: int | None = N
     for setting, value, least in (("n", n, 1), ("max_length", max_length, 2), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise SettingError(setting, f"must be a whole number of at least {least}, not {value!r}")
-    spec = ModelSpec.resolve([model])
+    spec = pretrained.resolve([model])
     if len(spec.paths) != 1:
         raise SettingError("model", f"{model}: names {len(spec.paths)} models; sentences are drawn from one PCFG")
     loaded = checkpoint.load(spec.paths[0])
@@ -533,7 +490,7 @@ def _tree_maker(name: str, device: str):
     from .inference.teachers import TreeMaker
     from .text.corpus import file_hash
 
-    spec = ModelSpec.resolve([name])
+    spec = pretrained.resolve([name])
     parser: list[Parser] = []
 
     def parse(sentences: list[list[str]]) -> list:
@@ -542,7 +499,7 @@ def _tree_maker(name: str, device: str):
         return [result.tree for result in parser[0].analyse_many(sentences)]
 
     kinds = sorted({_kind_of(path) for path in spec.paths})
-    pruned = [f"pruned by {file_hash(pretrained.find(spec.prune).paths[0])}"] if spec.prune else []  # as it parses
+    pruned = [f"pruned by {file_hash(spec.pruner)}"] if spec.pruner else []  # as it parses
     return TreeMaker("+".join(kinds), " ".join([*(file_hash(path) for path in spec.paths), *pruned]), parse)
 
 

@@ -80,7 +80,8 @@ class TrainConfig:
     batch_size: int
     lr: float
     clip: float  # the gradient norm's limit (0: none)
-    # the keys --resume may change (see resume_changes); a family's subclass adds its optimizer's and regularisers'
+    # the keys --resume may change (training/run.py: resume_changes); a family's subclass adds its optimizer's and
+    # regularisers' keys
     RESUMABLE: ClassVar[frozenset[str]] = frozenset({"lr", "clip"})
 
     def validate(self) -> None:
@@ -389,26 +390,3 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     return repr(value)
-
-
-# What --resume may change: how long the run goes on, where it runs, what it keeps (every [run] key but its seed);
-# where the files are (a run resumed on another machine; the text is read with the run's vocabulary) and how they are
-# read in worker processes; and the optimizer's and regularisers' settings (TrainConfig.RESUMABLE: each family's train
-# section adds its own), as the paper's code lets a resumed run set them. Every other key changes what the model is,
-# how it reads, or how its batches and random draws run on, and a resumed run would no longer be the run it continues.
-DATA_RESUMABLE = frozenset({"train", "valid", "test", "workers", "cache_dir"})
-
-
-def resumable(config: Config) -> frozenset[str]:
-    """The section.key names --resume may change in a run of this config's family."""
-    return frozenset({f"train.{key}" for key in type(config.train).RESUMABLE}
-                     | {f"run.{key}" for key in RUN_KEYS - RunConfig.FIXED}
-                     | {f"data.{key}" for key in DATA_RESUMABLE})
-
-
-def resume_changes(saved: Config, now: Config) -> list[tuple[str, Any, Any]]:
-    """The keys a resumed run would change that --resume may not: (section.key, the run's value, the new one)."""
-    old, new, allowed = saved.to_dict(), now.to_dict(), resumable(saved)
-    return [(f"{section}.{key}", value, new[section].get(key)) for section, values in old.items()
-            for key, value in values.items()
-            if f"{section}.{key}" not in allowed and new[section].get(key) != value]

@@ -9,10 +9,10 @@ from click.testing import CliRunner
 
 import grammar_induce as gi
 from grammar_induce import trees
-from grammar_induce.api import ModelSpec, to_nltk
+from grammar_induce.api import to_nltk
 from grammar_induce.cli import QUICKSTART_GOLD, main
 from grammar_induce.errors import InputError, SettingError
-from grammar_induce.families import checkpoint
+from grammar_induce.families import checkpoint, pretrained
 from grammar_induce.text.treebank import TagFilter, read_gold
 from grammar_induce.trees import from_nested, leaves, parse_brackets, to_brackets
 
@@ -118,10 +118,10 @@ def test_nltk_trees_with_labels_and_unary_nodes_become_bracket_text():
 
 def test_a_path_or_a_name_and_what_is_neither(tmp_path):
     with pytest.raises(InputError, match=r"nope: no such checkpoint file, nor a model name \(models: "):
-        ModelSpec.resolve(["nope"])
-    assert ModelSpec.resolve([]) == ModelSpec.resolve(["en"])  # no name: the default model
+        pretrained.resolve(["nope"])
+    assert pretrained.resolve([]) == pretrained.resolve(["en"])  # no name: the default model
     (tmp_path / "ptb").write_text("")  # a file of that name wins over the shipped model
-    spec = ModelSpec.resolve([str(tmp_path / "ptb")])
+    spec = pretrained.resolve([str(tmp_path / "ptb")])
     assert spec.paths == (tmp_path / "ptb",) and spec.decoder is None
 
 

@@ -6,6 +6,7 @@ import pytest
 from grammar_induce import config as C
 from grammar_induce.config import ConfigError
 from grammar_induce.families.registry import CONFIGS
+from grammar_induce.training import run
 
 from .conftest import ROOT, invoke, one_line_error, sole_line_error
 
@@ -197,7 +198,7 @@ def test_each_familys_train_section_has_its_own_batch_lr_and_clip_and_the_shared
 
 
 def test_what_resume_may_change_is_each_familys_own():
-    awd, pcfg = (C.resumable(CONFIGS.from_dict({"model": {"kind": kind}})) for kind in ("onlstm", "pcfg"))
+    awd, pcfg = (run.resumable(CONFIGS.from_dict({"model": {"kind": kind}})) for kind in ("onlstm", "pcfg"))
     assert {"train.alpha", "train.nonmono", "train.lr", "data.train"} <= awd
     assert "train.alpha" not in pcfg and {"train.lr", "train.clip", "data.train"} <= pcfg
 
@@ -215,9 +216,9 @@ def test_the_loops_keys_are_one_section_of_their_own_and_a_saved_config_with_the
         (5, 9, "bf16", 20.0, 12)
     assert "epochs" not in saved.to_dict()["train"] and saved.to_dict()["run"]["epochs"] == 5
     assert CONFIGS.from_dict(old, "last.pt", saved=True) == saved and old["train"]["epochs"] == 5  # raw left as it was
-    allowed = C.resumable(cfg)
+    allowed = run.resumable(cfg)
     assert {"run.epochs", "run.max_minutes", "run.precision", "run.device"} <= allowed and "run.seed" not in allowed
-    assert C.resume_changes(saved, dataclasses.replace(saved, run=dataclasses.replace(saved.run, seed=1))) == \
+    assert run.resume_changes(saved, dataclasses.replace(saved, run=dataclasses.replace(saved.run, seed=1))) == \
         [("run.seed", 9, 1)]
 
 

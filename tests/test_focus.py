@@ -282,15 +282,17 @@ def test_a_teacher_given_by_a_relative_path_is_kept_by_its_absolute_one_and_a_mi
 def test_a_focus_file_of_parses_own_ptb_output_with_raw_digits_reads_as_the_training_text_does(tmp_path):
     """issue 81, class 8: `parse --format ptb` writes labels and (X word) leaves, and the words as typed (一九九０年,
     where the CTB recipe's training reads 一九九N年): the focus file's spans are those of the tree, labels no words."""
-    from grammar_induce.text.aligned import file_spans, training_lines
-    from grammar_induce.text.tokenizer import Tokenizer
+    from grammar_induce.config import DataConfig
+    from grammar_induce.text.aligned import file_spans
+    from grammar_induce.text.corpus import training_lines, training_reader
 
-    reader = Tokenizer("whitespace", lowercase=True, replace_digits=True, fold_width=True)
     train = tmp_path / "train.txt"
+    data = DataConfig(train=str(train), lowercase=True, replace_digits=True, fold_width=True)
+    reader = training_reader(data)
     train.write_text("一九九０年 Paris rose\nit rose\n")
     ptb = tmp_path / "teacher.trees"
     ptb.write_text("(X (X (X 一九九０年) (X Paris)) (X rose))\n(NT-3 (X it) (X rose))\n")
-    lines = training_lines(str(train), reader)
+    lines = training_lines(data)
     assert file_spans(ptb, str(train), lines, reader, [True, True]) == [frozenset({(0, 2)}), frozenset()]
     ptb.write_text("(X (X (X 一九九０年) (X London)) (X rose))\n(X (X it) (X rose))\n")
     with pytest.raises(InputError, match=r"teacher.trees:1: the tree's words are not those of"):

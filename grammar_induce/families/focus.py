@@ -110,7 +110,7 @@ class SpanVotes:
 def teachers_votes(config: Config, lines: list[tuple[int, list[str]]], cached: int, files: Mapping[str, Path],
                    families: Mapping[str, str]) -> SpanVotes:
     """The span votes of `train.focus`'s teachers over the training sentences (`lines`: the training file's, as
-    `aligned.training_lines` reads them; only those of 2 to max_length words are trained on, `trained`; `cached`: how
+    `corpus.training_lines` reads them; only those of 2 to max_length words are trained on, `trained`; `cached`: how
     many sentences the token cache read), from each one's file of trees aligned with the training file's
     lines (`files`: a model teacher's, made before the run; a file teacher's, as given), a teacher's family from
     `families` (a model's kind; a file is its own)."""

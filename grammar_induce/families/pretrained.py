@@ -8,10 +8,11 @@ combiner) and what it measured. A name may stand for several files: an ensemble.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, SettingError
 
 GOLD_NLTK = "NLTK Penn Treebank sample (3914 trees, the paper's protocol)"
 DEFAULT_MODEL = "en"  # what parse, evaluate and gi.load() use when no model is named
@@ -65,6 +66,57 @@ def find(spec: str | Path) -> Pretrained | None:
     if Path(spec).exists():
         return None
     return catalogue().get(str(spec))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What `load` was given, resolved: the checkpoint files and a shipped name's parse settings."""
+
+    paths: tuple[Path, ...]
+    layers: tuple[int, ...] = ()
+    decoder: str | None = None
+    combine: str | None = None
+    right_voter: float = 0.0
+    notes: tuple[str, ...] = ()  # what the user should know of how the names were read
+    pruner: Path | None = None  # the student whose span marginals prune a PCFG's chart (inference/pruning.py)
+
+
+def resolve(specs: Sequence[str | Path], prune: str | Path | None = None) -> ModelSpec:
+    """What `load` (and every setting that takes models) was given, resolved: paths stay paths; a shipped model's
+    name becomes its files. A single name brings its own layers, decoder, combiner and pruner (an ensemble of names
+    and paths parses with the defaults); `prune` (a name or a path; "off": none) replaces the pruner."""
+    specs = [spec for item in specs for spec in (item if isinstance(item, (list, tuple)) else [item])]
+    for spec in specs:
+        if not isinstance(spec, (str, Path)) or not str(spec).strip():
+            raise SettingError("model", f"takes a checkpoint's path or a shipped model's name, not {spec!r} "
+                               "(grammar-induce models lists the names)")
+    specs = specs or [DEFAULT_MODEL]
+    found = [(spec, find(spec)) for spec in specs]
+    for spec, entry in found:
+        if entry is None and not Path(spec).exists():
+            raise unknown(spec)
+    paths = tuple(path for spec, entry in found for path in (entry.paths if entry else [Path(spec)]))
+    shadowed = tuple(f"{spec}: the file of that name here is read, not the shipped model {spec} (a path wins over "
+                     f"a name; write ./{spec} to mean the file without this note)" for spec, entry in found
+                     if entry is None and str(spec) in catalogue() and "/" not in str(spec))
+    if len(found) == 1 and found[0][1] is not None:
+        entry = found[0][1]
+        return ModelSpec(paths, entry.layers, entry.decoder, entry.combine, entry.right_voter,
+                         pruner=_pruner(entry.prune if prune is None else prune))
+    named = [spec for spec, entry in found if entry is not None and (entry.layers or entry.decoder != "paper")]
+    note = (f"{', '.join(named)}: {'its' if len(named) == 1 else 'their'} own parse settings (layers, decoder, "
+            "combiner) apply to a name alone; in this ensemble every member parses with the defaults or the "
+            "options given")
+    return ModelSpec(paths, notes=((note,) if named else ()) + shadowed, pruner=_pruner(prune))
+
+
+def _pruner(name: str | Path | None) -> Path | None:
+    if not name or str(name) == "off":
+        return None
+    paths = resolve([name]).paths
+    if len(paths) != 1:
+        raise SettingError("prune", f"{name}: names {len(paths)} models; a chart is pruned by one student")
+    return paths[0]
 
 
 def one_file(spec: str | Path, what: str) -> Path:

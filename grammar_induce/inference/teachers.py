@@ -37,7 +37,7 @@ class TreeMaker:
 
 def trees_file(name: str, maker: TreeMaker, config: Config, lines: list[tuple[int, list[str]]],
                messages: Messages) -> Path:
-    """The file of `maker`'s trees of the training text (`lines`: as `aligned.training_lines` reads it; a blank line
+    """The file of `maker`'s trees of the training text (`lines`: as `corpus.training_lines` reads it; a blank line
     where a line has no words or a sentence is outside 2 to max_length words: never trained on), written from its
     chunks in the cache, those it lacks (or that do not read) made first."""
     data = config.data

@@ -8,17 +8,11 @@ from pathlib import Path
 
 from .. import trees
 from ..errors import InputError
-from ..files import read_lines
 from ..messages import plural
 from .predicted import predicted_trees
 from .tokenizer import Tokenizer
 
 Spans = frozenset[tuple[int, int]]
-
-
-def training_lines(path: str, reader: Tokenizer) -> list[tuple[int, list[str]]]:
-    """(line number, words) of every line of a training file, as training reads them (a blank line: no words)."""
-    return [(n, reader(text)) for n, text in read_lines(path)]
 
 
 def spans_over(tree: trees.Tree, words: Sequence[str], reader: Tokenizer, where: str, line: str) -> Spans:

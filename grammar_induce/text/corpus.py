@@ -72,6 +72,12 @@ def training_reader(data: DataConfig) -> Tokenizer:
     return tokenizer_of(data, normalize=data.normalize_training_text)
 
 
+def training_lines(data: DataConfig) -> list[tuple[int, list[str]]]:
+    """(line number, words) of every line of the training file, as training reads them (a blank line: no words)."""
+    reader = training_reader(data)
+    return [(n, reader(text)) for n, text in read_lines(data.train)]
+
+
 def prepare(config: Config, path: str) -> str:
     """Build (or find) the token cache of a training file with the config's text settings; returns
     what it holds, in a few lines (`grammar-induce prepare`)."""

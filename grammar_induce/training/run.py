@@ -171,13 +171,36 @@ def _resumed_config(payload: dict[str, Any], out_dir: Path, config: Config, save
 
 
 def _check_resumable(was: Config, config: Config, source: Path) -> None:
-    """Refuse a resume that would change the model, its text or its vocabulary (see config.resumable); `was`: the
+    """Refuse a resume that would change the model, its text or its vocabulary (see resumable); `was`: the
     config the run was started with."""
-    changes = config_module.resume_changes(was, config)
+    changes = resume_changes(was, config)
     if changes:
         key, old, now = changes[0]
         raise InputError(f"{source}: --resume cannot change {key} (the run has {old!r}, now {now!r}); "
-                         f"only {', '.join(sorted(config_module.resumable(was)))} may change")
+                         f"only {', '.join(sorted(resumable(was)))} may change")
+
+
+# What --resume may change: how long the run goes on, where it runs, what it keeps (every [run] key but its seed);
+# where the files are (a run resumed on another machine; the text is read with the run's vocabulary) and how they are
+# read in worker processes; and the optimizer's and regularisers' settings (TrainConfig.RESUMABLE: each family's train
+# section adds its own), as the paper's code lets a resumed run set them. Every other key changes what the model is,
+# how it reads, or how its batches and random draws run on, and a resumed run would no longer be the run it continues.
+DATA_RESUMABLE = frozenset({"train", "valid", "test", "workers", "cache_dir"})
+
+
+def resumable(config: Config) -> frozenset[str]:
+    """The section.key names --resume may change in a run of this config's family."""
+    return frozenset({f"train.{key}" for key in type(config.train).RESUMABLE}
+                     | {f"run.{key}" for key in config_module.RUN_KEYS - config_module.RunConfig.FIXED}
+                     | {f"data.{key}" for key in DATA_RESUMABLE})
+
+
+def resume_changes(saved: Config, now: Config) -> list[tuple[str, Any, Any]]:
+    """The keys a resumed run would change that --resume may not: (section.key, the run's value, the new one)."""
+    old, new, allowed = saved.to_dict(), now.to_dict(), resumable(saved)
+    return [(f"{section}.{key}", value, new[section].get(key)) for section, values in old.items()
+            for key, value in values.items()
+            if f"{section}.{key}" not in allowed and new[section].get(key) != value]
 
 
 def _note_changed_text(was: Config, config: Config, saved: TrainState, messages: Messages) -> None:

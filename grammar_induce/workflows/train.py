@@ -21,7 +21,7 @@ from ..inference.teachers import TreeMaker, trees_file
 from ..messages import Messages
 from ..output import draw
 from ..runtime import memory, rundir
-from ..text import aligned, corpus
+from ..text import corpus
 from ..text.tokenizer import Vocab
 from ..training import run as training_run
 from ..training.loop import Result, fit
@@ -64,7 +64,7 @@ def train(config: Config, out_dir: Path, *, resume: bool = False, force: bool = 
     if kept_pins:  # before the votes: a changed teacher's trees are never made
         focus.check_unchanged(json.loads((out_dir / TEACHERS).read_text()), pinned, out_dir / TEACHERS)
     if pinned:  # a family that trains on sentences, focused: the model teachers' trees made first, as files
-        lines = aligned.training_lines(config.data.train, corpus.training_reader(config.data))  # read once for all
+        lines = corpus.training_lines(config.data)  # read once for all
         files = {name: Path(name) for name in config.train.focus}
         files |= {name: trees_file(name, maker, config, lines, messages) for name, maker in teachers.items()}
         families = {name: maker.family for name, maker in teachers.items()}
