@@ -32,7 +32,8 @@ def _product(a: Tensor, b: Tensor, dtype: torch.dtype | None) -> Tensor:
 class _WordLogProbs(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, words: Tensor, dtype: torch.dtype | None) -> Tensor:
-        logits = _product(hidden, weight.t(), dtype) + bias  # (T, V)
+        low = dtype or hidden.dtype  # the bias added in the product
+        logits = torch.addmm(bias.to(low), hidden.to(low), weight.t().to(low)).to(hidden.dtype)  # (T, V)
         normaliser = torch.logsumexp(logits, -1)  # (T,)
         ctx.save_for_backward(hidden, weight, logits, normaliser, words)
         ctx.dtype = dtype
