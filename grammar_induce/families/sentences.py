@@ -151,11 +151,17 @@ def sentence_step(model, optimizer: torch.optim.Optimizer, words: Tensor, length
     return loss.item()
 
 
+def adam(model: torch.nn.Module, lr: float) -> torch.optim.Adam:
+    """The recipe's Adam (betas ADAM_BETAS), its update fused into one kernel per device (`fused=True`: the same
+    update, about a fifth of the time of torch's default on a CPU at the PCFG's size: issue 80)."""
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=ADAM_BETAS, fused=True)
+
+
 class SentenceRecipe(Recipe):
     UNIT, PHASE = "batch", "adam"
 
     def setup(self, phase: str) -> None:
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.config.train.lr, betas=ADAM_BETAS)
+        self.optimizer = adam(self.model, self.config.train.lr)
         self.batches: list[list[int]] = []
 
     read_text = staticmethod(read_as_sentences)

@@ -43,11 +43,15 @@ import json, sys, time, torch
 from grammar_induce.families import checkpoint
 from grammar_induce.families.pretrained import catalogue
 from grammar_induce.families.sentences import ADAM_BETAS, sentence_step
+try:  # the side's own optimiser, as its recipe makes it
+    from grammar_induce.families.sentences import adam
+except ImportError:
+    adam = lambda model, lr: torch.optim.Adam(model.parameters(), lr=lr, betas=ADAM_BETAS)
 from grammar_induce.runtime.precision import product_dtype
 name = sys.argv[3]
 loaded = checkpoint.load(catalogue()[name].paths[0] if name in catalogue() else name)
 model = loaded.model.train()
-optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, betas=ADAM_BETAS)
+optimizer = adam(model, 2e-3)
 torch.manual_seed(0)
 lines = [l.split() for l in open(sys.argv[1]).read().splitlines() if 2 <= len(l.split()) <= 40][:16 * int(sys.argv[2])]
 batches = [sorted(lines[k : k + 16], key=len) for k in range(0, len(lines), 16)]
