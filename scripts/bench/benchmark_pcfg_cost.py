@@ -1,5 +1,6 @@
 """The TN-PCFG's cost against an earlier commit's, in one run (issue 80): `ptb-pcfg` parsing PTB validation lines
-through `parse_many` (sentences/s), a training step of the focused recipe's shape (sentences/s), the peak memory of
+through `parse_many` (sentences/s), a training step of the focused recipe's shape with the recipe's optimiser, on
+huge pages as `grammar-induce train` runs (sentences/s), the peak memory of
 one 100-word sentence, and the parse's FLOP-to-floor ratio (the time of its rank-space matrix products alone, at the
 shapes it runs, over the whole parse's time).
 
@@ -39,6 +40,8 @@ found = [str(t) for t in parser.parse_many(lines)]
 print(json.dumps({"sentences_per_s": len(lines) / (time.perf_counter() - start)}))
 """
 TRAIN = """
+import os
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch, as `grammar-induce train` runs (runtime/memory.py)
 import json, sys, time, torch
 from grammar_induce.families import checkpoint
 from grammar_induce.families.pretrained import catalogue

@@ -34,7 +34,7 @@ from ..family import Family, GrammarTools, Yields
 from ..kind import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceRecipe
-from .emission import word_log_probs
+from .emission import at_words, word_log_probs
 from .grammar import Grammar
 from .settings import PCFGConfig, PCFGTrainConfig
 
@@ -134,7 +134,7 @@ class TNPCFG(ModelKind):
             emission = word_log_probs(self.term_mlp[:-1](self.term_emb), last.weight, last.bias, words, products)
         else:
             root, head, left, right = grammar.root, grammar.head, grammar.left, grammar.right
-            emission = grammar.emission[:, words].permute(1, 2, 0)  # (B, n, T) log p(T -> w_i)
+            emission = at_words(grammar.emission, words)  # (B, n, T) log p(T -> w_i)
         return RankSpaceCFG(root, head, left, right, emission, lengths, products, span_bias, keep)
 
     def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
