@@ -176,8 +176,9 @@ def _how(m: Pretrained) -> str:
         from .registry import family_of
 
         yields = family_of(m.kind).yields
-        return (yields.search + (f" (chart pruned by {m.prune})" if m.prune else "")
-                + ("; labels with --labels" if yields.labels else ""))
+        combined = f"; {len(m.files)} combined by {m.combine}" if len(m.files) > 1 else ""
+        return (yields.search + (f" (chart pruned by {m.prune})" if m.prune else "") + combined
+                + ("; labels with --labels" if yields.labels and len(m.files) == 1 else ""))
     how = f"layers {','.join(map(str, m.layers)) or 'middle'}, {m.decoder} decoder"
     if len(m.files) > 1:
         how += f", {m.combine}" + (f", right-branching voter {m.right_voter:g}" if m.right_voter else "")

@@ -4,6 +4,7 @@
     python scripts/models/pack_pretrained.py --language en --pair RUN_DIR [--student STUDENT.pt] --gold GOLD
     python scripts/models/pack_pretrained.py --language zh --student STUDENT.pt --gold ctb51/dev.trees --valid DEV_TEXT
     python scripts/models/pack_pretrained.py --language en --pcfg runs/pcfg/ptb/best.pt --gold GOLD   (ptb-pcfg)
+        [--pcfg-member OTHER.pt ...]   (and ptb-pcfg-ensemble: ptb-pcfg with the others)
 
 RUN_DIR holds forward/ and backward/ run directories. Each best.pt (the epoch with the best validation
 perplexity, as the paper keeps) is written with float16 weights (float32 when loaded) and the language's
@@ -190,17 +191,26 @@ def describe_teachers(made: dict | None) -> str:
             f"the epoch kept by {settings['keep']}")
 
 
+def pcfg_name(language: Language) -> str:
+    return f"{language.code if language.code != 'en' else language.prefix}-pcfg"
+
+
+def pruned(language: Language) -> ParseOptions:
+    """How the language's PCFGs parse by default: their charts pruned by its own student, where one ships."""
+    student = pretrained.find(language.code)
+    return ParseOptions(pruning=Pruning(checkpoint.load(student.paths[0]))) if student else ParseOptions()
+
+
 def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tuple[str | None, str | None],
               log: dict) -> dict[str, dict]:
     """A trained PCFG (its best.pt: the best held-out likelihood) as PREFIX-pcfg (ptb-pcfg, zh-pcfg)."""
-    name = f"{language.code if language.code != 'en' else language.prefix}-pcfg"
+    name = pcfg_name(language)
     pack(source, pretrained.MODELS_DIR / f"{name}.pt", language.tokenizer)
     shipped = checkpoint.load(pretrained.MODELS_DIR / f"{name}.pt")
     full = replace(checkpoint.load(source), tokenizer=language.tokenizer)
-    student = pretrained.find(language.code)  # the language's own student prunes its chart, as it parses by default
-    options = ParseOptions(pruning=Pruning(checkpoint.load(student.paths[0]))) if student else ParseOptions()
+    options = pruned(language)
     entry, log[name] = entry_of(language, gold, [f"{name}.pt"], None, [shipped], options, [full])
-    if student:
+    if options.pruning:
         entry["prune"] = language.code
     for key, path in (("valid_ppl", perplexity_files[0]), ("test_ppl", perplexity_files[1])):
         if path:
@@ -209,6 +219,27 @@ def pack_pcfg(language: Language, source: Path, gold: str, perplexity_files: tup
                                     (shipped.provenance or {}).get("metrics"))
     entry["label_map"] = label_map(name, gold, language)
     return {name: entry}
+
+
+def pack_pcfg_ensemble(language: Language, sources: list[Path], gold: str, log: dict) -> dict[str, dict]:
+    """PREFIX-pcfg (its source first, packed by pack_pcfg) and more trained PCFGs (packed as PREFIX-pcfg-2.pt, ...) as
+    PREFIX-pcfg-ensemble: their trees by span voting or their span marginals summed, whichever has the better F1 on
+    the gold trees (a setting chosen by looking at F1, as the pair's combiner), each chart pruned as PREFIX-pcfg's."""
+    name = pcfg_name(language)
+    files = [f"{name}.pt"] + [f"{name}-{k}.pt" for k in range(2, len(sources) + 1)]
+    for source, file in zip(sources[1:], files[1:]):
+        pack(source, pretrained.MODELS_DIR / file, language.tokenizer)
+    shipped = [checkpoint.load(pretrained.MODELS_DIR / file) for file in files]
+    full = [replace(checkpoint.load(source), tokenizer=language.tokenizer) for source in sources]
+    scored = {how: score(shipped, gold, language, replace(pruned(language), combine=how)) for how in ("mbr", "marginals")}
+    log[f"{name}-ensemble combiners"] = {how: 100 * report.rows[report.main_row].sentence_f1
+                                         for how, report in scored.items()}
+    combine = max(scored, key=lambda how: scored[how].rows[scored[how].main_row].sentence_f1)
+    options = replace(pruned(language), combine=combine)
+    entry, log[f"{name}-ensemble"] = entry_of(language, gold, files, None, shipped, options, full)
+    if options.pruning:
+        entry["prune"] = language.code
+    return {f"{name}-ensemble": entry}
 
 
 def label_map(name: str, gold: str, language: Language) -> str:
@@ -233,6 +264,8 @@ def main() -> None:
     parser.add_argument("--pair", type=Path, help="a folder with forward/ and backward/ runs")
     parser.add_argument("--student", type=Path, help="a distilled student's checkpoint")
     parser.add_argument("--pcfg", type=Path, help="a trained PCFG's best.pt (shipped as ptb-pcfg or zh-pcfg)")
+    parser.add_argument("--pcfg-member", type=Path, action="append", default=[],
+                        help="with --pcfg: another trained PCFG; with it, PREFIX-pcfg-ensemble")
     parser.add_argument("--gold", required=True)
     parser.add_argument("--valid", help="text for the validation perplexity [en: PTB valid]")
     parser.add_argument("--test", help="text for the test perplexity [en: PTB test]")
@@ -251,6 +284,8 @@ def main() -> None:
         entries |= pack_pair(language, args.pair, args.gold, (args.valid, args.test), log)
     if args.pcfg:
         entries |= pack_pcfg(language, args.pcfg, args.gold, (args.valid, args.test), log)
+        if args.pcfg_member:
+            entries |= pack_pcfg_ensemble(language, [args.pcfg, *args.pcfg_member], args.gold, log)
     ordered = dict(sorted(entries.items(), key=lambda item: (item[0] != pretrained.DEFAULT_MODEL,
                                                             item[1]["language"] != "en")))  # stable: packing order
     pretrained.INDEX.write_text(to_toml(ordered))
