@@ -20,8 +20,8 @@ from .conftest import (
     invoke,
 )
 
-NAMES = ("en", "ptb", "ptb-backward", "ptb-pair", "ptb-pcfg", "zh", "zh-pcfg")
-ENGLISH = NAMES[:5]
+NAMES = ("en", "ptb", "ptb-backward", "ptb-pair", "ptb-pcfg", "ptb-pcfg-ensemble", "zh", "zh-pcfg")
+ENGLISH = NAMES[:6]
 SINGLE_FILES = ("en", "ptb", "ptb-backward", "ptb-pcfg", "zh", "zh-pcfg")
 CTB_DEV = SHARED_DATA / "ctb51" / "dev.trees"
 TEXT = "The old man's dog didn't bark, and the cat sat."
@@ -39,6 +39,7 @@ def test_the_catalogue_names_the_models_the_default_first_and_their_files():
     models = pretrained.catalogue()
     assert tuple(models) == NAMES and NAMES[0] == pretrained.DEFAULT_MODEL
     assert models["ptb-pair"].files == models["ptb"].files + models["ptb-backward"].files
+    assert models["ptb-pcfg-ensemble"].files[0] == models["ptb-pcfg"].files[0]  # the single grammar, its first member
     for entry in models.values():
         assert all(path.is_file() for path in entry.paths)
 
@@ -80,6 +81,9 @@ def test_a_name_uses_its_own_settings_unless_flags_say_otherwise():
     assert (parser.options.layers, parser.options.decoder, parser.options.combine) == \
         (pair.layers, pair.decoder, pair.combine)
     assert gi.load("ptb-pair", decoder="paper", combine="mean").options.combine == "mean"
+    grammars = gi.load("ptb-pcfg-ensemble")  # two grammars: its combiner, each chart pruned by its own pruner
+    assert len(grammars.models) == 2 and grammars.options.combine == pretrained.catalogue()["ptb-pcfg-ensemble"].combine
+    assert grammars.options.pruning is not None and gi.load("ptb-pcfg-ensemble", prune="off").options.pruning is None
 
 
 def test_the_models_command_prints_every_number_of_the_catalogue():
