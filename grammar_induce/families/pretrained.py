@@ -113,7 +113,7 @@ def resolve(specs: Sequence[str | Path], prune: str | Path | None = None) -> Mod
 def _pruner(name: str | Path | None) -> Path | None:
     if not name or str(name) == "off":
         return None
-    paths = resolve([name]).paths
+    paths = resolve([name], "off").paths  # the pruner's own pruner is not asked for
     if len(paths) != 1:
         raise SettingError("prune", f"{name}: names {len(paths)} models; a chart is pruned by one student")
     return paths[0]

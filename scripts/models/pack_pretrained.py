@@ -231,11 +231,12 @@ def pack_pcfg_ensemble(language: Language, sources: list[Path], gold: str, log: 
         pack(source, pretrained.MODELS_DIR / file, language.tokenizer)
     shipped = [checkpoint.load(pretrained.MODELS_DIR / file) for file in files]
     full = [replace(checkpoint.load(source), tokenizer=language.tokenizer) for source in sources]
-    scored = {how: score(shipped, gold, language, replace(pruned(language), combine=how)) for how in ("mbr", "marginals")}
+    alone = pruned(language)  # the student loaded once for every scoring
+    scored = {how: score(shipped, gold, language, replace(alone, combine=how)) for how in ("mbr", "marginals")}
     log[f"{name}-ensemble combiners"] = {how: 100 * report.rows[report.main_row].sentence_f1
                                          for how, report in scored.items()}
     combine = max(scored, key=lambda how: scored[how].rows[scored[how].main_row].sentence_f1)
-    options = replace(pruned(language), combine=combine)
+    options = replace(alone, combine=combine)
     entry, log[f"{name}-ensemble"] = entry_of(language, gold, files, None, shipped, options, full)
     if options.pruning:
         entry["prune"] = language.code
