@@ -56,8 +56,10 @@ class Parser:
         return next(self.parse_many([sentence]))
 
     def parse_many(self, lines: Iterable[str], batch_size: int | None = None) -> Iterator[nltk.Tree | None]:
-        """Trees of many sentences, in their order, read and parsed a chunk at a time."""
-        for result in self.analyse_many(lines, batch_size):
+        """Trees of many sentences, in their order, read and parsed a chunk at a time (only what the trees need: no
+        confidences, each member's layers up to its own once they are fixed)."""
+        results, _ = self.run(lines, batch_size=batch_size, all_layers=False, confidence=False)
+        for result in results:
             yield None if result.tree is None else to_nltk(result.tree, result.labels, result.is_word)
 
     def analyse(self, sentence: str) -> SentenceResult:

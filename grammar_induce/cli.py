@@ -671,10 +671,13 @@ def evaluate(model_names, pred_path, pred_format, gold, preset, punct_tags, max_
               help="the student's word embedding size (most of its weights)")
 @click.option("--hidden-size", type=click.IntRange(min=1), default=StudentConfig.hidden_size, show_default=True,
               help="the student's BiLSTM size per direction, and its span MLP's")
+@click.option("--embeddings", metavar="MODEL", default="",
+              help="start the student's word embeddings from this model's (an ON-LSTM language model such as ptb), "
+                   "reduced to --emb-size by their principal components [default: a random start]")
 @model_options
 @user_errors
 def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confident, soft, max_length, seed, force, keep,
-            resume, emb_size, hidden_size, layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
+            resume, emb_size, hidden_size, embeddings, layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
           device) -> None:
     """Train a span-based student parser on an ensemble's trees (self-training with --rounds)."""
     from . import api
@@ -683,7 +686,7 @@ def distill(model_names, train_file, valid_file, out_dir, epochs, rounds, confid
                           distance=distance, decoder=decoder, combine=combine, right_voter=right_voter,
                           weights=_weights(weights), batch_size=batch_size, precision=precision, device=device, log=click.echo, epochs=epochs,
                           rounds=rounds, confident=confident, soft=soft, max_length=max_length, seed=seed, keep=keep, force=force,
-                          resume=resume, emb_size=emb_size, hidden_size=hidden_size)
+                          resume=resume, emb_size=emb_size, hidden_size=hidden_size, embeddings=embeddings)
     click.echo(f"student in {Path(student.models[0].source).resolve()}")
 
 

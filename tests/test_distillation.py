@@ -4,6 +4,7 @@ import json
 import shutil
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 import grammar_induce as gi
@@ -341,3 +342,31 @@ def test_soft_targets_are_the_teachers_marginals_kept_with_the_targets_and_a_res
     a, b = checkpoint.read(whole.models[0].source), checkpoint.read(resumed.models[0].source)
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     assert a["provenance"]["settings"]["soft"] == 0.5
+
+
+def test_a_students_word_embeddings_start_from_a_language_models_principal_components(tiny_run, tmp_path):
+    """distill --embeddings: the ON-LSTM's word embeddings on their principal directions, scaled to spread 1, are the
+    student's start (at the source's own size a rotation: every distance between two words kept, up to one scale); a
+    word the source lacks starts at 0; a distillation from that start runs and says so; a model without word
+    embeddings is refused."""
+    from grammar_induce.text.tokenizer import Vocab
+    from grammar_induce.workflows.distillation import DistillSettings, _student_config, embedding_start
+
+    source = checkpoint.load(tiny_run / "best.pt")
+    table = source.model.embedding.weight.detach()
+    words = [*source.vocab.words[:2], "a-word-it-lacks", *source.vocab.words[5:25]]  # <unk>, <eos> first
+    config = _student_config(source, DistillSettings(emb_size=table.shape[1]), 1)
+    start = embedding_start(str(tiny_run / "best.pt"), Vocab(words), config)["state_dict"]["embedding.weight"]
+    assert start.shape == (len(words), table.shape[1]) and not start[2].any()
+    known = [k for k in range(len(words)) if k != 2]
+    rows = table[[source.vocab.index[words[k]] for k in known]]
+    found, expected = torch.cdist(start[known], start[known]), torch.cdist(rows, rows)
+    torch.testing.assert_close(found, expected * (found.sum() / expected.sum()), rtol=1e-4, atol=1e-5)
+    smaller = embedding_start(str(tiny_run / "best.pt"), source.vocab, _student_config(source, DistillSettings(**SMALL), 1))
+    assert smaller["state_dict"]["embedding.weight"].std().item() == pytest.approx(1.0, abs=1e-3)
+
+    parser = gi.distill(tiny_run / "best.pt", train=lines("train.txt", 60, tmp_path), valid=lines("valid.txt", 20, tmp_path),
+                        out=tmp_path / "out", epochs=1, log=None, embeddings=str(tiny_run / "best.pt"), **SMALL)
+    assert parser.models[0].provenance["settings"]["embeddings"] == str(tiny_run / "best.pt")
+    with pytest.raises(InputError, match="has no word embeddings"):
+        embedding_start(str(parser.models[0].source), source.vocab, _student_config(source, DistillSettings(emb_size=64), 1))

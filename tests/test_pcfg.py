@@ -14,6 +14,7 @@ from grammar_induce import trees
 from grammar_induce.config import ConfigError
 from grammar_induce.errors import InputError
 from grammar_induce.families import checkpoint, sentences
+from grammar_induce.families.pcfg import emission
 from grammar_induce.families.pcfg.emission import word_log_probs
 from grammar_induce.families.pcfg.model import TNPCFG
 from grammar_induce.families.pcfg.settings import PCFGConfig
@@ -141,6 +142,29 @@ def test_the_emission_read_at_the_words_gives_the_full_softmaxs_values_and_gradi
     in_bf16 = value_and_grads(lambda: word_log_probs(hidden, last.weight, last.bias, words, torch.bfloat16))
     for a, b in zip(full, in_bf16):
         assert torch.allclose(a, b, rtol=0.05, atol=0.05) and not torch.equal(a, b)
+
+
+@pytest.mark.skipif(emission.library() is None, reason="no C compiler here: the emission's passes run as tensor ops")
+def test_the_emissions_c_passes_give_the_tensor_ops_values_and_gradients(monkeypatch):
+    """emission.c (bfloat16 products on a CPU) against the tensor ops it replaces: the same softmax, reading and
+    gradients (a word twice, padding), to float32's rounding of sums taken in another order."""
+    torch.manual_seed(2)
+    hidden = torch.randn(37, 16, requires_grad=True)
+    last = torch.nn.Linear(16, 1003)
+    words = torch.randint(0, 1003, (4, 9))
+    words[0, 1] = words[0, 2]
+    weights = torch.randn(4, 9, 37)
+
+    def value_and_grads():
+        hidden.grad = last.weight.grad = last.bias.grad = None
+        value = word_log_probs(hidden, last.weight, last.bias, words, torch.bfloat16)
+        (value * weights).sum().backward()
+        return value.detach(), hidden.grad, last.weight.grad, last.bias.grad
+
+    in_c = value_and_grads()
+    monkeypatch.setattr(emission, "_in_c", lambda logits: None)
+    for a, b in zip(in_c, value_and_grads(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4 * float(b.abs().max()))
 
 
 def test_long_sentences_neither_underflow_nor_differ_from_log_space(small):
@@ -444,10 +468,12 @@ def test_chart_constraints_from_a_student_prune_a_shipped_grammars_parse_and_kee
         monkeypatch):
     """`ptb-pcfg` prunes its chart with `en` by default (its models.toml entry); a threshold of 0 keeps every span, so
     its trees are the whole chart's; the pruner's best tree is always kept, so every sentence has a tree, in pieces
-    too (a long line's chart constraints cut as the line is); a model without span marginals is refused as a pruner."""
+    too (a long line's chart constraints cut as the line is); a model without span marginals is refused as a pruner.
+    The pruner reads in bfloat16 where the device has native bfloat16 units, whatever the grammar's precision."""
     import grammar_induce as gi
     from grammar_induce.errors import SettingError
     from grammar_induce.families.pcfg import model as pcfg_model
+    from grammar_induce.inference import pruning
 
     lines = ["The old man saw a dog in the park .", "Profits rose sharply in the third quarter , analysts said .",
              "It is .", "A b"]
@@ -456,12 +482,17 @@ def test_chart_constraints_from_a_student_prune_a_shipped_grammars_parse_and_kee
     whole = [str(t) for t in gi.load("ptb-pcfg", prune="off").parse_many(lines)]
     assert [str(t) for t in gi.load("ptb-pcfg", prune="en", prune_threshold=0.0).parse_many(lines)] == whole
     strict = gi.load("ptb-pcfg", prune_threshold=0.999)  # the pruner's tree alone, nearly: the grammar keeps to it
-    en = [str(t) for t in gi.load("en").parse_many(lines)]
+    natively = strict.options.pruning.products == torch.bfloat16
+    assert natively == (pruning.bf16_hardware(torch.device("cpu")) is not None)
+    en = [str(t) for t in gi.load("en", precision="bf16" if natively else "fp32").parse_many(lines)]
     assert [str(t) for t in strict.parse_many(lines)] == en
     monkeypatch.setattr(pcfg_model, "PARSE_LIMIT", 4)  # in pieces of at most 4 words
     assert all(t.leaves() == line.split() for t, line in zip(strict.parse_many(lines), lines))
     with pytest.raises(SettingError, match="has no span marginals to prune a chart with"):
         gi.load("ptb-pcfg", prune="ptb")
+    for units, dtype in (("AVX-512 BF16", torch.bfloat16), (None, None)):
+        monkeypatch.setattr(pruning, "bf16_hardware", lambda device, units=units: units)
+        assert gi.load("ptb-pcfg", precision="fp32").options.pruning.products == dtype
 
 
 def test_a_run_stopped_by_steps_inside_an_epoch_records_the_fields_an_epochs_end_does(tmp_path):

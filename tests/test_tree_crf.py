@@ -23,8 +23,17 @@ def brute_force(scores, n):
     return candidates, totals
 
 
-def test_the_tree_crf_equals_brute_force():
-    """Its partition, best score, argmax and marginals against every binary tree of sentences of 1 to 6 words."""
+NO_C_CKY = "no C compiler here: CKY runs by tensor ops"
+
+
+@pytest.mark.parametrize("engine", ["C", "tensor ops"])
+def test_the_tree_crf_equals_brute_force(engine, monkeypatch):
+    """Its partition, best score, argmax and marginals (in C: cky.span_marginals; else the inside pass's gradient)
+    against every binary tree of sentences of 1 to 6 words."""
+    if engine == "tensor ops":
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    elif cky._cky_library() is None:
+        pytest.skip(NO_C_CKY)
     torch.manual_seed(0)
     lengths = [1, 2, 3, 4, 5, 6]
     crf = tree_crf.TreeCRF(torch.randn(len(lengths), 7, 7, dtype=torch.float64), lengths)
@@ -43,6 +52,7 @@ def test_the_tree_crf_equals_brute_force():
 
 
 def test_the_tree_crf_computes_each_of_its_figures_once(monkeypatch):
+    monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")  # the marginals by the inside pass's gradient
     crf = tree_crf.TreeCRF(torch.randn(2, 5, 5, dtype=torch.float64), [4, 3])
     calls = []
     counted = tree_crf.inside
@@ -51,7 +61,27 @@ def test_the_tree_crf_computes_each_of_its_figures_once(monkeypatch):
     assert calls == [(), (), (tree_crf.MAX,)]  # the marginals' inside pass, the partition's, the best score's
 
 
-NO_C_CKY = "no C compiler here: CKY runs by tensor ops"
+@pytest.mark.skipif(cky._cky_library() is None, reason=NO_C_CKY)
+def test_the_c_span_marginals_are_the_inside_passs_gradient_with_padding_and_forbidden_spans():
+    """0 to 40 words, charts wider than the words, some sentences keeping given spans (the others scored -1e9): the C
+    passes give the autograd marginals."""
+    draw = random.Random(3)
+    torch.manual_seed(3)
+    for _ in range(30):
+        batch, n = draw.randint(1, 5), draw.randint(0, 40)
+        lengths = [n] + [draw.randint(0, n) for _ in range(batch - 1)]
+        keeping = n >= 3 and draw.random() < 0.5  # (square charts)
+        wider = 0 if keeping else draw.randint(0, 3)
+        crf = tree_crf.TreeCRF(torch.randn(batch, n + 1, n + 1 + wider, dtype=torch.float64) * 4, lengths)
+        if keeping:
+            crf = crf.keeping([{(0, 2)} if length >= 3 else set() for length in lengths])
+        found = cky.span_marginals(crf.scores, lengths)
+        assert not found[:, :, n + 1 :].any()
+        with torch.enable_grad():
+            scores = crf.scores[:, :, : n + 1].clone().requires_grad_()
+            log_z = tree_crf.inside(scores, lengths).sum()
+            expected = torch.autograd.grad(log_z, scores)[0] if log_z.requires_grad else torch.zeros_like(scores)
+        torch.testing.assert_close(found[:, :, : n + 1], expected, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("engine", ["C", "tensor ops"])

@@ -134,7 +134,7 @@ class Members:
         layers = self.options.layers if self.layers_fixed and not all_layers else (None,) * len(self.models)
         return [read_sentences(loaded, sentences, self.options.batch_size, progress, layer,
                                precision.product_dtype(chosen), self.options.confidence, self.options.reads_marginals,
-                               self.options.pruning)
+                               self.options.pruning, self.options.labels)
                 for loaded, layer, chosen in zip(self.models, layers, resolved)]
 
     def with_layers(self, readings: Readings | None = None) -> Members:
@@ -221,7 +221,7 @@ def rows_of(members: Members, readings: Readings, heads: bool = False) -> Rows:
     else:
         rows, agreement = _ensemble_rows(members, readings)
         main = f"{members.options.combine} of {len(models)}"
-    labels = [p.labels or {} for p in readings[0]] if len(models) == 1 and models[0].family.yields.labels else None
+    labels = [p.labels or {} for p in readings[0]] if members.options.labels and len(models) == 1 else None
     found_heads = _heads(members, readings) if heads else {}
     layers = list(members.options.layers)
     sure = [confidences(list(sentence), layers, members.options, tree)
@@ -357,21 +357,22 @@ def check_members(models: list[LoadedModel]) -> None:
 def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: int = 64,
                    progress: Callable[[int], object] | None = None, n_layers: int | None = None,
                    products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False,
-                   pruning: Pruning | None = None) -> list[Reading | None]:
+                   pruning: Pruning | None = None, labels: bool = False) -> list[Reading | None]:
     """One model's reading of each sentence (a list of words as written); empty sentences get None.
 
     Sentences are sorted by length and padded at the end: a model reads from the start, so padding never
     changes what it makes of earlier positions. `n_layers`: only the lowest layers are needed; `products`:
     the dtype of the matrix products (None: float32; see runtime/precision.py); `confidence`: the spans' probabilities
     of a kind of trees of its own (`Reading.confidence`); `marginals`: every span's, a chart (`Reading.marginals`),
-    from a family that yields them; `pruning`: chart constraints, for a family that takes them.
+    from a family that yields them; `pruning`: chart constraints, for a family that takes them; `labels`: the induced
+    labels of its tree's spans, from a family that induces them (`Reading.labels`).
     """
     direction = loaded.config.model.reading_order
     order = sorted((k for k, s in enumerate(sentences) if s), key=lambda k: len(sentences[k]))
     results: list[Reading | None] = [None] * len(sentences)
 
     yields = loaded.family.yields
-    asked = {name: True for name, wanted in (("confidence", confidence), ("marginals", marginals))
+    asked = {name: True for name, wanted in (("confidence", confidence), ("marginals", marginals), ("labels", labels))
              if wanted and getattr(yields, name)}  # what the family gives, of what is asked
 
     constrained = pruning is not None and yields.prunable

@@ -7,6 +7,8 @@
  *   first   (n - 1, batch, n)        out: first[w - 2][b][i] = d - 1 where the best split of i..i+w is at i + d
  *   inside  ((n + 1) * (n + 1))      work space: the best total inside each span, by width then start
  */
+#include <math.h>
+
 void best_splits(int batch, int n, int columns, const double *scores, int *first, double *inside)
 {
     for (int b = 0; b < batch; b++) {
@@ -56,5 +58,70 @@ void postorders(int batch, int n, const int *first, const int *lengths, const lo
                 top += 3;
             }
         }
+    }
+}
+
+/* The log-sum-exp of `count` values v(t) = a[t * sa] + b[t * sb] + c[t * sc], the largest taken out first (two passes:
+ * -ffast-math assumes no infinities, so no running maximum starts at -INFINITY). */
+static double sum_of_three(int count, const double *a, long sa, const double *b, long sb, const double *c, long sc)
+{
+    double top = a[0] + b[0] + c[0];
+    for (int t = 1; t < count; t++) {
+        const double v = a[t * sa] + b[t * sb] + c[t * sc];
+        top = v > top ? v : top;
+    }
+    double sum = 0.0;
+    for (int t = 0; t < count; t++)
+        sum += exp(a[t * sa] + b[t * sb] + c[t * sc] - top);
+    return top + log(sum);
+}
+
+/* The span CRF's marginals (tree_crf.TreeCRF.marginals: the gradient of log Z, the same maths as its autograd of the
+ * inside pass): each sentence's inside pass and its outside pass written out, in log space, one pass per sentence.
+ *
+ *   lengths (batch)                   each sentence's words
+ *   scores  (batch, n + 1, columns)   as for best_splits (only spans of two or more words are read)
+ *   out     (batch, n + 1, columns)   zeros in; out[b][i][j]: the probability that the span i..j-1 is in the tree
+ *   work    (2 (n + 1) (n + 1))       the inside totals (the span's own score in) and the outside ones (not in),
+ *                                     each by width then start */
+void span_marginals(int batch, int n, int columns, const int *lengths, const double *scores, double *out,
+                    double *work)
+{
+    const long row = n + 1;
+    double *inside = work, *outside = work + row * row;
+    const double zero = 0.0;
+    for (int b = 0; b < batch; b++) {
+        const int m = lengths[b];
+        const double *chart = scores + (long)b * row * columns;
+        double *o = out + (long)b * row * columns;
+        if (m < 2)
+            continue;
+        for (int i = 0; i < m; i++)
+            inside[row + i] = 0.0;
+        for (int w = 2; w <= m; w++)  /* split at i + d: left i..i+d (width d), right i+d..i+w (width w - d) */
+            for (int i = 0; i + w <= m; i++)
+                inside[w * row + i] = chart[i * columns + i + w]
+                    + sum_of_three(w - 1, &inside[row + i], row, &inside[(w - 1) * row + i + 1], 1 - row, &zero, 0);
+        const double log_z = inside[m * row];
+        outside[m * row] = 0.0;
+        for (int w = m - 1; w >= 2; w--)
+            for (int i = 0; i + w <= m; i++) {
+                const int k = i + w;
+                /* parents i..j (j > k), the sibling k..j on the right; parents h..k (h < i), the sibling h..i on the
+                 * left: each parent's outside and own score, and the sibling's inside */
+                double parts[2];
+                int count = 0;
+                if (k < m)
+                    parts[count++] = sum_of_three(m - k, &outside[(w + 1) * row + i], row,
+                                                  &chart[i * columns + k + 1], 1, &inside[row + k], row);
+                if (i > 0)
+                    parts[count++] = sum_of_three(i, &outside[k * row], 1 - row, &chart[k], columns,
+                                                  &inside[i * row], 1 - row);
+                outside[w * row + i] = count == 1 ? parts[0]
+                    : fmax(parts[0], parts[1]) + log1p(exp(-fabs(parts[0] - parts[1])));
+            }
+        for (int w = 2; w <= m; w++)
+            for (int i = 0; i + w <= m; i++)
+                o[i * columns + i + w] = exp(outside[w * row + i] + inside[w * row + i] - log_z);
     }
 }

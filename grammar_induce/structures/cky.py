@@ -71,7 +71,25 @@ CKY_SOURCE = Path(__file__).with_name("cky.c")
 @functools.cache
 def _cky_library() -> ctypes.CDLL | None:
     return native.load_procedures(CKY_SOURCE, {"best_splits": [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3,
-                                               "postorders": [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5})
+                                               "postorders": [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5,
+                                               "span_marginals": [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4})
+
+
+def span_marginals(scores: Tensor, lengths: Sequence[int]) -> Tensor | None:
+    """The span CRF's marginals of `scores` (as for `best_splits`; tree_crf.TreeCRF.marginals) in one C call (cky.c:
+    the inside and outside passes in log space, float64), in `scores`' dtype; None where it cannot run (not a CPU, no
+    compiler): the caller differentiates the inside pass instead."""
+    library = _cky_library() if scores.device.type == "cpu" and native.enabled() else None
+    if library is None:
+        return None
+    batch, n = scores.shape[0], scores.shape[1] - 1
+    chart = scores.detach().to(torch.float64).contiguous()
+    out = torch.zeros_like(chart)
+    work = torch.empty(2 * (n + 1) * (n + 1), dtype=torch.float64)
+    lengths_c = array.array("i", lengths)
+    library.span_marginals(batch, n, chart.shape[2], lengths_c.buffer_info()[0], chart.data_ptr(), out.data_ptr(),
+                           work.data_ptr())
+    return out.to(scores.dtype)
 
 
 def _best_splits_in_c(library: ctypes.CDLL, scores: Tensor) -> array.array:

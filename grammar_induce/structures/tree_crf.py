@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .. import trees
 from ..trees import Tree
-from .cky import best_trees
+from .cky import best_trees, span_marginals
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,10 @@ class TreeCRF:
     def marginals(self) -> Tensor:
         """Each span's probability of being in the tree (the gradient of log Z). (B, N+1, N+1)
         A batch of one-word sentences has no span of two words: its chart is zeros, and there is nothing to
-        differentiate."""
+        differentiate. On a CPU the inside and outside passes in C (cky.span_marginals: several times faster)."""
+        found = span_marginals(self.scores, self.lengths)
+        if found is not None:
+            return found
         with torch.enable_grad():
             scores = self.scores.detach().requires_grad_()
             log_z = inside(scores, self.lengths).sum()

@@ -98,12 +98,14 @@ def start(config: Config, out_dir: Path, *, resume: bool, force: bool, messages:
     return dataclasses.replace(run, last=last, state=state, was=_resumed_config(last, out_dir, config, state, messages))
 
 
-def student_run(config: Config, folder: Path, family: Family, device: torch.device, *, resume: bool) -> Run:
+def student_run(config: Config, folder: Path, family: Family, device: torch.device, *, resume: bool,
+                init: dict[str, Any] | None = None) -> Run:
     """A distillation round's run in `folder` (the distillation holds it): float32, one process, resumed from its
-    last.pt where `resume` finds one."""
+    last.pt where `resume` finds one, else from `init` (a checkpoint's parts: distillation.embedding_start's) where
+    given."""
     world = distributed.World()
     line = precision.describe("fp32", "fp32", device, family.bf16_parts, family.fp32_parts)
-    run = Run(config, folder, family, device, world, precision_line=line)
+    run = Run(config, folder, family, device, world, precision_line=line, init=init)
     last_path = folder / "last.pt"
     if not (resume and last_path.exists()):
         return run

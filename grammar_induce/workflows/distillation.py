@@ -21,7 +21,7 @@ import torch
 from .. import trees
 from ..config import SEED, Config, ConfigError, RunConfig
 from ..errors import InputError
-from ..families import checkpoint, registry
+from ..families import checkpoint, pretrained, registry
 from ..families.checkpoint import LoadedModel
 from ..families.family import Family
 from ..families.kind import ModelKind
@@ -37,7 +37,7 @@ from ..metrics import SpanMetric
 from ..output import draw
 from ..runtime import rundir
 from ..runtime.rundir import append_metrics
-from ..text.tokenizer import EOS
+from ..text.tokenizer import EOS, Vocab
 from ..training.loop import fit
 from ..training.run import student_run
 from ..trees import Tree
@@ -65,6 +65,9 @@ class DistillSettings:
     # which epoch a round keeps: the one whose trees agree best with the targets on the held-out text,
     # or the last (a fixed budget: the best agreement also copies the teachers' errors best)
     keep: str = _TRAINING.keep
+    # a model (a shipped name or a file: an ON-LSTM language model, say) whose word embeddings start the student's
+    # (`embedding_start`); "": a random start
+    embeddings: str = ""
 
     def __post_init__(self) -> None:
         """Settings checked before any teacher parses, in the API's words."""
@@ -82,6 +85,8 @@ class DistillSettings:
             raise InputError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.keep not in ("agreement", "last"):
             raise InputError(f"keep must be agreement or last, got {self.keep!r}")
+        if not isinstance(self.embeddings, str):
+            raise InputError(f"embeddings must be a model's name or file, got {self.embeddings!r}")
 
 
 @dataclass
@@ -343,7 +348,8 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     targets = SpanTargets(ids, spans, learnable(train.words, settings.max_length), teacher.vocab.index[EOS],
                           train.marginals if settings.soft else None)
     text = recipe.text_of(teacher.tokenizer, teacher.vocab, targets, len(valid.words), agreement)
-    run = student_run(config, folder, STUDENT, device, resume=resume)
+    start = embedding_start(settings.embeddings, teacher.vocab, config) if settings.embeddings else None
+    run = student_run(config, folder, STUDENT, device, resume=resume, init=start)
     result = fit(run, lambda cfg, model, phase: recipe(cfg, model, text, device, run.world, phase), len(teacher.vocab),
                  quiet=True, messages=messages, after_epoch=[("curves.svg", draw.write_run_curves)])
     if result.stopped_by is not None:
@@ -355,6 +361,30 @@ def train_student(teacher: LoadedModel, train: Targets, valid: Targets, settings
     best = checkpoint.load(folder / "best.pt", device)
     best.model.eval()
     return best
+
+
+def embedding_start(source: str, vocab: Vocab, config: Config) -> dict:
+    """A start for the student (a checkpoint's parts, as `train.init` gives): the word embeddings of `source` (a model
+    by name or file that has them: an ON-LSTM, a StructFormer, a student) reduced to the student's size by their
+    principal components, scaled to the spread of its own random start (1), each word by its spelling (a word the
+    source lacks starts at 0); the rest of the student as it is initialised."""
+    loaded = checkpoint.load(pretrained.one_file(source, "embeddings"))
+    table = getattr(loaded.model, "embedding", None)
+    size = config.model.emb_size
+    if not isinstance(table, torch.nn.Embedding) or table.weight.shape[1] < size:
+        raise InputError(f"embeddings {source}: {loaded.family.description} has no word embeddings of at least "
+                         f"{size} values (the student's --emb-size)")
+    weights = table.weight.detach().float().cpu()
+    centred = weights - weights.mean(0)
+    directions = torch.linalg.svd(centred, full_matrices=False).Vh[:size]  # the principal components, (size, E)
+    reduced = centred @ directions.t()
+    reduced /= reduced.std()
+    start = torch.zeros(len(vocab), size)
+    theirs = loaded.vocab.index
+    for k, word in enumerate(vocab.words):
+        if word in theirs:
+            start[k] = reduced[theirs[word]]
+    return {"state_dict": {"embedding.weight": start}, "config": config.to_dict(), "vocab": list(vocab.words)}
 
 
 def _student_config(teacher: LoadedModel, settings: DistillSettings, round_number: int) -> Config:

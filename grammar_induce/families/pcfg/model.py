@@ -146,9 +146,9 @@ class TNPCFG(ModelKind):
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
              products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False,
-             keep: Sequence[Tensor] | None = None) -> list[Reading]:
-        """Each sentence's MBR tree over its span marginals, each span of it labelled with its most probable
-        nonterminal (`NT-k`) and (`confidence`) given its marginal; (`marginals`) every span's marginal, a chart
+             keep: Sequence[Tensor] | None = None, labels: bool = False) -> list[Reading]:
+        """Each sentence's MBR tree over its span marginals, (`labels`) each span of it labelled with its most
+        probable nonterminal (`NT-k`) and (`confidence`) given its marginal; (`marginals`) every span's marginal, a chart
         (a sentence parsed in pieces: each piece's, the spans across pieces 0). `keep`: each sentence's chart
         constraints (n+1, n+1) booleans, the spans its sums may use (inference/pruning.py; None: every span). A sentence of more than PARSE_LIMIT words is
         parsed in pieces of at most PARSE_LIMIT words (as near equal as can be), their trees joined by a balanced
@@ -168,12 +168,13 @@ class TNPCFG(ModelKind):
             piece_words = [list(words[k][s:e]) for k, s, e in map(pieces.__getitem__, part)]
             best = structure.argmax(piece_words)  # MBR: the most expected spans
             charts = structure.marginals.cpu() if confidence or marginals else None
-            for b, (p, tree, labels) in enumerate(zip(part, best, structure.labels(best))):
+            named = structure.labels(best) if labels else [None] * len(best)
+            for b, (p, tree, nts) in enumerate(zip(part, best, named)):
                 n = lengths[b]
-                found[pieces[p][:2]] = Piece(tree, {span: f"NT-{a}" for span, a in labels.items()},
+                found[pieces[p][:2]] = Piece(tree, None if nts is None else {span: f"NT-{a}" for span, a in nts.items()},
                                              span_values(charts[b], tree) if confidence else None,
                                              charts[b, : n + 1, : n + 1] if marginals else None)
-        return [_joined(list(w), [found[k, s] for s, _ in bounds], [s for s, _ in bounds], confidence, marginals)
+        return [_joined(list(w), [found[k, s] for s, _ in bounds], [s for s, _ in bounds], confidence, marginals, labels)
                 for k, (w, bounds) in enumerate(zip(words, cuts))]
 
     @staticmethod
@@ -201,22 +202,23 @@ def _padded(ids: Tensor, length: int) -> Tensor:
 
 @dataclass
 class Piece:
-    """What the grammar found in a piece of a sentence: its tree, its spans' labels, (asked) their marginals and
-    the piece's chart of every span's marginal."""
+    """What the grammar found in a piece of a sentence: its tree and, where asked, its spans' labels, their marginals
+    and the piece's chart of every span's marginal."""
 
     tree: trees.Tree
-    labels: dict[tuple[int, int], str]
+    labels: dict[tuple[int, int], str] | None
     confidence: dict[tuple[int, int], float] | None
     chart: Tensor | None
 
 
-def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence: bool, marginals: bool) -> Reading:
+def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence: bool, marginals: bool,
+            labels: bool) -> Reading:
     """A sentence's reading from its pieces' trees, labels, confidences and charts (shifted to the sentence's
     words)."""
     if len(parts) == 1:
         one = parts[0]
         return Reading(words, parsed_tree=one.tree, labels=one.labels, confidence=one.confidence, marginals=one.chart)
-    labels = {(i + s, j + s): v for part, s in zip(parts, starts) for (i, j), v in part.labels.items()}
+    named = None if not labels else {(i + s, j + s): v for part, s in zip(parts, starts) for (i, j), v in part.labels.items()}
     sure = None if not confidence else {(i + s, j + s): v for part, s in zip(parts, starts)
                                         for (i, j), v in part.confidence.items()}  # the joining nodes: none (0)
     chart = None
@@ -225,7 +227,7 @@ def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence:
         for part, s in zip(parts, starts):
             n = part.chart.shape[0]
             chart[s : s + n, s : s + n] = part.chart
-    return Reading(words, parsed_tree=trees.balanced([part.tree for part in parts]), labels=labels, confidence=sure,
+    return Reading(words, parsed_tree=trees.balanced([part.tree for part in parts]), labels=named, confidence=sure,
                    marginals=chart)
 
 

@@ -44,6 +44,11 @@ class SpanParser(ModelKind):
         self.score = nn.Linear(config.hidden_size, 1)
         self._converted: dict[tuple, tuple[tuple, list[Tensor]]] = {}  # see _lstm_weights
 
+    def adopt(self, state: dict[str, Tensor], theirs: dict) -> dict[str, Tensor]:
+        """A start's weights (a trained student's, or some of them: word embeddings alone), the rest as this model
+        was initialised."""
+        return {**self.state_dict(), **state}
+
     def span_scores(self, tokens: Tensor, lengths: Sequence[int], block: int = 0,
                     products: torch.dtype | None = None) -> Tensor:
         """(B, N+1, N+1) scores of every span of each sentence (the upper triangle, i < j, is read).
