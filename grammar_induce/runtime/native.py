@@ -3,8 +3,9 @@ user and machine, and loaded with ctypes.
 
 On a CPU some loops spend more time on many small tensor ops (or Python) than on their arithmetic: the
 ON-LSTM's time step (families/onlstm/onlstm_step.c), the student's span scores (families/student/span_scores.c),
-the CKY's loop over widths (structures/cky.c) and the TN-PCFG's sums over split points (structures/split_points.c)
-run as one C call instead, a transposed weight is copied in C (families/onlstm/transpose.c), DropConnect's random words are
+the CKY's loop over widths and the span CRF's marginals (structures/cky.c), the TN-PCFG's sums over split points
+(structures/split_points.c) and its emission's passes over the logits (families/pcfg/emission.c) run as one C call
+instead, a transposed weight is copied in C (families/onlstm/transpose.c), DropConnect's random words are
 drawn as torch's generator draws them (runtime/mt19937.c), and averaged SGD updates each weight in one pass
 (families/onlstm/asgd.c). Without a compiler, without a writable cache, or with GRAMMAR_INDUCE_NATIVE=0, `load` gives None
 and the callers run their tensor ops: the same function, slower.

@@ -197,14 +197,16 @@ def _product(x: Tensor, weight: Tensor, products: torch.dtype | None) -> Tensor:
     return x @ weight if products is None else _children(x, weight, products).float()
 
 
-def _on_kept(product: Callable[[Tensor], Tensor], x: Tensor, kept: Tensor | None, width: int) -> Tensor:
-    """product(x) (B, spans, r) -> (B, spans, width) on the kept rows alone (the others zero; kept None: every
-    row): the chart constraints' saving, a product of the kept spans only."""
+def _on_kept(product: Callable[[Tensor], Tensor], x: Tensor, kept: Tensor | None, width: int, zeros: bool = True
+             ) -> Tensor:
+    """product(x) (B, spans, r) -> (B, spans, width) on the kept rows alone (kept None: every row): the chart
+    constraints' saving, a product of the kept spans only. The other rows are zero for the tensor-op sums, which
+    multiply every row (by a weight 0 here); the C sums never read them (`zeros` False: left unwritten)."""
     if kept is None:
         return product(x)
     rows = kept.nonzero(as_tuple=True)  # read back to the host: the constraints are for a CPU's parse
     found = product(x[rows])  # (kept, width)
-    out = found.new_zeros(*x.shape[:2], width)  # zero: the tensor-op sums multiply every row, by a weight 0 here
+    out = found.new_zeros(*x.shape[:2], width) if zeros else found.new_empty(*x.shape[:2], width)
     out[rows] = found
     return out
 
@@ -357,7 +359,8 @@ class _Inside(torch.autograd.Function):
             chart.weights.append(weights)
             chart.norm.append(norm)
             chart.kept.append(kept)
-            add_children(w, _on_kept(lambda v: _children(v, rounded, products), x, kept, 2 * rank) if w < n else None)
+            add_children(w, _on_kept(lambda v: _children(v, rounded, products), x, kept, 2 * rank, zeros=sums is None)
+                         if w < n else None)
         # a copy sharing the chart's lists: the chart itself will hold log Z, whose graph holds ctx (a cycle that
         # only the cyclic collector would free, chart and all, long after the step)
         ctx.chart, ctx.lengths, ctx.products = replace(chart), lengths, products

@@ -11,10 +11,10 @@
 #   teachers/README.md says how), their trees by span voting or their marginals summed (the better on the gold trees);
 # - `en` (issue 79): a student of one teacher ($EN_TEACHER: by default `ptb-pcfg-ensemble` as just packed, its charts
 #   pruned by the `en` before), on all 42,068 PTB training sentences, $EPOCHS epochs (12), the epoch kept by
-#   agreement with the teacher on 1,000 validation sentences, a student of embedding size $EMB; then `ptb-pcfg` and
-#   the ensemble are measured again (their charts are pruned by the new `en`). The grammars' recipes: docs/pcfg.md
-#   (the earlier one chosen by its NLTK-sample F1, issue 79's fixed before); the student's settings were fixed before
-#   it was scored.
+#   agreement with the teacher on 1,000 validation sentences, a student of embedding size $EMB whose word embeddings
+#   start from `ptb`'s (distill --embeddings: issue 79's fifth session); then `ptb-pcfg` and the ensemble are measured
+#   again (their charts are pruned by the new `en`). The grammars' recipes: docs/pcfg.md (the earlier one chosen by
+#   its NLTK-sample F1, issue 79's fixed before); the student's settings were fixed before it was scored.
 # The teacher parses the training text once (a few minutes of a CPU core with its charts pruned; an epoch about 2);
 # `RESUME=1` goes on with a stopped run (distill --resume). `FOCUSED=1` also retrains the focused grammars from
 # ../shared/models: the three rank-500 rounds, the rank-128 grammar and its round (about an hour of one core), and the
@@ -58,7 +58,7 @@ resume=()
 [ -z "${RESUME:-}" ] || resume=(--resume)
 grammar-induce distill --model "${EN_TEACHER:-ptb-pcfg-ensemble}" --train "$data/train.txt" \
     --valid "$out/en/valid.txt" --out "$out/en/student" --epochs "${EPOCHS:-12}" --emb-size "${EMB:-100}" \
-    --precision auto --force "${resume[@]}"
+    --embeddings ptb --precision auto --force "${resume[@]}"
 python scripts/models/pack_pretrained.py --language en --student "$out/en/student/best.pt" --gold "$gold" \
     --log "$out/pack-en.json"
 python scripts/models/pack_pretrained.py --language en --pcfg "$scratch" --pcfg-member "$small" --gold "$gold" \
