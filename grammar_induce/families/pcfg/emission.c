@@ -32,6 +32,15 @@ static inline uint16_t to_bf16(float f)
     return (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  /* round to nearest even (finite values) */
 }
 
+static inline int thread_number(void)  /* this thread's number in the parallel loop (0 without OpenMP) */
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 static float row_log_z(const uint16_t *row, long vocab, float *scratch)
 {
     float top = from_bf16(row[0]);
@@ -51,10 +60,7 @@ void forward(long rows, long vocab, long count, const uint16_t *logits, const in
 {
     #pragma omp parallel for num_threads(threads) schedule(static)
     for (long t = 0; t < rows; t++) {
-        int me = 0;
-#ifdef _OPENMP
-        me = omp_get_thread_num();
-#endif
+        const int me = thread_number();
         const uint16_t *row = logits + t * vocab;
         log_z[t] = row_log_z(row, vocab, scratch + me * vocab);
         for (long k = 0; k < count; k++)
@@ -69,10 +75,7 @@ void backward(long rows, long vocab, long count, const uint16_t *logits, const i
 {
     #pragma omp parallel for num_threads(threads) schedule(static)
     for (long t = 0; t < rows; t++) {
-        int me = 0;
-#ifdef _OPENMP
-        me = omp_get_thread_num();
-#endif
+        const int me = thread_number();
         const uint16_t *row = logits + t * vocab;
         const float *g = by_word + t * count;
         float *values = scratch + me * vocab, *bias = bias_parts + me * vocab, total = 0.0f;
