@@ -51,8 +51,8 @@ class Pruning:
                 found.append(torch.ones(n + 1, n + 1, dtype=torch.bool))
                 continue
             keep = reading.marginals >= self.threshold
-            for i, j in trees.spans(reading.parsed_tree, whole=True):
-                keep[i, j] = True
+            starts, ends = zip(*trees.spans(reading.parsed_tree, whole=True)) if n >= 2 else ((), ())
+            keep[list(starts), list(ends)] = True  # its best tree's spans, at once
             found.append(keep)
         return found
 
