@@ -180,6 +180,8 @@ class Chart:
     weights: list[Tensor | None]  # (B, n-w+1, w-1): each split point's share of a span's sum (its scales', constants)
     norm: list[Tensor | None]  # (B, n-w+1): what each span's sum was divided by (a constant)
     kept: list[Tensor | None] = field(default_factory=list)  # (B, n-w+1) the chart constraints' spans (None: all)
+    scales: Tensor | None = None  # (B, n+1, n+1): scale[w] by span, [:, i, i+w] (the split points' views read it)
+    keep: Tensor | None = None  # (B, n+1, n+1): the chart constraints by span, every word's kept (None: all)
 
 
 def _rounded(tensor: Tensor, products: torch.dtype | None) -> Tensor:
@@ -219,12 +221,11 @@ def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None, kept: Ten
     either child is left out (the C sums skip it): x is 0 for a span left out, and its values as children are never
     computed (`_on_kept`: zeros)."""
     starts = n - w + 1
-    scales = _split_points(chart.scale, w, starts, 1) + _split_points(chart.scale, w, starts, 0)
+    scales = torch.add(*_children_views(chart.scales, w, starts))
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
     if kept is not None:
-        weights = weights * (kept[..., None] & _split_points(chart.kept, w, starts, 1)
-                             & _split_points(chart.kept, w, starts, 0))
+        weights = weights * (kept[..., None] & torch.logical_and(*_children_views(chart.keep, w, starts)))
     if sums:
         x = sums.combine(weights, w, chart.left[1].shape[2])
     elif _at_once(weights):  # (left * weight) * right, in float32 as the children's products are promoted
@@ -236,6 +237,15 @@ def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None, kept: Ten
             x.addcmul_(chart.left[d][:, :starts] * weights[..., d - 1, None], chart.right[w - d][:, d : d + starts])
     norm = x.amax(-1).clamp_min(TINY)
     return x / norm[..., None], top + norm.log(), weights, norm
+
+
+def _children_views(table: Tensor, w: int, starts: int) -> tuple[Tensor, Tensor]:
+    """(B, starts, w-1) views of a contiguous (B, n+1, n+1) table of spans (table[:, i, j]: the span i..j): for every
+    span i..i+w of width w and split point d = 1 .. w-1, its left child's entry table[:, i, i+d] and its right child's
+    table[:, i+d, i+w], strided views without a copy."""
+    s0, s1, s2 = table.stride()
+    size, at = (table.shape[0], starts, w - 1), table.storage_offset()
+    return (table.as_strided(size, (s0, s1 + s2, s2), at + s2), table.as_strided(size, (s0, s1 + s2, s1), at + s1 + w * s2))
 
 
 def _split_points(by_width: list, w: int, starts: int, left: int) -> Tensor:
@@ -340,6 +350,11 @@ class _Inside(torch.autograd.Function):
         rounded = _rounded(to_children, products)  # once, not per width
         sums = native.Inside(n) if native.usable(root, first) else None
         chart.kept += [None, None if keep is None else torch.ones_like(first[..., 0], dtype=torch.bool)]  # words
+        chart.scales = chart.scale[1].new_zeros(first.shape[0], n + 1, n + 1)
+        torch.diagonal(chart.scales, 1, 1, 2).copy_(chart.scale[1])
+        if keep is not None:
+            chart.keep = keep.contiguous().clone()
+            torch.diagonal(chart.keep, 1, 1, 2).fill_(True)
 
         def add_children(w: int, both: Tensor | None) -> None:  # width w's values as a left and a right child
             chart.left.append(None if both is None else both[..., :rank])
@@ -356,6 +371,7 @@ class _Inside(torch.autograd.Function):
                 scale = scale + span_bias[:, starts, starts + w].to(scale.dtype)
             chart.x.append(x)
             chart.scale.append(scale)
+            torch.diagonal(chart.scales, w, 1, 2).copy_(scale)
             chart.weights.append(weights)
             chart.norm.append(norm)
             chart.kept.append(kept)
