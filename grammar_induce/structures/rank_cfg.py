@@ -219,7 +219,8 @@ def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None, kept: Ten
     `sums`, else as a few tensor ops over every split point at once); and the split points' weights and the norm that
     x was divided by (constants, for `_outside`). Under chart constraints a split point weighs 0 where the span or
     either child is left out (the C sums skip it): x is 0 for a span left out, and its values as children are never
-    computed (`_on_kept`: zeros)."""
+    computed (`_on_kept`). The split points' scales and constraints are read as views of the span tables
+    (`_children_views`)."""
     starts = n - w + 1
     scales = torch.add(*_children_views(chart.scales, w, starts))
     top = scales.amax(2)
