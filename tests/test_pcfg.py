@@ -147,7 +147,9 @@ def test_the_emission_read_at_the_words_gives_the_full_softmaxs_values_and_gradi
 @pytest.mark.skipif(emission.library() is None, reason="no C compiler here: the emission's passes run as tensor ops")
 def test_the_emissions_c_passes_give_the_tensor_ops_values_and_gradients(monkeypatch):
     """emission.c (bfloat16 products on a CPU) against the tensor ops it replaces: the same softmax, reading and
-    gradients (a word twice, padding), to float32's rounding of sums taken in another order."""
+    gradients (a word twice, padding), to float32's rounding of sums taken in another order (the gradients within a
+    bfloat16 step of the largest: a logit's gradient a hair from a rounding boundary may round either way, and where
+    depends on the machine's exp)."""
     torch.manual_seed(2)
     hidden = torch.randn(37, 16, requires_grad=True)
     last = torch.nn.Linear(16, 1003)
@@ -164,7 +166,7 @@ def test_the_emissions_c_passes_give_the_tensor_ops_values_and_gradients(monkeyp
     in_c = value_and_grads()
     monkeypatch.setattr(emission, "_in_c", lambda logits: None)
     for a, b in zip(in_c, value_and_grads(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4 * float(b.abs().max()))
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=2**-8 * float(b.abs().max()))
 
 
 def test_long_sentences_neither_underflow_nor_differ_from_log_space(small):

@@ -98,8 +98,7 @@ def test_the_outside_pass_is_the_inside_passs_exact_gradient(tensor_sums):
     top = s.leaf_scale
 
     def log_z(first, to_children, root):
-        chart = rank_cfg.Chart([None, None], [top, top], [None], [None], top.new_zeros(len(lengths)), [None, None],
-                               [None, None], [])
+        chart = rank_cfg.Chart.of_words(top)
         weights = torch.tensor([1.0, 0.5, 2.0, -1.0], dtype=torch.double)  # each sentence's gradient seeded apart
         return rank_cfg._Inside.apply(first, to_children, root, chart, lengths, None, None, None) * weights
 

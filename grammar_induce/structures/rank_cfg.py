@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -94,9 +94,7 @@ class RankSpaceCFG:
     @functools.cached_property
     def chart(self) -> Chart:
         """The inside pass (log Z of a sentence of one word, which no binary rule covers, is 0)."""
-        top = self.leaf_scale
-        chart = Chart([None, None], [top, top], [None], [None], top.new_zeros(len(self.lengths)), [None, None],
-                      [None, None], [])
+        chart = Chart.of_words(self.leaf_scale)
         chart.log_z = _Inside.apply(self.leaves, self.to_children, self.root, chart, self.lengths, self.products,
                                     self.span_bias, self.keep)
         return chart
@@ -169,19 +167,30 @@ class RankSpaceCFG:
 @dataclass
 class Chart:
     """The inside pass over a batch, by span width w (index w; 0 and, for x, 1 are unused): x[w] (B, n-w+1, r)
-    the normalised inside values in the rank space, scale[w] (B, n-w+1) their log scales, left[w]/right[w]
-    (B, n-w+1, r) the spans' values as a left or right child (in the products' dtype)."""
+    the normalised inside values in the rank space, left[w]/right[w] (B, n-w+1, r) the spans' values as a left or
+    right child (in the products' dtype); by span, scale[:, i, j] the log scale of the span i..j's values (the split
+    points' views read it: `_children_views`) and keep[:, i, j] the chart constraints (every word kept; None: all)."""
 
     x: list[Tensor | None]
-    scale: list[Tensor]
+    scale: Tensor  # (B, n+1, n+1)
     left: list[Tensor | None]
     right: list[Tensor | None]
     log_z: Tensor  # (B,)
     weights: list[Tensor | None]  # (B, n-w+1, w-1): each split point's share of a span's sum (its scales', constants)
     norm: list[Tensor | None]  # (B, n-w+1): what each span's sum was divided by (a constant)
-    kept: list[Tensor | None] = field(default_factory=list)  # (B, n-w+1) the chart constraints' spans (None: all)
-    scales: Tensor | None = None  # (B, n+1, n+1): scale[w] by span, [:, i, i+w] (the split points' views read it)
-    keep: Tensor | None = None  # (B, n+1, n+1): the chart constraints by span, every word's kept (None: all)
+    keep: Tensor | None = None  # (B, n+1, n+1)
+
+    @classmethod
+    def of_words(cls, leaf_scale: Tensor) -> Chart:
+        """A batch's chart before the inside pass: its words' log scales (B, n) and nothing wider."""
+        batch, n = leaf_scale.shape
+        scale = leaf_scale.new_zeros(batch, n + 1, n + 1)
+        torch.diagonal(scale, 1, 1, 2).copy_(leaf_scale)
+        return cls([None, None], scale, [None], [None], leaf_scale.new_zeros(batch), [None, None], [None, None])
+
+    def kept(self, w: int) -> Tensor | None:
+        """(B, n-w+1) the chart constraints of the spans of width w (a view; None: every span)."""
+        return None if self.keep is None else torch.diagonal(self.keep, w, 1, 2)
 
 
 def _rounded(tensor: Tensor, products: torch.dtype | None) -> Tensor:
@@ -222,7 +231,7 @@ def _combine(chart: Chart, w: int, n: int, sums: native.Inside | None, kept: Ten
     computed (`_on_kept`). The split points' scales and constraints are read as views of the span tables
     (`_children_views`)."""
     starts = n - w + 1
-    scales = torch.add(*_children_views(chart.scales, w, starts))
+    scales = torch.add(*_children_views(chart.scale, w, starts))
     top = scales.amax(2)
     weights = (scales - top[..., None]).exp()  # (B, starts, w-1), constants
     if kept is not None:
@@ -286,7 +295,7 @@ def _outside(chart: Chart, lengths: Sequence[int], to_children: Tensor, root: Te
     for w in range(n, 1, -1):
         if w < n:  # x -> its values as a left and a right child, once every wider span has given its share
             sums.pull(w)  # a span the chart constraints left out: x 0 whatever its values, no gradient
-            grad_x[w] += _on_kept(lambda g: _product(g, from_children, products), grad_children[w], chart.kept[w], rank)
+            grad_x[w] += _on_kept(lambda g: _product(g, from_children, products), grad_children[w], chart.kept(w), rank)
         sums.keep(w, grad_x[w] / chart.norm[w][..., None])
     if low == 1:
         sums.pull(1)
@@ -350,9 +359,6 @@ class _Inside(torch.autograd.Function):
         rank, n = root.shape[0], first.shape[1]
         rounded = _rounded(to_children, products)  # once, not per width
         sums = native.Inside(n) if native.usable(root, first) else None
-        chart.kept += [None, None if keep is None else torch.ones_like(first[..., 0], dtype=torch.bool)]  # words
-        chart.scales = chart.scale[1].new_zeros(first.shape[0], n + 1, n + 1)
-        torch.diagonal(chart.scales, 1, 1, 2).copy_(chart.scale[1])
         if keep is not None:
             chart.keep = keep.contiguous().clone()
             torch.diagonal(chart.keep, 1, 1, 2).fill_(True)
@@ -366,16 +372,14 @@ class _Inside(torch.autograd.Function):
         add_children(1, first)
         for w in range(2, n + 1):
             starts = torch.arange(n - w + 1, device=first.device)
-            kept = None if keep is None else keep[:, starts, starts + w]  # (B, n-w+1)
+            kept = chart.kept(w)
             x, scale, weights, norm = _combine(chart, w, n, sums, kept)
             if span_bias is not None:  # each span's weight, in its scale (see the module's docstring)
                 scale = scale + span_bias[:, starts, starts + w].to(scale.dtype)
             chart.x.append(x)
-            chart.scale.append(scale)
-            torch.diagonal(chart.scales, w, 1, 2).copy_(scale)
+            torch.diagonal(chart.scale, w, 1, 2).copy_(scale)
             chart.weights.append(weights)
             chart.norm.append(norm)
-            chart.kept.append(kept)
             add_children(w, _on_kept(lambda v: _children(v, rounded, products), x, kept, 2 * rank, zeros=sums is None)
                          if w < n else None)
         # a copy sharing the chart's lists: the chart itself will hold log Z, whose graph holds ctx (a cycle that
@@ -407,7 +411,7 @@ class _Whole:
         zero = root.new_zeros(root.shape[0])
         self.lengths = lengths
         self.x = torch.stack([chart.x[n][b, 0] if n >= 2 else zero for b, n in enumerate(lengths)])
-        scale = torch.stack([chart.scale[n][b, 0] if n >= 2 else zero[0] for b, n in enumerate(lengths)])
+        scale = torch.stack([chart.scale[b, 0, n] if n >= 2 else zero[0] for b, n in enumerate(lengths)])
         total = self.x @ root
         parsed = torch.tensor([n >= 2 for n in lengths]).to(root.device, non_blocking=True)
         self.log_z = torch.where(parsed, total.clamp_min(TINY).log() + scale, 0.0)
