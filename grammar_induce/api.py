@@ -166,8 +166,8 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
          device: str | None = None, right_voter: float | None = None, pretokenized: bool = False,
          labels: bool = False, weights: Sequence[float] | str | None = None, whole_lines: bool = False,
          confidence: bool = False, calibration: str | Path | None = None, label_map: str | Path | None = None,
-         map_any_model: bool = False, prune: str | Path | None = None, prune_threshold: float | None = None
-         ) -> Parser:
+         map_any_model: bool = False, prune: str | Path | None = None, prune_threshold: float | None = None,
+         prune_mass: bool = False) -> Parser:
     """A parser from checkpoint files or shipped model names (`grammar-induce models`); several make an
     ensemble; none: the default model (en). `layer`: a number for every model, one per model, or "auto" (chosen by agreement);
     default: the middle layer, or a shipped name's own settings. `distance`: which of a model's distances make its
@@ -185,7 +185,9 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
     (implies `labels`; a mapping learned from gold trees, not supervised labels). A map fitted on other models is
     refused unless `map_any_model` (inference/maps.py). `prune`: a distilled student (a name or a path) whose span
     marginals prune a PCFG's chart (spans of marginal below `prune_threshold` are left out, its best tree kept:
-    inference/pruning.py), "off" for the whole chart; default: a shipped PCFG's own (`ptb-pcfg`: `en`), else none.
+    inference/pruning.py), "off" for the whole chart; default: a shipped PCFG's own (`ptb-pcfg`: `en`), else none;
+    `prune_mass`: `analyse` says what share of the grammar's probability of each sentence the kept spans carry
+    (`SentenceResult.members[k].kept_mass`; one more inside pass, over the whole chart).
     `parse_many` also takes lists of tokens (one sentence each)."""
     from .families import checkpoint
     from .runtime.distributed import resolve_device
@@ -206,20 +208,22 @@ def load(*models: str | Path, layer: int | str | Sequence[int] | None = None, di
         options = replace(options, calibration=maps["calibration"] or None, label_map=maps["label_map"] or None,
                           labels=options.labels or label_map is not None)
     where = resolve_device(device or "auto")
-    options = replace(options, pruning=_pruning(spec, prune_threshold, where))
+    options = replace(options, pruning=_pruning(spec, prune_threshold, prune_mass, where))
     return Parser([checkpoint.load(path, where) for path in spec.paths], options, Messages(notes=notes))
 
 
-def _pruning(spec: ModelSpec, threshold: float | None, device):
+def _pruning(spec: ModelSpec, threshold: float | None, mass: bool, device):
     """The chart constraints of `spec`'s pruner (`load`'s `prune`, else a shipped PCFG's own); None for none."""
     from .families import checkpoint
     from .inference.pruning import THRESHOLD, Pruning
 
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
         raise SettingError("prune_threshold", f"must be a number from 0 to 1, not {threshold!r}")
+    if not isinstance(mass, bool):
+        raise SettingError("prune_mass", f"must be True or False, not {mass!r}")
     if spec.pruner is None:
         return None
-    return Pruning(checkpoint.load(spec.pruner, device), THRESHOLD if threshold is None else float(threshold))
+    return Pruning(checkpoint.load(spec.pruner, device), THRESHOLD if threshold is None else float(threshold), mass)
 
 
 def parse_options(spec: ModelSpec, layer: int | str | Sequence[int] | None, distance: str | None, decoder: str | None,

@@ -326,7 +326,8 @@ def prune_options(command):
 def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_voter, weights, batch_size, precision,
             device, pretokenized: bool = False, labels: bool = False, whole_lines: bool = False,
             confidence: bool = False, calibration: Path | None = None, label_map: str | None = None,
-            map_any_model: bool = False, prune: str | None = None, prune_threshold: float | None = None):
+            map_any_model: bool = False, prune: str | None = None, prune_threshold: float | None = None,
+            prune_mass: bool = False):
     """The API's parser for the flags: what is not given comes from a shipped model, else the defaults."""
     from . import api
     from .runtime.distributed import World
@@ -335,7 +336,8 @@ def _parser(models: tuple[str, ...], layers, distance, decoder, combine, right_v
                       batch_size=batch_size, precision=precision, device=device, right_voter=right_voter,
                       weights=_weights(weights), pretokenized=pretokenized, labels=labels, whole_lines=whole_lines,
                       confidence=confidence, calibration=calibration, label_map=label_map,
-                      map_any_model=map_any_model, prune=prune, prune_threshold=prune_threshold)
+                      map_any_model=map_any_model, prune=prune, prune_threshold=prune_threshold,
+                      prune_mass=prune_mass)
     if World.from_env().is_main:  # under torchrun, process 0 says it for all
         for text in parser.messages.notes:
             _note(text)
@@ -405,6 +407,9 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
               help="map the confidences through this file (evaluate --calibrate writes it, fitted on gold trees)")
 @map_any_model_option
 @prune_options
+@click.option("--prune-mass", is_flag=True,
+              help="say what share of the grammar's probability of each line its pruned chart kept (jsonl's "
+              "kept_mass; the mean and the least on stderr): one more inside pass, over the whole chart")
 @click.option("--label-map", metavar="FILE|NAME", default=None,
               help="rename a PCFG's induced labels by this file (grammar --gold TREES --save-map writes it: a mapping "
               "learned from a treebank, not supervised labels), or by the map a shipped model carries (--label-map "
@@ -412,7 +417,8 @@ def _layer(layers: tuple[str, ...]) -> str | tuple[int, ...] | None:
 @model_options
 @user_errors
 def parse(model_names, sentences, input_path, output_path, force, fmt, agreement, workers, pretokenized, whole_lines,
-          labels, confidence, calibration, map_any_model, prune, prune_threshold, label_map, layers, distance, decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
+          labels, confidence, calibration, map_any_model, prune, prune_threshold, prune_mass, label_map, layers, distance,
+          decoder, combine, right_voter, weights, batch_size, precision, device) -> None:
     """Parse sentences into unlabeled binary trees (or a PCFG's labelled ones, with --labels)."""
     from .files import refuse_overwriting
     from .messages import Messages, progress_bar
@@ -428,7 +434,7 @@ def parse(model_names, sentences, input_path, output_path, force, fmt, agreement
         confidence = fmt in CONFIDENT
     parser = _parser(model_names or (DEFAULT_MODEL,), layers, distance, decoder, combine, right_voter, weights,
                      batch_size, precision, device, pretokenized, labels, whole_lines, confidence or bool(calibration),
-                     calibration, label_map, map_any_model, prune, prune_threshold)
+                     calibration, label_map, map_any_model, prune, prune_threshold, prune_mass)
     models = parser.models
     if fmt in DEPENDENCY and not any(m.family.yields.heads for m in models):
         raise click.UsageError(f"--format {fmt} writes dependency heads, and {_kinds_named(models)} "
@@ -533,7 +539,10 @@ def _unused_in_parse(parser, fmt: str) -> None:
     if options.combine == "mean" and len(models) > 1:
         _ignored(["weights", "right_voter"], "with --combine mean (each member's gap scores count alike)")
     if not any(m.family.yields.prunable for m in models):
-        _ignored(["prune", "prune_threshold"], f"with {_kinds_named(models)} (chart constraints prune a PCFG's chart)")
+        _ignored(["prune", "prune_threshold", "prune_mass"], f"with {_kinds_named(models)} (chart constraints prune a "
+                 "PCFG's chart)")
+    elif options.pruning is None:
+        _ignored(["prune_mass"], "without chart constraints (--prune off, or no pruner)")
 
 
 def _labelled_format(fmt: str) -> str:

@@ -497,6 +497,69 @@ def test_chart_constraints_from_a_student_prune_a_shipped_grammars_parse_and_kee
         assert gi.load("ptb-pcfg", precision="fp32").options.pruning.products == dtype
 
 
+def _binary_trees(i: int, j: int) -> list[frozenset]:
+    """Every binary tree over words i..j-1, as its spans of two or more words."""
+    if j - i == 1:
+        return [frozenset()]
+    return [left | right | {(i, j)} for k in range(i + 1, j) for left in _binary_trees(i, k)
+            for right in _binary_trees(k, j)]
+
+
+def test_the_mass_chart_constraints_keep_is_each_trees_posterior_when_they_keep_one_tree(tiny_pcfg):
+    """Chart constraints that keep one binary tree's spans keep that tree alone: its kept mass is its posterior, so
+    over the 14 trees of five words they sum to 1; constraints that keep every span keep all of it; a parse not
+    asked for it says none."""
+    from grammar_induce.inference.members import token_rows
+
+    loaded = checkpoint.load(tiny_pcfg)
+    words = [["the", "old", "man", "saw", "dog"]]
+    tokens = token_rows(loaded, words)
+
+    def kept(spans) -> float:
+        keep = torch.zeros(6, 6, dtype=torch.bool)
+        for i, j in spans:
+            keep[i, j] = True
+        keep[torch.arange(5), torch.arange(1, 6)] = True  # the words themselves
+        return loaded.model.read(tokens, words, keep=[keep], kept_mass=True)[0].kept_mass
+
+    shares = [kept(tree) for tree in _binary_trees(0, 5)]
+    assert len(shares) == 14 and all(0 < share < 1 for share in shares)
+    assert sum(shares) == pytest.approx(1.0, abs=1e-4)
+    assert kept({(i, j) for i in range(5) for j in range(i + 2, 6)}) == pytest.approx(1.0, abs=1e-5)
+    assert loaded.model.read(tokens, words, keep=[torch.ones(6, 6, dtype=torch.bool)])[0].kept_mass is None
+
+
+def test_a_pruned_parse_says_the_mass_it_kept_per_line_and_on_average(tmp_path):
+    """`parse --prune-mass`: each jsonl line's `kept_mass` (a line of two sentences: the product of theirs, parsed
+    alone), the mean and the least on stderr; a threshold of 0 keeps it all; refused or noted where it means nothing."""
+    from click.testing import CliRunner
+
+    import grammar_induce as gi
+    from grammar_induce.cli import main
+    from grammar_induce.errors import SettingError
+
+    one, two = "Profits rose sharply in the third quarter , analysts said .", "The old man saw a dog in the park ."
+    text = tmp_path / "in.txt"
+    text.write_text(f"{one}\n{two}\n{one} {two}\n")
+    run = CliRunner().invoke(main, ["parse", "--model", "ptb-pcfg", "--input", str(text), "--format", "jsonl",
+                                    "--prune-mass"])
+    assert run.exit_code == 0, run.output
+    masses = [json.loads(line)["kept_mass"] for line in run.stdout.splitlines()]
+    assert all(0 < m <= 1 for m in masses) and masses[2] == pytest.approx(masses[0] * masses[1], rel=1e-4)
+    least = min(masses)
+    assert (f"ptb-pcfg.pt (shipped): its chart constraints kept {sum(masses) / 3:.1%} of its probability of a line "
+            f"on average (the least {least:.1%}, line {masses.index(least) + 1})") in run.stderr
+    alone = gi.load("ptb-pcfg", prune_mass=True).analyse(two).members[0].kept_mass
+    assert alone == pytest.approx(masses[1], abs=1e-6)
+    everything = gi.load("ptb-pcfg", prune_threshold=0.0, prune_mass=True).analyse(one).members[0].kept_mass
+    assert everything == pytest.approx(1.0, abs=1e-4)
+    assert gi.load("ptb-pcfg").analyse(one).members[0].kept_mass is None
+    with pytest.raises(SettingError, match="prune_mass"):
+        gi.load("ptb-pcfg", prune_mass="yes")
+    off = CliRunner().invoke(main, ["parse", "--model", "ptb-pcfg", "--prune", "off", "--prune-mass", one])
+    assert off.exit_code == 0 and "--prune-mass has no effect without chart constraints" in off.stderr
+
+
 def test_a_run_stopped_by_steps_inside_an_epoch_records_the_fields_an_epochs_end_does(tmp_path):
     """issue 82, point 3: one epoch end for whole and partial epochs: the partial record has every field of a whole
     one (the recipe's own, the PCFG's `longest`, among them) and the partial marks, and best.pt is kept alike."""

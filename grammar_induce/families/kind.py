@@ -44,7 +44,8 @@ class ModelKind(nn.Module):
         `words`: each row's words in reading order. `n_layers`: only the lowest layers are needed;
         `products`: the dtype of the matrix products (None: float32). A family whose Yields has `confidence` takes
         `confidence=True` too: its tree's spans' probabilities (`Reading.confidence`); one with `marginals`,
-        `marginals=True`: every span's (`Reading.marginals`)."""
+        `marginals=True`: every span's (`Reading.marginals`); one `prunable`, `keep=` chart constraints per sentence
+        and `kept_mass=True`: the share of its probability the kept spans carry (`Reading.kept_mass`)."""
         raise NotImplementedError(f"{type(self).__name__} yields nothing to parse with")
 
 

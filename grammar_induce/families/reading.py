@@ -33,6 +33,9 @@ class Reading:
     # every span's probability under the model, asked for: (n+1, n+1), [i, j] the span of words i..j-1 (j - i >= 2;
     # a tensor, float32 on the CPU: the one field a torch-free reader never touches)
     marginals: Tensor | None = None
+    # with chart constraints, asked for: the share of the grammar's probability of the sentence (over all its trees)
+    # that the trees of kept spans carry (1.0: the pruning lost none of it)
+    kept_mass: float | None = None
 
     @property
     def n_layers(self) -> int:

@@ -380,7 +380,8 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     def read(batch: list[int]) -> list[Reading]:
         words = [sentences[k] for k in batch]
         tokens = token_rows(loaded, [model_order(w, direction) for w in words])  # (B, T)
-        keep = {"keep": pruning.keep(words, token_rows(pruning.pruner, words))} if constrained else {}
+        keep = {"keep": pruning.keep(words, token_rows(pruning.pruner, words)),
+                "kept_mass": pruning.kept_mass} if constrained else {}
         return loaded.model.read(tokens, words, n_layers, products, **asked, **keep)
 
     decoder = yields.decoder  # what its distances are read with unless a decoder is asked for

@@ -13,7 +13,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import ClassVar, TypeVar
 
@@ -23,6 +23,7 @@ from .. import trees
 from ..errors import InputError
 from ..families import checkpoint
 from ..families.checkpoint import LoadedModel
+from ..families.pretrained import shown
 from ..files import read_lines
 from ..messages import Messages, plural
 from ..metrics import SpanMetric
@@ -116,9 +117,9 @@ def _long_line_rules(members: Members) -> list[tuple[int, str]]:
 
 def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messages: Messages,
              rules: list[tuple[int, str]]) -> Iterator[SentenceResult]:
-    """The chunks' results in order, adding each chunk's member agreement to the summary, and a note of the lines
-    too long for a search to be exact (`rules`: _long_line_rules)."""
-    long_lines = [0] * len(rules)
+    """The chunks' results in order, adding each chunk's member agreement to the summary, and notes of the lines
+    too long for a search to be exact (`rules`: _long_line_rules) and of the probability chart constraints kept."""
+    long_lines, kept = [0] * len(rules), KeptMasses()
     for results in parts:
         if summary.agreement is not None:
             trees_by_member = [[m.tree for m in r.members] for r in results if r.members]
@@ -126,10 +127,45 @@ def _collect(parts: Iterable[list[SentenceResult]], summary: ParseSummary, messa
         messages.advance(len(results))
         for k, (limit, _) in enumerate(rules):
             long_lines[k] += sum(len(r.words) > limit for r in results)
+        kept.add(results)
         yield from results
     for count, (limit, what) in zip(long_lines, rules):
         if count:
             messages.note(f"{plural(count, 'line')} of more than {limit} words: {what}")
+    for text in kept.notes():
+        messages.note(text)
+
+
+@dataclass
+class KeptMass:
+    """Per model whose chart constraints say it (`prune_mass`), the share of its probability of each line that the
+    kept spans carried: their sum, the lines, the least share and its line (counted from 1)."""
+
+    total: float = 0.0
+    lines: int = 0
+    least: float = math.inf
+    least_line: int = 0
+
+
+@dataclass
+class KeptMasses:
+    """`KeptMass` per model (by source), over the lines read so far."""
+
+    found: dict[str, KeptMass] = field(default_factory=dict)
+    lines: int = 0
+
+    def add(self, results: list[SentenceResult]) -> None:
+        for result in results:
+            self.lines += 1
+            for member in (m for m in result.members if m.kept_mass is not None):
+                kept = self.found.setdefault(member.source, KeptMass())
+                kept.total, kept.lines = kept.total + member.kept_mass, kept.lines + 1
+                if member.kept_mass < kept.least:
+                    kept.least, kept.least_line = member.kept_mass, self.lines
+
+    def notes(self) -> list[str]:
+        return [f"{shown(source)}: its chart constraints kept {k.total / k.lines:.1%} of its probability of a line on "
+                f"average (the least {k.least:.1%}, line {k.least_line})" for source, k in self.found.items()]
 
 
 def standings(models: list[LoadedModel], lines: Iterable[str], options: ParseOptions) -> Members:
@@ -268,7 +304,8 @@ def parse_sentences(members: Members, sentences: list[list[str]], all_layers: bo
         calibrated = options.calibration.source if sure is not None and options.calibration else None
         results.append(SentenceResult(words, tree, labels=own, confidence=sure, calibrated=calibrated, members=[
             MemberResult(direction=p.direction, values=p.to_dict(), tree=p.tree(layer, options.distance, options.decoder),
-                         source=m.source, layer=layer, gaps=p.gaps(layer, options.distance), heads=p.heads)
+                         source=m.source, layer=layer, gaps=p.gaps(layer, options.distance), heads=p.heads,
+                         kept_mass=p.kept_mass)
             for p, layer, m in zip(sentence, layers, members.models)]))
     return results
 
@@ -305,7 +342,8 @@ def joined(results: list[SentenceResult]) -> SentenceResult:
                             tree=[p.tree for p in parts], source=parts[0].source, layer=parts[0].layer,
                             gaps=[g for k, p in enumerate(parts) for g in ([math.inf] if k else []) + p.gaps],
                             heads=None if parts[0].heads is None else
-                            [h + at if h else 0 for p, at in zip(parts, offsets) for h in p.heads])
+                            [h + at if h else 0 for p, at in zip(parts, offsets) for h in p.heads],
+                            kept_mass=None if parts[0].kept_mass is None else math.prod(p.kept_mass for p in parts))
                for parts in zip(*(r.members for r in results))]
     return SentenceResult(words=_chained(r.words for r in results), tree=[r.tree for r in results], members=members,
                           tokens=_chained(r.tokens or r.words for r in results),

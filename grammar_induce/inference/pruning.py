@@ -27,10 +27,13 @@ THRESHOLD = 1e-3  # the default: the NLTK sample's F1 unchanged (docs/performanc
 
 @dataclass(frozen=True)
 class Pruning:
-    """The pruner (a model whose family yields span marginals) and the marginal a span needs to be kept."""
+    """The pruner (a model whose family yields span marginals), the marginal a span needs to be kept, and whether each
+    reading says what share of the grammar's probability its kept spans carry (`kept_mass`: one more inside pass, over
+    the whole chart; `Reading.kept_mass`)."""
 
     pruner: LoadedModel
     threshold: float = THRESHOLD
+    kept_mass: bool = False
 
     def __post_init__(self) -> None:
         if not self.pruner.family.yields.marginals:

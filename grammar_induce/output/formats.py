@@ -28,6 +28,9 @@ class MemberResult:
     layer: int = 0  # the layer its tree came from, counted from 1
     gaps: list[float] = field(default_factory=list)  # that layer's scores of the gaps between words
     heads: list[int] | None = None  # dependency heads per word, 1-based, 0 for a root (a kind that has them)
+    # with chart constraints, asked for (`prune_mass`): the share of the model's probability of the sentence that
+    # the trees of its kept spans carry (a line of several sentences: their product)
+    kept_mass: float | None = None
 
     def distances(self, name: str | None = None) -> list[list[float]]:
         """Every layer's distances of `name` (None: the first the model has; none for a tree of its own)."""
@@ -95,7 +98,8 @@ class SentenceResult:
         `words` (what the models read, normalised: the distances and members' trees are per word), `tree`
         (over every token; null for a blank line), and what one model's reading shows (every layer's `forget`
         and `input` distances, those it has; nothing for a model that makes trees of its own; `heads`, per word,
-        where it has dependencies), or per member of an ensemble its `direction`, `layer`, reading and tree; with
+        where it has dependencies; `kept_mass`, where chart constraints were asked to say it), or per member of an
+        ensemble its `direction`, `layer`, reading and tree; with
         induced labels, `labels`: [start, end, label] per span of words (end exclusive); with confidences, `spans`:
         {start, end, label, confidence} per span of words (the whole sentence too), and `calibrated` (the gold trees
         the calibration map was fitted on) where they were mapped."""
@@ -111,10 +115,10 @@ class SentenceResult:
                 record["calibrated"] = self.calibrated
         if len(self.members) == 1:
             member = self.members[0]
-            return record | member.values | _heads(member) | {"tree": self.tree}
+            return record | member.values | _heads(member) | _kept(member) | {"tree": self.tree}
         return record | {"tree": self.tree, "members": [  # a member of its own trees has no layer nor direction
-            ({"direction": m.direction, "layer": m.layer} if m.values else {}) | m.values | _heads(m) | {"tree": m.tree}
-            for m in self.members]}
+            ({"direction": m.direction, "layer": m.layer} if m.values else {}) | m.values | _heads(m) | _kept(m)
+            | {"tree": m.tree} for m in self.members]}
 
     @property
     def heads(self) -> list[int] | None:
@@ -129,6 +133,10 @@ class SentenceResult:
 
 def _heads(member: MemberResult) -> dict[str, list[int]]:
     return {} if member.heads is None else {"heads": member.heads}
+
+
+def _kept(member: MemberResult) -> dict[str, float]:
+    return {} if member.kept_mass is None else {"kept_mass": round(member.kept_mass, 6)}
 
 
 def to_conll(result: SentenceResult) -> str:

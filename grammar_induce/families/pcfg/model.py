@@ -20,6 +20,7 @@ probable nonterminal, the induced label `NT-17`).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -146,11 +147,13 @@ class TNPCFG(ModelKind):
     @torch.no_grad()
     def read(self, tokens: Tensor, words: Sequence[Sequence[str]], n_layers: int | None = None,
              products: torch.dtype | None = None, confidence: bool = False, marginals: bool = False,
-             keep: Sequence[Tensor] | None = None, labels: bool = False) -> list[Reading]:
+             keep: Sequence[Tensor] | None = None, labels: bool = False, kept_mass: bool = False) -> list[Reading]:
         """Each sentence's MBR tree over its span marginals, (`labels`) each span of it labelled with its most
         probable nonterminal (`NT-k`) and (`confidence`) given its marginal; (`marginals`) every span's marginal, a chart
         (a sentence parsed in pieces: each piece's, the spans across pieces 0). `keep`: each sentence's chart
-        constraints (n+1, n+1) booleans, the spans its sums may use (inference/pruning.py; None: every span). A sentence of more than PARSE_LIMIT words is
+        constraints (n+1, n+1) booleans, the spans its sums may use (inference/pruning.py; None: every span);
+        `kept_mass`: with `keep`, the share of each sentence's probability its kept spans carry (an inside pass over
+        the whole chart too: Z kept / Z). A sentence of more than PARSE_LIMIT words is
         parsed in pieces of at most PARSE_LIMIT words (as near equal as can be), their trees joined by a balanced
         tree (its nodes unlabelled), so that no tree is deeper than a piece's and a few levels. The rows are
         `<eos> w1 ... wn <eos>`, sorted by length (the longest last)."""
@@ -169,13 +172,18 @@ class TNPCFG(ModelKind):
             best = structure.argmax(piece_words)  # MBR: the most expected spans
             charts = structure.marginals.cpu() if confidence or marginals else None
             named = structure.labels(best) if labels else [None] * len(best)
+            lost = [None] * len(best)
+            if kept_mass and constraints is not None:  # Z over the whole chart too: the same words, grammar, precision
+                whole = self.structure(ids.to(self.device), lengths, products, g)
+                lost = (structure.partition.double() - whole.partition.double()).clamp(max=0).tolist()
             for b, (p, tree, nts) in enumerate(zip(part, best, named)):
                 n = lengths[b]
                 found[pieces[p][:2]] = Piece(tree, None if nts is None else {span: f"NT-{a}" for span, a in nts.items()},
                                              span_values(charts[b], tree) if confidence else None,
-                                             charts[b, : n + 1, : n + 1] if marginals else None)
+                                             charts[b, : n + 1, : n + 1] if marginals else None, lost[b])
         return [_joined(list(w), [found[k, s] for s, _ in bounds], [s for s, _ in bounds], confidence, marginals, labels)
                 for k, (w, bounds) in enumerate(zip(words, cuts))]
+
 
     @staticmethod
     def _parts(rows: list[int], words: Sequence[Sequence[str]], rank: int) -> list[list[int]]:
@@ -209,15 +217,18 @@ class Piece:
     labels: dict[tuple[int, int], str] | None
     confidence: dict[tuple[int, int], float] | None
     chart: Tensor | None
+    log_kept: float | None = None  # log(Z kept / Z) under chart constraints, where asked
 
 
 def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence: bool, marginals: bool,
             labels: bool) -> Reading:
     """A sentence's reading from its pieces' trees, labels, confidences and charts (shifted to the sentence's
     words)."""
+    kept = None if parts[0].log_kept is None else math.exp(sum(part.log_kept for part in parts))  # pieces: independent
     if len(parts) == 1:
         one = parts[0]
-        return Reading(words, parsed_tree=one.tree, labels=one.labels, confidence=one.confidence, marginals=one.chart)
+        return Reading(words, parsed_tree=one.tree, labels=one.labels, confidence=one.confidence, marginals=one.chart,
+                       kept_mass=kept)
     named = None if not labels else {(i + s, j + s): v for part, s in zip(parts, starts) for (i, j), v in part.labels.items()}
     sure = None if not confidence else {(i + s, j + s): v for part, s in zip(parts, starts)
                                         for (i, j), v in part.confidence.items()}  # the joining nodes: none (0)
@@ -228,7 +239,7 @@ def _joined(words: list[str], parts: list[Piece], starts: list[int], confidence:
             n = part.chart.shape[0]
             chart[s : s + n, s : s + n] = part.chart
     return Reading(words, parsed_tree=trees.balanced([part.tree for part in parts]), labels=named, confidence=sure,
-                   marginals=chart)
+                   marginals=chart, kept_mass=kept)
 
 
 LONGER_LINES = "parsed them in pieces of at most that many words, joined by a balanced tree (its chart grows with " \
