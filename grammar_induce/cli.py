@@ -146,6 +146,7 @@ def main() -> None:
     ON-LSTM (Shen et al., ICLR 2019), the TN-PCFG (Yang et al., NAACL 2021) and StructFormer (Shen et al., ACL 2021),
     their ensembles and students distilled from them. With no --model, parse and evaluate use the shipped `en`."""
     memory.ask_for_huge_pages()  # every command, before any tensor (runtime/memory.py)
+    memory.keep_freed_memory()  # the process is the command's: a parse's batches reuse what the last one freed
 
 
 def config_options(command):

@@ -221,6 +221,17 @@ def test_under_bf16_the_input_map_inside_the_layer_gives_the_gradients_of_the_on
         torch.testing.assert_close(got, want, rtol=2**-7, atol=1e-3)
 
 
+def test_the_command_line_asks_glibc_to_keep_freed_memory(monkeypatch):
+    """A command's process is its own: its batches reuse what the last one freed (a library call leaves it alone)."""
+    from click.testing import CliRunner
+
+    from grammar_induce.cli import main
+
+    asked = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda: asked.append(True))
+    assert CliRunner().invoke(main, ["models"]).exit_code == 0 and asked == [True]
+
+
 def test_training_on_a_cpu_asks_glibc_to_keep_freed_memory(monkeypatch, tmp_path):
     """Training on a CPU keeps freed memory for the next step (runtime/memory.py; its effect, page faults a step, is
     measured by scripts/bench/benchmark.py's training cases, not here). Where the C library is glibc, it takes the setting."""
