@@ -505,10 +505,11 @@ def _binary_trees(i: int, j: int) -> list[frozenset]:
             for right in _binary_trees(k, j)]
 
 
-def test_the_mass_chart_constraints_keep_is_each_trees_posterior_when_they_keep_one_tree(tiny_pcfg):
+def test_the_mass_chart_constraints_keep_is_each_trees_posterior_when_they_keep_one_tree(tiny_pcfg, monkeypatch):
     """Chart constraints that keep one binary tree's spans keep that tree alone: its kept mass is its posterior, so
     over the 14 trees of five words they sum to 1; constraints that keep every span keep all of it; a parse not
-    asked for it says none."""
+    asked for it says none; a sentence parsed in pieces keeps the product of its pieces' shares."""
+    from grammar_induce.families.pcfg import model as pcfg_model
     from grammar_induce.inference.members import token_rows
 
     loaded = checkpoint.load(tiny_pcfg)
@@ -527,6 +528,18 @@ def test_the_mass_chart_constraints_keep_is_each_trees_posterior_when_they_keep_
     assert sum(shares) == pytest.approx(1.0, abs=1e-4)
     assert kept({(i, j) for i in range(5) for j in range(i + 2, 6)}) == pytest.approx(1.0, abs=1e-5)
     assert loaded.model.read(tokens, words, keep=[torch.ones(6, 6, dtype=torch.bool)])[0].kept_mass is None
+
+    long = [["the", "old", "man", "saw", "a", "dog", "in", "the", "park"]]
+    keep = torch.rand(10, 10, generator=torch.Generator().manual_seed(0)) < 0.5
+    keep |= torch.ones(10, 10, dtype=torch.bool).triu(1).tril(1)  # the words
+    for i, j in ((0, 3), (3, 6), (6, 9), (0, 2), (3, 5), (7, 9)):  # a tree in each piece, as a pruner's best tree is
+        keep[i, j] = True
+    keep[4, 6] = False  # the middle piece's other tree left out: less than all of it kept
+    monkeypatch.setattr(pcfg_model, "PARSE_LIMIT", 4)  # pieces of words 0-3, 3-6, 6-9
+    whole = loaded.model.read(token_rows(loaded, long), long, keep=[keep], kept_mass=True)[0].kept_mass
+    pieces = [loaded.model.read(token_rows(loaded, [long[0][s:e]]), [long[0][s:e]], keep=[keep[s : e + 1, s : e + 1]],
+                                kept_mass=True)[0].kept_mass for s, e in ((0, 3), (3, 6), (6, 9))]
+    assert 0 < whole < 1 and whole == pytest.approx(math.prod(pieces), rel=1e-4)
 
 
 def test_a_pruned_parse_says_the_mass_it_kept_per_line_and_on_average(tmp_path):
