@@ -276,17 +276,24 @@ def leaves(tree: Tree) -> list[str]:
 
 def spans(tree: Tree, whole: bool = False) -> set[tuple[int, int]]:
     """Every constituent of two or more words except the whole sentence, as in the paper's code (`whole`:
-    the whole sentence too, as a tree's score over spans counts it)."""
-    found, starts, position = set(), [], 0
-    for event in walk(tree):
-        if event is OPEN:
-            starts.append(position)
-        elif event is CLOSE:
-            start = starts.pop()
+    the whole sentence too, as a tree's score over spans counts it). Read as `rebuild` reads (no recursion, no
+    events: a parse reads every tree's spans, its pruner's too)."""
+    found: set[tuple[int, int]] = set()
+    if isinstance(tree, str):
+        return found
+    position, stack = 0, [(iter(tree), 0)]  # each open node: its children still to read, its first word
+    while stack:
+        children, start = stack[-1]
+        for child in children:
+            if isinstance(child, str):
+                position += 1
+            else:
+                stack.append((iter(child), position))
+                break
+        else:  # every child read: the node's span
+            stack.pop()
             if position - start > 1:
                 found.add((start, position))
-        else:
-            position += 1
     if not whole:
         found.discard((0, position))
     return found

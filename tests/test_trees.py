@@ -63,6 +63,30 @@ def test_spans_exclude_whole_sentence_and_single_words():
     assert trees.spans(["a", "b", "c"]) == set()  # flat
 
 
+def _spans_by_recursion(tree, start=0):
+    """Every node's span (start, end) of a nested tree, by its definition (recursion: small trees only)."""
+    if isinstance(tree, str):
+        return set(), start + 1
+    found, end = set(), start
+    for child in tree:
+        inside, end = _spans_by_recursion(child, end)
+        found |= inside
+    return found | {(start, end)}, end
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.sampled_from(["a", "(", ")", "X"]), lambda kids: st.lists(kids, min_size=1, max_size=4),
+                    max_leaves=30))
+def test_spans_are_every_node_of_two_or_more_words_whatever_its_arity(tree):
+    """n-ary nodes, one-child nodes, words that look like brackets; an nltk.Tree reads the same."""
+    every, n = _spans_by_recursion(tree)
+    wide = {(i, j) for i, j in every if j - i > 1}
+    assert trees.spans(tree, whole=True) == wide and trees.spans(tree) == wide - {(0, n)}
+    if not isinstance(tree, str):
+        as_nltk = trees.rebuild(tree, lambda children: nltk.Tree("X", children))
+        assert trees.spans(as_nltk, whole=True) == wide
+
+
 def test_baselines():
     words = list("abcde")
     assert trees.spans(trees.left_branching(words)) == {(0, 2), (0, 3), (0, 4)}
