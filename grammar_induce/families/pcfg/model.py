@@ -172,18 +172,17 @@ class TNPCFG(ModelKind):
             best = structure.argmax(piece_words)  # MBR: the most expected spans
             charts = structure.marginals.cpu() if confidence or marginals else None
             named = structure.labels(best) if labels else [None] * len(best)
-            lost = [None] * len(best)
+            log_kept = [None] * len(best)
             if kept_mass and constraints is not None:  # Z over the whole chart too: the same words, grammar, precision
                 whole = self.structure(ids.to(self.device), lengths, products, g)
-                lost = (structure.partition.double() - whole.partition.double()).clamp(max=0).tolist()
+                log_kept = (structure.partition.double() - whole.partition.double()).clamp(max=0).tolist()
             for b, (p, tree, nts) in enumerate(zip(part, best, named)):
                 n = lengths[b]
                 found[pieces[p][:2]] = Piece(tree, None if nts is None else {span: f"NT-{a}" for span, a in nts.items()},
                                              span_values(charts[b], tree) if confidence else None,
-                                             charts[b, : n + 1, : n + 1] if marginals else None, lost[b])
+                                             charts[b, : n + 1, : n + 1] if marginals else None, log_kept[b])
         return [_joined(list(w), [found[k, s] for s, _ in bounds], [s for s, _ in bounds], confidence, marginals, labels)
                 for k, (w, bounds) in enumerate(zip(words, cuts))]
-
 
     @staticmethod
     def _parts(rows: list[int], words: Sequence[Sequence[str]], rank: int) -> list[list[int]]:
