@@ -195,3 +195,18 @@ def test_the_component_takes_loads_maps_and_chart_constraints_in_its_config(tmp_
     assert not any(label.startswith("NT-") for span in sent._.constituents for label in span._.labels)
     assert nlp.get_pipe("grammar_induce").parser.options.pruning is None
     assert english("ptb-pcfg", prune_threshold=0.01).get_pipe("grammar_induce").parser.options.pruning.threshold == 0.01
+
+
+def test_a_sentence_says_the_mass_its_pruned_chart_kept_as_the_api_does():
+    """`prune_mass` in the config: each sentence's `kept_mass` (the API's, for the same words), kept through
+    serialisation; None where it was not asked."""
+    from spacy.tokens import Doc
+
+    nlp = english("ptb-pcfg", prune_mass=True)
+    doc = nlp("The old man saw a dog in the park. Profits rose sharply in the third quarter.")
+    found = [sent._.kept_mass for sent in doc.sents]
+    parser = grammar_induce.load("ptb-pcfg", prune_mass=True)
+    assert found == pytest.approx([parser.analyse(sent.text).members[0].kept_mass for sent in doc.sents])
+    assert all(0 < share <= 1 for share in found)
+    assert [s._.kept_mass for s in Doc(nlp.vocab).from_bytes(doc.to_bytes()).sents] == found
+    assert next(english("ptb-pcfg")("The old man saw a dog.").sents)._.kept_mass is None

@@ -44,7 +44,7 @@ DEFAULT_CONFIG: dict[str, Any] = {"model": pretrained.DEFAULT_MODEL, "layer": No
                                   "decoder": None, "combine": None, "right_voter": None, "batch_size": 64,
                                   "precision": "fp32", "device": None, "labels": False, "confidence": False,
                                   "weights": None, "calibration": None, "label_map": None, "map_any_model": False,
-                                  "prune": None, "prune_threshold": None}
+                                  "prune": None, "prune_threshold": None, "prune_mass": False}
 COPIED = "models"  # the folder of a local checkpoint's copy, inside the component's folder of nlp.to_disk
 
 
@@ -97,6 +97,15 @@ def _induced_confidence(span: Span) -> float | None:
     return span.doc.user_data.get((NAME, "confidence", span.start, span.end))
 
 
+def _kept_mass(span: Span) -> float | tuple[float | None, ...] | None:
+    """A sentence's share of its grammar's probability that the pruned chart's spans carried (`prune_mass`): a number
+    for one model, one per model for an ensemble (None for a model without chart constraints); None unasked."""
+    found = span.doc.user_data.get((NAME, "kept_mass", span.start, span.end))
+    if found is None:
+        return None
+    return found[0] if len(found) == 1 else tuple(found)
+
+
 def _labels(span: Span) -> tuple[str, ...]:
     label = span.doc.user_data.get((NAME, "label", span.start, span.end))
     return () if label is None else (label,)
@@ -114,7 +123,8 @@ def _induced_dep(token: Token) -> str | None:
 
 def _register_extensions() -> None:
     getters = {"parse_string": _parse_string, "constituents": _constituents, "children": _children,
-               "parent": _parent, "tree": _tree, "labels": _labels, "induced_confidence": _induced_confidence}
+               "parent": _parent, "tree": _tree, "labels": _labels, "induced_confidence": _induced_confidence,
+               "kept_mass": _kept_mass}
     for name, getter in getters.items():
         if not Span.has_extension(name):
             Span.set_extension(name, getter=getter)
@@ -166,6 +176,8 @@ class GrammarInduce:
                     _store_confidence(sent, result.tree, result.confidence, result.is_word, kept)
                 if result.tree is not None and result.heads is not None:
                     _store_heads(sent, result.token_heads(), kept)
+                if any(m.kept_mass is not None for m in result.members):
+                    sent.doc.user_data[NAME, "kept_mass", sent.start, sent.end] = [m.kept_mass for m in result.members]
             yield from batch
 
     def _in_this_process(self) -> None:
@@ -276,12 +288,13 @@ def make_grammar_induce(nlp: Language, name: str, model: str | list[str], layer:
                         decoder: str | None, combine: str | None, right_voter: float | None, batch_size: int,
                         precision: str, device: str | None, labels: bool = False, confidence: bool = False,
                         weights: Any = None, calibration: str | None = None, label_map: str | None = None,
-                        map_any_model: bool = False, prune: str | None = None, prune_threshold: float | None = None
-                        ) -> GrammarInduce:
+                        map_any_model: bool = False, prune: str | None = None, prune_threshold: float | None = None,
+                        prune_mass: bool = False) -> GrammarInduce:
     """The factory spaCy calls for nlp.add_pipe("grammar_induce", config={...}): the model (a shipped name or a
     checkpoint path, or a list of them for an ensemble) and every option of `grammar_induce.load` that is not about
     splitting text (spaCy's tokens are the words)."""
     return GrammarInduce(nlp, name, model, layer=layer, distance=distance, decoder=decoder, combine=combine,
                          right_voter=right_voter, batch_size=batch_size, precision=precision, device=device,
                          labels=labels, confidence=confidence, weights=weights, calibration=calibration,
-                         label_map=label_map, map_any_model=map_any_model, prune=prune, prune_threshold=prune_threshold)
+                         label_map=label_map, map_any_model=map_any_model, prune=prune, prune_threshold=prune_threshold,
+                         prune_mass=prune_mass)
