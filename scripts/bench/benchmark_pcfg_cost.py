@@ -1,10 +1,11 @@
 """The TN-PCFG's cost against an earlier commit's, in one run (issue 80): `ptb-pcfg` parsing PTB validation lines
-through `parse_many` (sentences/s), a training step of the focused recipe's shape with the recipe's optimiser, on
+through `parse_many` (sentences/s: the first 300 lines, where a process's first batches weigh, and the whole text,
+3,370 lines), a training step of the focused recipe's shape with the recipe's optimiser, on
 huge pages as `grammar-induce train` runs (sentences/s), the peak memory of
 one 100-word sentence, and the parse's FLOP-to-floor ratio (the time of its rank-space matrix products alone, at the
 shapes it runs, over the whole parse's time).
 
-    python scripts/bench/benchmark_pcfg_cost.py [--base 7403af8] [--lines 300] [--rounds 3] [--json FILE]
+    python scripts/bench/benchmark_pcfg_cost.py [--base 7403af8] [--lines 300 3370] [--rounds 3] [--json FILE]
         [--model GRAMMAR.pt]
 
 The base commit is checked out as a git worktree in a temporary folder; each measurement runs in a process of its
@@ -120,7 +121,7 @@ def worktree(commit: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", default="7403af8")
-    parser.add_argument("--lines", type=int, default=300)
+    parser.add_argument("--lines", type=int, nargs="+", default=[300, 3370], help="each parse's first lines")
     parser.add_argument("--batches", type=int, default=6, help="training steps timed (batches of 16)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
@@ -130,32 +131,36 @@ def main() -> None:
     sides = {f"{args.base}": (base, {}), "HEAD": (ROOT, {}), "HEAD --prune off": (ROOT, {"prune": "off"})}
     if args.model:
         sides[args.model.name] = (ROOT, {"model": str(args.model.resolve()), "prune": "en"})
-    lines = [str(VALID), str(args.lines)]
     found: dict[str, dict[str, list[float]]] = {name: {} for name in sides}
     try:
         for _ in range(args.rounds):
             for name, (tree, options) in sides.items():
                 record = found[name]
-                record.setdefault("parse", []).append(run_case(tree, PARSE, *lines, json.dumps(options))["sentences_per_s"])
+                for count in args.lines:
+                    record.setdefault(f"parse {count}", []).append(run_case(
+                        tree, PARSE, str(VALID), str(count), json.dumps(options))["sentences_per_s"])
                 if name != "HEAD --prune off":
                     record.setdefault("train", []).append(run_case(
                         tree, TRAIN, str(VALID), str(args.batches), options.get("model", "ptb-pcfg"))["sentences_per_s"])
         for name, (tree, options) in sides.items():
             found[name]["peak_mb"] = [run_case(tree, LONG, str(VALID), "1", json.dumps(options))["peak_mb"]]
-        floors = {name: run_case(ROOT, FLOOR, *lines, json.dumps(options))
+        floors = {name: run_case(ROOT, FLOOR, str(VALID), str(args.lines[0]), json.dumps(options))
                   for name, (_, options) in list(sides.items())[1:]}
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     medians = {name: {k: statistics.median(v) for k, v in record.items()} for name, record in found.items()}
     baseline = medians[args.base]
-    print(f"ptb-pcfg, {args.lines} PTB validation lines through parse_many; a training step of 16 sentences "
-          f"(bf16 rank products); medians of {args.rounds} rounds, A B alternating")
-    print(f"{'':<20} {'parse sent/s':>13} {'x base':>7} {'train sent/s':>13} {'x base':>7} {'100 words MB':>13}")
+    print(f"ptb-pcfg, the first {' and the first '.join(map(str, args.lines))} PTB validation lines through "
+          f"parse_many; a training step of 16 sentences (bf16 rank products); medians of {args.rounds} rounds, A B "
+          "alternating")
+    parses = "".join(f" {f'parse {count} /s':>15} {'x base':>7}" for count in args.lines)
+    print(f"{'':<20}{parses} {'train sent/s':>13} {'x base':>7} {'100 words MB':>13}")
     for name, m in medians.items():
+        parses = "".join(f" {m[f'parse {c}']:>15.1f} {m[f'parse {c}'] / baseline[f'parse {c}']:>7.2f}" for c in args.lines)
         train = f"{m['train']:>13.1f} {m['train'] / baseline['train']:>7.2f}" if "train" in m else f"{'':>21}"
-        print(f"{name:<20} {m['parse']:>13.1f} {m['parse'] / baseline['parse']:>7.2f} {train} {m['peak_mb']:>13.0f}")
+        print(f"{name:<20}{parses} {train} {m['peak_mb']:>13.0f}")
     for name, floor in floors.items():
-        seconds = args.lines / medians[name]["parse"]
+        seconds = args.lines[0] / medians[name][f"parse {args.lines[0]}"]
         print(f"{name}: FLOP-to-floor {floor['floor_seconds'] / seconds:.2f} (the rank-space products alone "
               f"{floor['floor_seconds']:.2f} s of {seconds:.2f} s; {floor['kept_spans']:,} of {floor['spans']:,} "
               "spans in the chart)")
