@@ -562,8 +562,9 @@ def test_a_pruned_parse_says_the_mass_it_kept_per_line_and_on_average(tmp_path):
     least = min(masses)
     assert (f"ptb-pcfg.pt (shipped): its chart constraints kept {sum(masses) / 3:.1%} of its probability of a line "
             f"on average (the least {least:.1%}, line {masses.index(least) + 1})") in run.stderr
-    alone = gi.load("ptb-pcfg", prune_mass=True).analyse(two).members[0].kept_mass
-    assert alone == pytest.approx(masses[1], abs=1e-6)
+    # the API over the same lines (the same batches: a pruner in bfloat16 may round a row otherwise in another batch)
+    api = [r.members[0].kept_mass for r in gi.load("ptb-pcfg", prune_mass=True).analyse_many(text.read_text().splitlines())]
+    assert api == pytest.approx(masses, abs=1e-6)
     everything = gi.load("ptb-pcfg", prune_threshold=0.0, prune_mass=True).analyse(one).members[0].kept_mass
     assert everything == pytest.approx(1.0, abs=1e-4)
     assert gi.load("ptb-pcfg").analyse(one).members[0].kept_mass is None

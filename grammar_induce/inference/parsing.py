@@ -146,6 +146,11 @@ class KeptMass:
     least: float = math.inf
     least_line: int = 0
 
+    def add(self, share: float, line: int) -> None:
+        self.total, self.lines = self.total + share, self.lines + 1
+        if share < self.least:
+            self.least, self.least_line = share, line
+
 
 @dataclass
 class KeptMasses:
@@ -157,11 +162,9 @@ class KeptMasses:
     def add(self, results: list[SentenceResult]) -> None:
         for result in results:
             self.lines += 1
-            for member in (m for m in result.members if m.kept_mass is not None):
-                kept = self.found.setdefault(member.source, KeptMass())
-                kept.total, kept.lines = kept.total + member.kept_mass, kept.lines + 1
-                if member.kept_mass < kept.least:
-                    kept.least, kept.least_line = member.kept_mass, self.lines
+            for member in result.members:
+                if member.kept_mass is not None:
+                    self.found.setdefault(member.source, KeptMass()).add(member.kept_mass, self.lines)
 
     def notes(self) -> list[str]:
         return [f"{shown(source)}: its chart constraints kept {k.total / k.lines:.1%} of its probability of a line on "
