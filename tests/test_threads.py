@@ -1,5 +1,5 @@
 """Batches read two at a time on a CPU (runtime/threads.py): in order, on two threads with half of torch's threads
-each, the same trees as one at a time; only by the kinds that read so."""
+each, the longest batches first, the same trees as one at a time; only by the kinds that read so."""
 
 import threading
 import time
@@ -9,6 +9,7 @@ import torch
 
 from grammar_induce.families import checkpoint, pretrained
 from grammar_induce.inference.members import parse_probe, read_sentences
+from grammar_induce.inference.pruning import Pruning
 from grammar_induce.runtime.threads import map_in_threads
 
 CPU = torch.device("cpu")
@@ -59,43 +60,59 @@ def test_one_torch_thread_another_device_or_one_item_run_in_the_calling_thread(t
     assert names == [threading.current_thread().name] * len(items)
 
 
-def test_a_students_trees_in_two_threads_are_those_read_one_batch_at_a_time(two_torch_threads, monkeypatch):
-    """Each thread reads with one torch thread: the same arithmetic as reading alone on one."""
-    student = checkpoint.load(pretrained.catalogue()["en"].paths[0])
-    assert student.family.reads_in_lanes
+@pytest.mark.parametrize("name, pruned", [("en", False), ("ptb-pcfg", True)])
+def test_trees_in_two_threads_are_those_read_one_batch_at_a_time(name, pruned, two_torch_threads, monkeypatch):
+    """A student and a PCFG whose chart the student prunes (as shipped) read a batch in each of two threads, the
+    longest batches first, each with one torch thread: the same arithmetic as reading alone on one."""
+    loaded = checkpoint.load(pretrained.catalogue()[name].paths[0])
+    assert loaded.family.lanes == ("pruned" if name == "ptb-pcfg" else "always")
+    pruning = Pruning(checkpoint.load(pretrained.catalogue()["en"].paths[0])) if pruned else None
     words = "the old man saw a dog near the river and the cat sat on the mat".split()
     sentences = [words[k % 5 : k % 5 + 3 + k % 11] for k in range(60)]
     torch.set_num_threads(1)
-    alone = read_sentences(student, sentences, batch_size=8)
+    alone = read_sentences(loaded, sentences, batch_size=8, pruning=pruning)
     torch.set_num_threads(2)
-    threads_used = record_threads(student, monkeypatch)
-    together = read_sentences(student, sentences, batch_size=8)
-    assert len(threads_used) == 2 and [r.parsed_tree for r in together] == [r.parsed_tree for r in alone]
+    threads_used, lengths_read = record_threads(loaded, monkeypatch)
+    together = read_sentences(loaded, sentences, batch_size=8, pruning=pruning)
+    assert all(name.startswith("grammar-induce-read") for name in threads_used)  # the lanes' threads
+    assert [r.parsed_tree for r in together] == [r.parsed_tree for r in alone]
+    assert max(lengths_read[:2]) == max(map(len, sentences))  # the longest batch among the first two begun
 
 
 def test_an_onlstm_reads_one_batch_at_a_time_with_all_torch_threads(tiny_model, two_torch_threads, monkeypatch):
-    threads_used = record_threads(tiny_model, monkeypatch)
+    threads_used, _ = record_threads(tiny_model, monkeypatch)
     read_sentences(tiny_model, [["the", "old", "man"]] * 20, batch_size=4)
     assert threads_used == {threading.current_thread().name}
 
 
-def record_threads(loaded, monkeypatch) -> set[str]:
-    """The names of the threads that call the model's read from now on."""
-    read, names = loaded.model.read, set()
+def test_a_pcfg_over_its_whole_chart_reads_one_batch_at_a_time(two_torch_threads, monkeypatch):
+    """Its products keep both cores busy: no lanes without a pruner; the batches shortest first, as always."""
+    pcfg = checkpoint.load(pretrained.catalogue()["ptb-pcfg"].paths[0])
+    threads_used, lengths_read = record_threads(pcfg, monkeypatch)
+    read_sentences(pcfg, [["the", "old", "man", "saw", "a", "dog"][: 2 + k % 5] for k in range(20)], batch_size=4)
+    assert threads_used == {threading.current_thread().name} and lengths_read == sorted(lengths_read)
 
-    def recorded(*args, **kwargs):
+
+def record_threads(loaded, monkeypatch) -> tuple[set[str], list[int]]:
+    """The names of the threads that call the model's read from now on, and each batch's longest sentence's length,
+    in the order the reads began."""
+    read, names, longest = loaded.model.read, set(), []
+
+    def recorded(tokens, words, *args, **kwargs):
         names.add(threading.current_thread().name)
-        return read(*args, **kwargs)
+        longest.append(max(map(len, words)))
+        return read(tokens, words, *args, **kwargs)
 
     monkeypatch.setattr(loaded.model, "read", recorded)
-    return names
+    return names, longest
 
 
 def test_autos_probe_reads_as_the_parse_does(tiny_model, two_torch_threads, monkeypatch):
     """`--precision auto` times each member reading as read_sentences will: the student a batch in each of two
     threads at once, an ON-LSTM one batch here."""
     student = checkpoint.load(pretrained.catalogue()["en"].paths[0])
-    for loaded, expected in ((student, 2), (tiny_model, 1)):
-        threads_used = record_threads(loaded, monkeypatch)
+    for loaded, in_lanes in ((student, True), (tiny_model, False)):
+        threads_used, lengths_read = record_threads(loaded, monkeypatch)
         parse_probe([loaded], batch_size=8).run(None)
-        assert len(threads_used) == expected
+        assert len(lengths_read) == (2 if in_lanes else 1)  # a batch in each lane (one thread may take both)
+        assert all(name.startswith("grammar-induce-read") == in_lanes for name in threads_used)

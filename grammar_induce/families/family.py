@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ..config import ModelConfig, TrainConfig
 from ..runtime.precision import FULL_PARTS
@@ -51,8 +51,9 @@ class GrammarTools:
 class Family:
     """One model kind, whole. `recipe`: what `train` fits it with (None: made otherwise); `distilled_by`: what
     `distill` fits it with (the student's). `bf16_parts`/`fp32_parts`: what bf16 runs in bfloat16 and what stays
-    float32, for the logs. `reads_in_lanes`: parsing on a CPU reads two batches at a time, a thread each
-    (runtime/threads.py): it pays for a small model whose reading is much Python."""
+    float32, for the logs. `lanes`: when parsing on a CPU reads two batches at a time, a thread each
+    (runtime/threads.py): "always" (a small model whose reading is much Python), "pruned" (when its chart is pruned:
+    the pruned parse is many small steps, where the whole chart's products keep both cores busy) or "never"."""
 
     name: str
     description: str  # how messages name a model of it: "an ON-LSTM language model"
@@ -64,7 +65,7 @@ class Family:
     distilled_by: type[Recipe] | None = None
     bf16_parts: str = ""
     fp32_parts: str = FULL_PARTS
-    reads_in_lanes: bool = False
+    lanes: Literal["always", "pruned", "never"] = "never"
     grammar: GrammarTools | None = None  # a grammar's tools: `sample` draws from it, `grammar-induce grammar` reads it
 
     @property

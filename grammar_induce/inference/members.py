@@ -325,7 +325,7 @@ def parse_probe(models: list[LoadedModel], batch_size: int) -> precision.Probe |
     def run(dtype: torch.dtype | None) -> None:
         for m in models:
             tokens = torch.randint(2, len(m.vocab), (rows, PARSE_PROBE_WORDS + 2), generator=generator).to(m.model.device)
-            lanes = _lanes(m)
+            lanes = _lanes(m, pruned=False)
             list(map_in_threads(lambda t, m=m: m.model.read(t, words, None, dtype), [tokens] * lanes, m.model.device,
                                 lanes))
 
@@ -385,8 +385,10 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
         return loaded.model.read(tokens, words, n_layers, products, **asked, **keep)
 
     decoder = yields.decoder  # what its distances are read with unless a decoder is asked for
-    batches = list(_batches(order, sentences, batch_size))
-    for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device, _lanes(loaded))):
+    batches, lanes = list(_batches(order, sentences, batch_size)), _lanes(loaded, constrained)
+    if lanes > 1:  # the longest first: the lanes end on the shortest batches, not on the longest one alone
+        batches.reverse()
+    for batch, readings in zip(batches, map_in_threads(read, batches, loaded.model.device, lanes)):
         for k, reading in zip(batch, readings):
             results[k] = reading if reading.decoder == decoder else replace(reading, decoder=decoder)
         if progress is not None:
@@ -394,9 +396,10 @@ def read_sentences(loaded: LoadedModel, sentences: list[list[str]], batch_size: 
     return results
 
 
-def _lanes(loaded: LoadedModel) -> int:
-    """How many batches a model reads at once on a CPU (runtime/threads.py): as its kind says."""
-    return LANES if loaded.family.reads_in_lanes else 1
+def _lanes(loaded: LoadedModel, pruned: bool) -> int:
+    """How many batches a model reads at once on a CPU (runtime/threads.py): as its kind says, for a chart pruned or
+    not."""
+    return LANES if loaded.family.lanes == "always" or (loaded.family.lanes == "pruned" and pruned) else 1
 
 
 def _batches(order: list[int], sentences: list[list[str]], batch_size: int) -> Iterator[list[int]]:

@@ -263,6 +263,7 @@ FAMILY = Family(
     "pcfg", "a TN-PCFG", TNPCFG, PCFGConfig, PCFGTrainConfig,
     Yields(own_trees=True, labels=True, confidence=True, marginals=True, prunable=True, search="MBR CKY over span marginals",
            longest=(PARSE_LIMIT, LONGER_LINES)),
+    lanes="pruned",  # a pruned chart is many small steps: two batches at once pay (runtime/threads.py)
     recipe=SentenceRecipe,
     grammar=GrammarTools(_samples, _symbols),
     bf16_parts="the rank-space products (leaves and every span's children) and, training, the emission's products over "

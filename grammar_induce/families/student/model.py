@@ -213,4 +213,4 @@ FAMILY = Family(
     Yields(own_trees=True, confidence=True, marginals=True, search="CKY"),  # it scores spans: CKY; its CRF's span marginals
     distilled_by=StudentRecipe,  # `distill` fits it, not `train`
     bf16_parts="the BiLSTM's products in bfloat16 when parsing",  # it trains in float32
-    reads_in_lanes=True)  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
+    lanes="always")  # its products are small, its trees Python: two batches at once pay (runtime/threads.py)
