@@ -7,7 +7,9 @@ page faults and 0.15 s of system time a bf16 training step at the paper's size (
 from its heap and to keep what is freed there, it reuses them: no faults, the same peak memory (the next step
 needs the same blocks). A parse's batches are the same: the command line keeps freed memory too (`grammar-induce
 parse --model ptb-pcfg` of the 3,370 PTB validation lines: system time 0.62 → 0.40 s, wall 0.95x, peak memory +1%,
-on a 2-core AMD EPYC with AVX-512 BF16).
+on a 2-core AMD EPYC with AVX-512 BF16). In one arena: glibc gives each thread that allocates an arena of its own,
+and each arena kept its own freed blocks, so a parse reading two batches at once (runtime/threads.py) peaked at
+778-832 MiB where one arena, as fast, peaks at 596-604 (the same parse, `farm-bench`, the same machine).
 
 torch puts tensors of 2 MB and more on transparent huge pages where THP_MEM_ALLOC_ENABLE=1 when it first allocates
 (set after that, it does nothing): a training batch's hundreds of MB of fresh activations fault in fewer pages, and
@@ -23,15 +25,15 @@ import functools
 import os
 import platform
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters
 KEEP_BYTES = 1 << 30  # blocks up to this size come from the heap, and the heap keeps up to this much freed
 
 
 @functools.cache
 def keep_freed_memory() -> bool:
-    """Have glibc keep freed blocks for reuse, for the rest of the process (a training process, and the command
-    line's: a library call that only parses leaves the process's allocator alone). False where the C library is not
-    glibc."""
+    """Have glibc keep freed blocks for reuse, in one arena for every thread, for the rest of the process (a training
+    process, and the command line's: a library call that only parses leaves the process's allocator alone). False
+    where the C library is not glibc."""
     if platform.system() != "Linux":
         return False
     try:
@@ -39,7 +41,8 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):  # another C library (musl has no libc.so.6 and no mallopt)
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, KEEP_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES))
+    return all(mallopt(parameter, value) for parameter, value in ((M_MMAP_THRESHOLD, KEEP_BYTES),
+                                                                  (M_TRIM_THRESHOLD, KEEP_BYTES), (M_ARENA_MAX, 1)))
 
 
 def ask_for_huge_pages() -> None:
