@@ -8,7 +8,7 @@ Xeon with AMX: 1.2-1.3x the sentences a second, the same trees). A model whose p
 it (the ON-LSTM pair there: 0.9x, each thread streaming the whole weights): a model kind says whether it reads so
 (`Family.lanes`). A PCFG whose chart is pruned is many small steps and its pruner's BiLSTM, and reads so (`ptb-pcfg`
 on the 3,370 PTB validation lines, a 2-core AMD EPYC: about 1.2x); over the whole chart its products keep both cores
-busy (0.7x in lanes), and it reads a batch at a time. The caller hands the longest batches first, so that the lanes
+busy (0.6x in lanes), and it reads a batch at a time. The caller hands the longest batches first, so that the lanes
 end on short ones, not on the longest alone.
 """
 
