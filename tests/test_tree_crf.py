@@ -130,6 +130,49 @@ def test_the_c_cky_reads_its_trees_as_the_split_table_gives_them():
         assert cky.exact_trees(scores, words) == expected
 
 
+@pytest.mark.parametrize("engine", ["C", "tensor ops"])
+def test_the_best_trees_spans_are_those_of_the_tree_cky_builds(engine, monkeypatch):
+    """cky.best_tree_spans marks the spans of two or more words of each best tree (the whole sentence's too), as
+    trees.spans reads them off exact_trees' trees: 1 to 30 words in batches padded past the longest, votes with many
+    ties and scores alike, in C and from the splits."""
+    if engine == "tensor ops":
+        monkeypatch.setenv("GRAMMAR_INDUCE_NATIVE", "0")
+    elif cky._cky_library() is None:
+        pytest.skip(NO_C_CKY)
+    draw = random.Random(7)
+    torch.manual_seed(7)
+    for _ in range(40):
+        lengths = sorted(draw.randint(1, 30) for _ in range(draw.randint(1, 6)))
+        shape = (len(lengths), lengths[-1] + 1 + draw.randint(0, 2), lengths[-1] + 1 + draw.randint(0, 2))
+        shape = (shape[0], max(shape[1:]), max(shape[1:]))
+        scores = torch.randint(0, 3, shape).double() if draw.random() < 0.5 else torch.randn(shape, dtype=torch.float64)
+        found = cky.best_tree_spans(scores, lengths)
+        assert found.dtype == torch.bool and found.shape == shape
+        for b, tree in enumerate(cky.best_trees(scores, lengths, [[f"w{k}" for k in range(n)] for n in lengths])):
+            marked = {tuple(span) for span in found[b].nonzero().tolist()}
+            assert marked == set(trees.spans(tree, whole=True))
+
+
+def test_a_students_likely_spans_are_those_its_readings_give():
+    """The student's chart constraints a batch at once (its marginals at least the threshold, its CKY tree's spans, no
+    tree built) are the contract's own, read off its readings (ModelKind.likely_spans), at every threshold; a
+    one-word sentence keeps what its marginals give."""
+    from grammar_induce.families.kind import ModelKind
+
+    torch.manual_seed(3)
+    parser = SpanParser(40, StudentConfig(emb_size=8, hidden_size=6)).eval()
+    lengths = [1, 2, 5, 9, 12]
+    tokens = torch.randint(2, 40, (len(lengths), max(lengths) + 2))
+    words = [[f"w{k}" for k in range(n)] for n in lengths]
+    for threshold in (0.0, 1e-3, 0.2, 0.999):
+        fast = parser.likely_spans(tokens, words, threshold)
+        read = ModelKind.likely_spans(parser, tokens, words, threshold)
+        assert [k.shape for k in fast] == [(n + 1, n + 1) for n in lengths]
+        assert all(torch.equal(a, b) for a, b in zip(fast, read))
+    kept = parser.likely_spans(tokens, words, 0.999)[-1]
+    assert kept[0, 12] and int(kept.triu(2).sum()) >= 11  # the whole sentence, and a binary tree's 11 spans at least
+
+
 def test_a_postorder_walk_gives_its_tree():
     assert trees.tree_of_postorder(["a", "b", "c"], [0, 1, -1, 2, -1]) == [["a", "b"], "c"]
     assert trees.tree_of_postorder(["a", "b", "c"], [0, 1, 2, -1, -1]) == ["a", ["b", "c"]]

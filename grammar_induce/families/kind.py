@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from .. import trees
 from ..config import ModelConfig
 from .reading import Reading
 
@@ -47,6 +48,25 @@ class ModelKind(nn.Module):
         `marginals=True`: every span's (`Reading.marginals`); one `prunable`, `keep=` chart constraints per sentence
         and `kept_mass=True`: the share of its probability the kept spans carry (`Reading.kept_mass`)."""
         raise NotImplementedError(f"{type(self).__name__} yields nothing to parse with")
+
+    def likely_spans(self, tokens: Tensor, words: Sequence[Sequence[str]], threshold: float,
+                     products: torch.dtype | None = None) -> list[Tensor]:
+        """Each sentence's spans this model finds likely, as chart constraints for another model's parse
+        (inference/pruning.py): (n+1, n+1) booleans on the CPU, [i, j] for the span of words i..j-1 whose marginal is at
+        least `threshold`, each span of its tree and the whole sentence; every span where it reads a sentence without
+        marginals. Rows and words as `read` takes them; a family whose Yields has `marginals` answers (this: from its
+        readings; a kind may answer faster)."""
+        found = []
+        for reading in self.read(tokens, words, None, products, marginals=True):
+            n = len(reading.words)
+            if reading.marginals is None:
+                found.append(torch.ones(n + 1, n + 1, dtype=torch.bool))
+                continue
+            keep = reading.marginals >= threshold
+            starts, ends = zip(*trees.spans(reading.parsed_tree, whole=True)) if n >= 2 else ((), ())
+            keep[list(starts), list(ends)] = True  # its tree's spans, at once
+            found.append(keep)
+        return found
 
 
 def count_parameters(model: nn.Module) -> int:

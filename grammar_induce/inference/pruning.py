@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .. import trees
 from ..errors import SettingError
 from ..families.checkpoint import LoadedModel
 from ..families.pretrained import shown
@@ -47,17 +46,7 @@ class Pruning:
         from the pruner's reading of `words` (sorted by length, the longest last, as a batch is; `tokens`: their rows
         in the pruner's vocabulary, as the member path makes them). A sentence the pruner reads without marginals
         (past its exact search's length) keeps every span."""
-        found = []
-        for reading in self.pruner.model.read(tokens, words, None, self.products, marginals=True):
-            n = len(reading.words)
-            if reading.marginals is None:
-                found.append(torch.ones(n + 1, n + 1, dtype=torch.bool))
-                continue
-            keep = reading.marginals >= self.threshold
-            starts, ends = zip(*trees.spans(reading.parsed_tree, whole=True)) if n >= 2 else ((), ())
-            keep[list(starts), list(ends)] = True  # its best tree's spans, at once
-            found.append(keep)
-        return found
+        return self.pruner.model.likely_spans(tokens, words, self.threshold, self.products)
 
     @functools.cached_property
     def products(self) -> torch.dtype | None:

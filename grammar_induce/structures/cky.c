@@ -61,6 +61,30 @@ void postorders(int batch, int n, const int *first, const int *lengths, const lo
     }
 }
 
+/* The spans of two or more words of each sentence's best tree (best_splits' table `first`, as postorders reads it),
+ * marked 1 in out: (batch, n+1, n+1) bytes, zeroed by the caller, out[b, i, j] for the span of words i..j-1. What a
+ * pruner keeps of its tree, without the tree. stack: work space of 2 (n + 1) ints. */
+void best_spans(int batch, int n, const int *first, const int *lengths, unsigned char *out, int *stack)
+{
+    for (int b = 0; b < batch; b++) {
+        if (lengths[b] < 2)
+            continue;
+        unsigned char *o = out + (long)b * (n + 1) * (n + 1);
+        int top = 1;
+        stack[0] = 0, stack[1] = lengths[b]; /* (i, j): a span of two or more words still to mark */
+        while (top > 0) {
+            top--;
+            const int i = stack[2 * top], j = stack[2 * top + 1];
+            const int k = i + 1 + first[((long)(j - i - 2) * batch + b) * n + i];
+            o[(long)i * (n + 1) + j] = 1;
+            if (k - i >= 2)
+                stack[2 * top] = i, stack[2 * top + 1] = k, top++;
+            if (j - k >= 2)
+                stack[2 * top] = k, stack[2 * top + 1] = j, top++;
+        }
+    }
+}
+
 /* The log-sum-exp of `count` values v(t) = a[t * sa] + b[t * sb] + c[t * sc], the largest taken out first (two passes:
  * -ffast-math assumes no infinities, so no running maximum starts at -INFINITY). */
 static double sum_of_three(int count, const double *a, long sa, const double *b, long sb, const double *c, long sc)

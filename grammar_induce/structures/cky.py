@@ -72,6 +72,7 @@ CKY_SOURCE = Path(__file__).with_name("cky.c")
 def _cky_library() -> ctypes.CDLL | None:
     return native.load_procedures(CKY_SOURCE, {"best_splits": [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3,
                                                "postorders": [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5,
+                                               "best_spans": [ctypes.c_int] * 2 + [ctypes.c_void_p] * 4,
                                                "span_marginals": [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4})
 
 
@@ -90,6 +91,28 @@ def span_marginals(scores: Tensor, lengths: Sequence[int]) -> Tensor | None:
     library.span_marginals(batch, n, chart.shape[2], lengths_c.buffer_info()[0], chart.data_ptr(), out.data_ptr(),
                            work.data_ptr())
     return out.to(scores.dtype)
+
+
+def best_tree_spans(scores: Tensor, lengths: Sequence[int]) -> Tensor:
+    """(B, N+1, N+1) booleans on the CPU: [b, i, j] for each span of two or more words of sentence b's best tree by
+    CKY (best_splits', of `scores` as it takes them; the whole sentence's too), without building the trees: in C on a
+    CPU, else from the splits."""
+    batch, n = scores.shape[0], scores.shape[1] - 1
+    found = torch.zeros(batch, n + 1, n + 1, dtype=torch.bool)
+    library = _cky_library() if scores.device.type == "cpu" and native.enabled() else None
+    if library is not None:
+        table, stack = _best_splits_in_c(library, scores.detach()), array.array("i", bytes(4 * 2 * (n + 1)))
+        lengths_c = array.array("i", lengths)  # held here: the C call reads it
+        library.best_spans(batch, n, table.buffer_info()[0], lengths_c.buffer_info()[0], found.data_ptr(),
+                           stack.buffer_info()[0])
+        return found
+    for b, splits in enumerate(best_splits(scores.detach())):
+        todo = [(0, lengths[b])] if lengths[b] >= 2 else []
+        while todo:
+            i, j = todo.pop()
+            found[b, i, j], k = True, splits[i, j]
+            todo += [(start, end) for start, end in ((i, k), (k, j)) if end - start >= 2]
+    return found
 
 
 def _best_splits_in_c(library: ctypes.CDLL, scores: Tensor) -> array.array:

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .. import trees
 from ..trees import Tree
-from .cky import best_trees, span_marginals
+from .cky import best_tree_spans, best_trees, span_marginals
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,12 @@ class TreeCRF:
     def argmax(self, words: Sequence[Sequence[str]]) -> list[Tree]:
         """Each sentence's highest-scoring tree over its `words` (cky.best_trees)."""
         return best_trees(self.scores, self.lengths, words)
+
+    @property
+    def argmax_spans(self) -> Tensor:
+        """(B, N+1, N+1) booleans on the CPU: the spans of two or more words of each sentence's highest-scoring tree
+        (the whole sentence's too), no tree built (cky.best_tree_spans)."""
+        return best_tree_spans(self.scores, self.lengths)
 
     def keeping(self, kept: Sequence[Iterable[tuple[int, int]]]) -> TreeCRF:
         """The distribution over the trees that cross none of each sentence's `kept` spans."""

@@ -10,7 +10,7 @@ yields trees of its own, not distances.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -158,14 +158,35 @@ class SpanParser(ModelKind):
         """Each sentence's CKY tree (and, `confidence`, its spans' marginals under the CRF; `marginals`, every
         span's: a chart), the batch in parts small enough that its (B, N+1, N+1) span scores fit in SCORE_CELLS (the
         rows are sorted by length, the longest last)."""
-        step = max(1, SCORE_CELLS // (len(words[-1]) + 1) ** 2)
         found: list[Found] = []
-        for start in range(0, len(words), step):
-            part = words[start : start + step]
-            rows = tokens[start : start + step, : len(part[-1]) + 2]
-            found += self.trees(rows.to(self.device), [len(w) for w in part], part, products, confidence, marginals)
+        for rows, part in self._parts(tokens, words):
+            found += self.trees(rows, [len(w) for w in part], part, products, confidence, marginals)
         return [Reading(list(w), parsed_tree=tree, confidence=sure, marginals=chart)
                 for w, (tree, sure, chart) in zip(words, found)]
+
+    @torch.no_grad()
+    def likely_spans(self, tokens: Tensor, words: Sequence[Sequence[str]], threshold: float,
+                     products: torch.dtype | None = None) -> list[Tensor]:
+        """ModelKind's, a batch at once: the CRF's marginals at least `threshold` or in CKY's tree (no tree built:
+        a pruner's Python is a lane's, runtime/threads.py); past cky.EXACT_LIMIT words every span."""
+        found: list[Tensor] = []
+        for rows, part in self._parts(tokens, words):
+            lengths = [len(w) for w in part]
+            if max(lengths) > cky.EXACT_LIMIT:
+                found += [torch.ones(n + 1, n + 1, dtype=torch.bool) for n in lengths]
+                continue
+            crf = tree_crf.TreeCRF(self.span_scores(rows, lengths, SPAN_BLOCK, products), lengths)
+            keep = (crf.marginals >= threshold).cpu() | crf.argmax_spans
+            found += [keep[b, : n + 1, : n + 1] for b, n in enumerate(lengths)]
+        return found
+
+    def _parts(self, tokens: Tensor, words: Sequence[Sequence[str]]) -> Iterator[tuple[Tensor, Sequence[Sequence[str]]]]:
+        """The batch (rows sorted by length, the longest last) in parts small enough that their (B, N+1, N+1) span
+        scores fit in SCORE_CELLS: each part's rows, on the model's device, and words."""
+        step = max(1, SCORE_CELLS // (len(words[-1]) + 1) ** 2)
+        for start in range(0, len(words), step):
+            part = words[start : start + step]
+            yield tokens[start : start + step, : len(part[-1]) + 2].to(self.device), part
 
     @torch.no_grad()
     def trees(self, tokens: Tensor, lengths: Sequence[int], words: Sequence[Sequence[str]],
