@@ -73,6 +73,20 @@ def brute_force(g, words):
             for t in all_trees(0, n)}
 
 
+def test_a_vocabularys_leaves_read_at_the_words_are_the_batchs_own():
+    """Leaves.of over the whole vocabulary (a parse's grammar keeps them: pcfg/grammar.word_leaves), read at a batch's
+    words, are the batch's words' own, made from their emission; and a structure made from them is the same."""
+    g = random_grammar(4)
+    ids, lengths = padded([[3, 1, 4, 1, 5], [2, 6]])
+    own = rank_cfg.Leaves.of(g.emission[:, ids].permute(1, 2, 0), g.left[NT:], g.right[NT:])
+    read = rank_cfg.Leaves.of(g.emission.t(), g.left[NT:], g.right[NT:]).at(ids)
+    torch.testing.assert_close(read.scale, own.scale, rtol=0, atol=0)
+    torch.testing.assert_close(read.values, own.values, rtol=1e-12, atol=0)
+    from_leaves = RankSpaceCFG(g.root, g.head, g.left, g.right, read, lengths)
+    torch.testing.assert_close(from_leaves.partition, structure(g, ids, lengths).partition, rtol=1e-12, atol=0)
+    torch.testing.assert_close(from_leaves.marginals, structure(g, ids, lengths).marginals, rtol=1e-10, atol=1e-12)
+
+
 def test_partition_and_marginals_equal_brute_force_over_every_tree(tensor_sums):
     g = random_grammar(0)
     sentences = [[3, 1, 4, 1, 5], [2, 6], [0, 5, 5]]

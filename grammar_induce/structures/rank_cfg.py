@@ -64,32 +64,55 @@ def _at_once(tensor: Tensor) -> bool:
     return tensor.device.type != "cpu" or SPLIT_POINTS_AT_ONCE_ON_CPU
 
 
+@dataclass(frozen=True)
+class Leaves:
+    """Words' values as a left and a right child in the rank space, `values` (..., 2r) divided by exp(`scale`) (...):
+    where the inside pass starts. A batch's (B, n) from its words' emission; a parse's grammar keeps its whole
+    vocabulary's (V) once and reads a batch's words from it (`at`): the product over the T preterminals, a
+    (B n, T) x (T, 2r) product a batch, is then a row read a word."""
+
+    scale: Tensor
+    values: Tensor
+
+    @classmethod
+    def of(cls, emission: Tensor, left: Tensor, right: Tensor, products: torch.dtype | None = None) -> Leaves:
+        """From `emission` (..., T) log p(T -> w) and the preterminals' rows of V and W, `left`, `right` (T, r), in
+        `products` (None: float32); the values carry gradients to all three."""
+        scale = emission.detach().amax(-1)
+        return cls(scale, _children((emission - scale[..., None]).exp(), torch.cat([left, right], dim=1), products))
+
+    def at(self, words: Tensor) -> Leaves:
+        """A vocabulary's leaves (V, ...) read at a batch's `words` (B, n) ids."""
+        ids = words.reshape(-1)
+        return Leaves(self.scale.index_select(0, ids).view(words.shape),
+                      self.values.index_select(0, ids).view(*words.shape, self.values.shape[-1]))
+
+
 class RankSpaceCFG:
     """A batch of B sentences (`lengths`, padded to n words) under a grammar of NT nonterminals and T preterminals
     whose binary rules factor through rank r: `root` (NT,) p(S -> A); `head` (NT, r) U; `left`, `right`
-    (NT + T, r) V and W; `emission` (B, n, T) log p(T -> w_i) of each word. `products`: the dtype of the rank-space
-    products (None: float32). The partition carries gradients to all of them; marginals, trees and labels are
+    (NT + T, r) V and W; `emission` (B, n, T) log p(T -> w_i) of each word, or its words' `Leaves` made already (a
+    parse's grammar keeps its vocabulary's). `products`: the dtype of the rank-space products (None: float32). The partition carries gradients to all of them; marginals, trees and labels are
     computed without. `span_bias` (B, n+1, n+1): each span's log weight (width 2 and more; None: none); `keep` (B, n+1,
     n+1) booleans: the chart constraints, the spans the sums may use (None: every span), see above. A sentence's
     kept spans must hold a binary tree of it (a pruner's best tree, say), else its log Z is about PRUNED."""
 
-    def __init__(self, root: Tensor, head: Tensor, left: Tensor, right: Tensor, emission: Tensor,
+    def __init__(self, root: Tensor, head: Tensor, left: Tensor, right: Tensor, emission: Tensor | Leaves,
                  lengths: Sequence[int], products: torch.dtype | None = None, span_bias: Tensor | None = None,
                  keep: Tensor | None = None):
         nt = head.shape[0]
-        self.lengths, self.products, self.n = list(lengths), products, emission.shape[1]
-        self.keep = None if keep is None else keep.to(emission.device)
+        leaves = emission if isinstance(emission, Leaves) else Leaves.of(emission, left[nt:], right[nt:], products)
+        self.lengths, self.products, self.n = list(lengths), products, leaves.scale.shape[1]
+        self.keep = None if keep is None else keep.to(leaves.scale.device)
         if keep is not None:  # a span left out weighs exp(PRUNED): the restricted sums, exactly
-            pruned = torch.zeros_like(self.keep, dtype=emission.dtype).masked_fill_(~self.keep, PRUNED)
+            pruned = torch.zeros_like(self.keep, dtype=leaves.scale.dtype).masked_fill_(~self.keep, PRUNED)
             span_bias = pruned if span_bias is None else span_bias.detach() + pruned
         self.span_bias = None if span_bias is None else span_bias.detach()
         self.root_rule, self.head, self.left_nt, self.right_nt = root, head, left[:nt], right[:nt]
         self.to_children = torch.cat([head.t() @ self.left_nt, head.t() @ self.right_nt], dim=1)  # (r, 2r): U^T V, U^T W
         self.root = root @ head  # (r,): p_root U
-        self.leaf_scale = emission.detach().amax(-1)  # (B, n)
-        # each word's values as a left and a right child (B, n, 2r), divided by exp(leaf_scale)
-        self.leaves = _children((emission - self.leaf_scale[..., None]).exp(),
-                                torch.cat([left[nt:], right[nt:]], dim=1), products)
+        self.leaf_scale = leaves.scale  # (B, n)
+        self.leaves = leaves.values  # each word's values as a left and a right child (B, n, 2r), / exp(leaf_scale)
 
     @functools.cached_property
     def chart(self) -> Chart:

@@ -35,7 +35,7 @@ from ..family import Family, GrammarTools, Yields
 from ..kind import ModelKind
 from ..reading import Reading
 from ..sentences import SentenceRecipe
-from .emission import at_words, word_log_probs
+from .emission import word_log_probs
 from .grammar import Grammar
 from .settings import PCFGConfig, PCFGTrainConfig
 
@@ -135,7 +135,7 @@ class TNPCFG(ModelKind):
             emission = word_log_probs(self.term_mlp[:-1](self.term_emb), last.weight, last.bias, words, products)
         else:
             root, head, left, right = grammar.root, grammar.head, grammar.left, grammar.right
-            emission = at_words(grammar.emission, words)  # (B, n, T) log p(T -> w_i)
+            emission = grammar.word_leaves(products).at(words)  # the words' rows of the vocabulary's leaves
         return RankSpaceCFG(root, head, left, right, emission, lengths, products, span_bias, keep)
 
     def log_likelihood(self, words: Tensor, lengths: Sequence[int], products: torch.dtype | None = None,
