@@ -28,9 +28,15 @@ class Grammar:
         """Every word's values as a left and a right child (V, 2r), made once a products' dtype for as long as the
         grammar is kept (a parse's: model.built_grammar), where a batch's words' would be a (B n, T) x (T, 2r)
         product a batch."""
-        if products not in self._leaves:  # a block of words at a time: no (V, T) table of probabilities beside it
-            nt = self.head.shape[0]
-            blocks = [Leaves.of(words, self.left[nt:], self.right[nt:], products)
-                      for words in self.emission.t().split(LEAF_BLOCK)]
-            self._leaves[products] = Leaves(torch.cat([b.scale for b in blocks]), torch.cat([b.values for b in blocks]))
+        if products not in self._leaves:  # a block of words at a time, written in place: no (V, T) table beside it
+            nt, vocab = self.head.shape[0], self.emission.shape[1]
+            found = None
+            for start in range(0, vocab, LEAF_BLOCK):
+                block = Leaves.of(self.emission[:, start : start + LEAF_BLOCK].t(), self.left[nt:], self.right[nt:],
+                                  products)
+                if found is None:
+                    found = Leaves(block.scale.new_empty(vocab), block.values.new_empty(vocab, block.values.shape[1]))
+                found.scale[start : start + LEAF_BLOCK] = block.scale
+                found.values[start : start + LEAF_BLOCK] = block.values
+            self._leaves[products] = found
         return self._leaves[products]
