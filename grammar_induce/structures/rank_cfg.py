@@ -92,10 +92,11 @@ class RankSpaceCFG:
     """A batch of B sentences (`lengths`, padded to n words) under a grammar of NT nonterminals and T preterminals
     whose binary rules factor through rank r: `root` (NT,) p(S -> A); `head` (NT, r) U; `left`, `right`
     (NT + T, r) V and W; `emission` (B, n, T) log p(T -> w_i) of each word, or its words' `Leaves` made already (a
-    parse's grammar keeps its vocabulary's). `products`: the dtype of the rank-space products (None: float32). The partition carries gradients to all of them; marginals, trees and labels are
-    computed without. `span_bias` (B, n+1, n+1): each span's log weight (width 2 and more; None: none); `keep` (B, n+1,
-    n+1) booleans: the chart constraints, the spans the sums may use (None: every span), see above. A sentence's
-    kept spans must hold a binary tree of it (a pruner's best tree, say), else its log Z is about PRUNED."""
+    parse's grammar keeps its vocabulary's). `products`: the dtype of the rank-space products (None: float32). The
+    partition carries gradients to all of them; marginals, trees and labels are computed without. `span_bias` (B, n+1,
+    n+1): each span's log weight (width 2 and more; None: none); `keep` (B, n+1, n+1) booleans: the chart constraints,
+    the spans the sums may use (None: every span), see above. A sentence's kept spans must hold a binary tree of it (a
+    pruner's best tree, say), else its log Z is about PRUNED."""
 
     def __init__(self, root: Tensor, head: Tensor, left: Tensor, right: Tensor, emission: Tensor | Leaves,
                  lengths: Sequence[int], products: torch.dtype | None = None, span_bias: Tensor | None = None,

@@ -180,7 +180,8 @@ class SpanParser(ModelKind):
             found += [keep[b, : n + 1, : n + 1] for b, n in enumerate(lengths)]
         return found
 
-    def _parts(self, tokens: Tensor, words: Sequence[Sequence[str]]) -> Iterator[tuple[Tensor, Sequence[Sequence[str]]]]:
+    def _parts(self, tokens: Tensor, words: Sequence[Sequence[str]]
+               ) -> Iterator[tuple[Tensor, Sequence[Sequence[str]]]]:
         """The batch (rows sorted by length, the longest last) in parts small enough that their (B, N+1, N+1) span
         scores fit in SCORE_CELLS: each part's rows, on the model's device, and words."""
         step = max(1, SCORE_CELLS // (len(words[-1]) + 1) ** 2)
