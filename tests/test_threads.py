@@ -85,6 +85,31 @@ def test_an_onlstm_reads_one_batch_at_a_time_with_all_torch_threads(tiny_model, 
     assert threads_used == {threading.current_thread().name}
 
 
+def test_two_lanes_build_a_grammar_and_its_leaves_once(two_torch_threads, monkeypatch):
+    """The first two batches ask for the parse's grammar (and its vocabulary's leaves) at once: one thread builds
+    them while the other waits, and both read the same."""
+    from grammar_induce.families.pcfg.grammar import Grammar
+    from grammar_induce.families.pcfg.model import TNPCFG
+
+    pcfg = checkpoint.load(pretrained.catalogue()["ptb-pcfg"].paths[0])
+    pruning = Pruning(checkpoint.load(pretrained.catalogue()["en"].paths[0]))
+    built = []
+
+    def slowly(original):
+        def build(*args, **kwargs):
+            built.append(original.__name__)
+            time.sleep(0.05)  # the other lane asks meanwhile
+            return original(*args, **kwargs)
+        return build
+
+    monkeypatch.setattr(TNPCFG, "grammar", slowly(TNPCFG.grammar))
+    monkeypatch.setattr(Grammar, "_made_leaves", slowly(Grammar._made_leaves))
+    threads_used, _ = record_threads(pcfg, monkeypatch)
+    read_sentences(pcfg, [["the", "old", "man", "saw", "a", "dog"][: 2 + k % 5] for k in range(20)], batch_size=4,
+                   pruning=pruning)
+    assert len(threads_used) == 2 and sorted(built) == ["_made_leaves", "grammar"]
+
+
 def test_a_pcfg_over_its_whole_chart_reads_one_batch_at_a_time(two_torch_threads, monkeypatch):
     """Its products keep both cores busy: no lanes without a pruner; the batches shortest first, as always."""
     pcfg = checkpoint.load(pretrained.catalogue()["ptb-pcfg"].paths[0])

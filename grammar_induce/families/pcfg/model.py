@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from .grammar import Grammar
 from .settings import PCFGConfig, PCFGTrainConfig
 
 PARSE_LIMIT = 150  # words: a longer line is parsed in pieces (its chart would grow with the length squared)
+BUILDING = threading.Lock()  # a parse's grammar is built by one thread at a time
 CHART_BYTES = 1 << 28  # parsing: the charts of this many bytes at a time, with their gradients (a part of a batch)
 
 class ResLayer(nn.Module):
@@ -104,12 +106,14 @@ class TNPCFG(ModelKind):
 
     def built_grammar(self) -> Grammar:
         """The grammar for parsing, built once for as long as the weights are unchanged (its MLPs and the emission's
-        softmax over the vocabulary are a tenth of a parse when built again for every batch)."""
+        softmax over the vocabulary are a tenth of a parse when built again for every batch); by one thread while
+        others wait (two lanes' first batches ask at once: runtime/threads.py)."""
         stamp = tuple((p.data_ptr(), p._version) for p in self.parameters())  # a step of training changes a version
-        if self._built is None or self._built[0] != stamp:
-            with torch.no_grad():
-                self._built = (stamp, self.grammar())
-        return self._built[1]
+        with BUILDING:
+            if self._built is None or self._built[0] != stamp:
+                with torch.no_grad():
+                    self._built = (stamp, self.grammar())
+            return self._built[1]
 
     def rules(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """p(S -> A) (NT,), U (NT, r), V and W (NT + T, r): the grammar but its emission."""
