@@ -277,7 +277,7 @@ def leaves(tree: Tree) -> list[str]:
 def spans(tree: Tree, whole: bool = False) -> set[tuple[int, int]]:
     """Every constituent of two or more words except the whole sentence, as in the paper's code (`whole`:
     the whole sentence too, as a tree's score over spans counts it). Read as `rebuild` reads (no recursion, no
-    events: a parse reads every tree's spans, its pruner's too)."""
+    events: a parse reads every tree's spans)."""
     found: set[tuple[int, int]] = set()
     if isinstance(tree, str):
         return found
